@@ -1,0 +1,32 @@
+"""The one definition of input preprocessing, shared by training and the serving signatures.
+
+Keeping both sides on these functions is what rules out train/serve skew.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+IMAGE_SIZE = 28
+
+
+def scale(images: Any) -> Any:
+    """uint8 pixels (any shape) -> float32 in [0, 1]. Vectorised: apply to whole batches."""
+    import tensorflow as tf
+
+    return tf.cast(images, tf.float32) / 255.0
+
+
+def decode_image(image_bytes: Any) -> Any:
+    """PNG/JPEG/GIF/BMP bytes of any size, gray or colour -> float32 [28, 28, 1] in [0, 1]."""
+    import tensorflow as tf
+
+    image = tf.io.decode_image(image_bytes, channels=1, dtype=tf.uint8, expand_animations=False)
+    image.set_shape([None, None, 1])
+    image = scale(image)
+    size = tf.shape(image)[:2]
+    return tf.cond(
+        tf.reduce_all(tf.equal(size, [IMAGE_SIZE, IMAGE_SIZE])),
+        lambda: image,
+        lambda: tf.image.resize(image, [IMAGE_SIZE, IMAGE_SIZE], antialias=True),
+    )

@@ -1,0 +1,293 @@
+"""Train one model variant with MultiWorkerMirroredStrategy and export the chief's model.
+
+    python -m ml.train --volume V --model-type M [--profile quick|full] [--epochs N] ...
+
+Every worker of a job runs this same command; the training operator (or the local
+runtime) gives each one its TF_CONFIG. No TF_CONFIG means a one-worker job.
+
+Writes ``V/checkpoints/M/`` (weights-only checkpoints, BackupAndRestore state),
+``V/tensorboard/M/`` and, from the chief only, ``V/candidates/M/`` (SavedModel,
+``metrics.json``, ``params.yaml``), replaced atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ml.cluster import ClusterSpec, parse_tf_config
+from ml.config import MODEL_TYPES, PROFILES, ConfigError, TrainConfig, load_config_file, resolve
+
+PROGRESS_PREFIX = "DISTML_PROGRESS "
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ml.train",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--volume", required=True, help="shared volume root (the PVC mount)")
+    p.add_argument("--model-type", required=True, help=f"model to train: {', '.join(MODEL_TYPES)}")
+    p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help="training budget; quick = 3 x 70 steps, full = 15 full passes "
+        "(default: the --config file's, else quick)",
+    )
+    p.add_argument("--config", help="YAML file of TrainConfig fields (applied after the profile)")
+    p.add_argument("--epochs", type=int, help="override the profile's epoch count")
+    p.add_argument("--steps-per-epoch", type=int, help="override the profile's steps per epoch")
+    p.add_argument(
+        "--batch-size-per-replica",
+        type=int,
+        help="override the per-replica batch (global = this x workers)",
+    )
+    p.add_argument("--learning-rate", type=float, help="override the base learning rate")
+    p.add_argument(
+        "--lr-schedule",
+        choices=("step", "constant"),
+        help="step: base for epochs 0-2, /10 for 3-6, /100 after; constant",
+    )
+    p.add_argument("--bn-momentum", type=float, help="BatchNorm momentum (cnn_batchnorm)")
+    p.add_argument("--shuffle-buffer", type=int, help="shuffle buffer size in examples")
+    p.add_argument("--seed", type=int, help="random seed (same on every worker)")
+    p.add_argument(
+        "--no-validation",
+        action="store_true",
+        help="skip the per-epoch evaluation on the test split",
+    )
+    p.add_argument(
+        "--source-dir",
+        help="raw Fashion-MNIST .gz files, used only when "
+        "V/datasets/ has no prepared dataset (see python -m ml.ingest)",
+    )
+    p.add_argument("--log-every", type=int, default=10, help="print a progress line every N steps")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    file_values = load_config_file(args.config) if args.config else {}
+    overrides = {
+        "model_type": args.model_type,
+        "epochs": args.epochs,
+        "steps_per_epoch": args.steps_per_epoch,
+        "batch_size_per_replica": args.batch_size_per_replica,
+        "learning_rate": args.learning_rate,
+        "lr_schedule": args.lr_schedule,
+        "bn_momentum": args.bn_momentum,
+        "shuffle_buffer": args.shuffle_buffer,
+        "seed": args.seed,
+        "validation": False if args.no_validation else None,
+    }
+    return resolve(args.profile, file_values, overrides)
+
+
+def _emit(kind: str, **fields: Any) -> None:
+    print(PROGRESS_PREFIX + json.dumps({"event": kind, **fields}), flush=True)
+
+
+def _progress_callback(
+    keras: Any, cfg: TrainConfig, steps: int, log_every: int, state: dict[str, Any]
+) -> Any:
+    class Progress(keras.callbacks.Callback):
+        """Machine-readable progress lines and the learning-rate print."""
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            if state.get("first_epoch") is None:
+                state["first_epoch"] = epoch
+                if epoch > 0:
+                    print(f"resuming from backup at epoch {epoch + 1}/{cfg.epochs}", flush=True)
+                    _emit("resumed", epoch=epoch)
+            self._epoch = epoch
+            lr = float(keras.backend.get_value(self.model.optimizer.learning_rate))
+            print(f"epoch {epoch + 1}/{cfg.epochs}: learning rate {lr:.6g}", flush=True)
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            step = batch + 1
+            if step % log_every == 0 or step == steps:
+                _emit(
+                    "step",
+                    epoch=self._epoch,
+                    epochs=cfg.epochs,
+                    step=step,
+                    steps=steps,
+                    loss=float((logs or {}).get("loss", float("nan"))),
+                )
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            lr = float(keras.backend.get_value(self.model.optimizer.learning_rate))
+            row = {
+                "epoch": epoch + 1,
+                "learning_rate": lr,
+                **{k: float(v) for k, v in (logs or {}).items() if k != "lr"},
+            }
+            state.setdefault("history", []).append(row)
+            _emit("epoch", **row, epochs=cfg.epochs)
+
+    return Progress()
+
+
+def _swap_in(tmp: Path, target: Path) -> None:
+    """Replace ``target`` by ``tmp`` with renames, so readers never see half a directory."""
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.rename(target, old)
+    os.rename(tmp, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def train(
+    cfg: TrainConfig,
+    volume: Path,
+    spec: ClusterSpec,
+    *,
+    source_dir: str | None = None,
+    log_every: int = 10,
+) -> dict[str, Any]:
+    """Run one worker's part of the job; return the metrics (chief writes the candidate)."""
+    import tensorflow as tf
+
+    # Collective ops must be configured before any other TF op runs in this process.
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    import tf_keras as keras
+
+    from ml.data import load_split
+    from ml.export import export_model
+    from ml.models import build_model
+    from ml.pipeline import make_dataset
+
+    workers = strategy.num_replicas_in_sync
+    global_batch = cfg.global_batch_size(workers)
+    steps = cfg.resolved_steps_per_epoch(workers)
+    cfg.extra.update(
+        {
+            "workers": workers,
+            "global_batch_size": global_batch,
+            "steps_per_epoch_resolved": steps,
+            "tensorflow": tf.__version__,
+        }
+    )
+    print(
+        f"{spec.name}: {cfg.model_type}, {workers} worker(s), global batch {global_batch}, "
+        f"{cfg.epochs} epoch(s) x {steps} steps, profile {cfg.profile}",
+        flush=True,
+    )
+
+    keras.utils.set_random_seed(cfg.seed)
+    train_ds = make_dataset(
+        load_split(volume, "train", source_dir=source_dir),
+        global_batch_size=global_batch,
+        training=True,
+        shuffle_buffer=cfg.shuffle_buffer,
+        seed=cfg.seed,
+    )
+    val_ds = None
+    if cfg.validation:
+        val_ds = make_dataset(
+            load_split(volume, "test", source_dir=source_dir),
+            global_batch_size=global_batch,
+            training=False,
+        )
+
+    with strategy.scope():
+        model = build_model(
+            cfg.model_type,
+            learning_rate=cfg.learning_rate,
+            bn_momentum=cfg.bn_momentum,
+            seed=cfg.seed,
+        )
+
+    ckpt_dir = volume / "checkpoints" / cfg.model_type
+    tb_dir = volume / "tensorboard" / cfg.model_type
+    state: dict[str, Any] = {}
+    callbacks = [
+        keras.callbacks.BackupAndRestore(backup_dir=str(ckpt_dir / "backup")),
+        keras.callbacks.ModelCheckpoint(
+            str(ckpt_dir / "weights" / "epoch-{epoch:03d}"), save_weights_only=True
+        ),
+        keras.callbacks.TensorBoard(log_dir=str(tb_dir), write_graph=False, profile_batch=0),
+        keras.callbacks.LearningRateScheduler(lambda epoch, lr: cfg.learning_rate_for_epoch(epoch)),
+        _progress_callback(keras, cfg, steps, log_every, state),
+    ]
+    started = time.monotonic()
+    model.fit(
+        train_ds,
+        epochs=cfg.epochs,
+        steps_per_epoch=steps,
+        validation_data=val_ds,
+        callbacks=callbacks,
+        verbose=0,
+    )
+    seconds = time.monotonic() - started
+    epochs_run = cfg.epochs - (state.get("first_epoch") or 0)
+    metrics = {
+        "model_type": cfg.model_type,
+        "profile": cfg.profile,
+        "workers": workers,
+        "history": state.get("history", []),
+        "resumed_from_epoch": state.get("first_epoch") or 0,
+        "train_seconds": round(seconds, 3),
+        "examples_per_second": round(epochs_run * steps * global_batch / seconds, 1),
+    }
+    if metrics["history"]:
+        metrics["final"] = metrics["history"][-1]
+
+    # Every worker saves (TF's rule for multi-worker saving); only the chief's copy is kept.
+    # The export is a plain (non-distributed) copy of the trained weights.
+    plain = build_model(
+        cfg.model_type, learning_rate=cfg.learning_rate, bn_momentum=cfg.bn_momentum, seed=cfg.seed
+    )
+    plain.set_weights(model.get_weights())
+    candidates = volume / "candidates"
+    if spec.is_chief:
+        candidates.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{cfg.model_type}.tmp-", dir=candidates))
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix=f"distml-{cfg.model_type}-{spec.name}-"))
+    try:
+        export_model(plain, tmp)
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+        (tmp / "params.yaml").write_text(cfg.to_yaml())
+        if spec.is_chief:
+            _swap_in(tmp, candidates / cfg.model_type)
+            print(f"exported candidate to {candidates / cfg.model_type}", flush=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    _emit("done", seconds=round(seconds, 3), chief=spec.is_chief)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        spec = parse_tf_config(os.environ.get("TF_CONFIG"))
+        if args.log_every < 1:
+            raise ConfigError("--log-every must be a positive integer")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from ml.data import DataError
+
+    try:
+        train(cfg, Path(args.volume), spec, source_dir=args.source_dir, log_every=args.log_every)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Config: profiles, override order, validation, round-trip; TF_CONFIG parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ml.cluster import parse_tf_config
+from ml.config import ConfigError, TrainConfig, from_yaml, load_config_file, resolve
+
+
+def test_quick_profile_is_the_original_budget() -> None:
+    cfg = resolve("quick", overrides={"model_type": "cnn"})
+    assert (cfg.epochs, cfg.steps_per_epoch, cfg.batch_size_per_replica) == (3, 70, 64)
+    assert cfg.shuffle_buffer == 10_000
+    assert cfg.global_batch_size(2) == 128
+
+
+def test_full_profile_makes_full_passes() -> None:
+    cfg = resolve("full", overrides={"model_type": "cnn"})
+    assert cfg.steps_per_epoch is None
+    assert cfg.resolved_steps_per_epoch(2) == 60_000 // 128
+
+
+def test_override_order_defaults_profile_file_flags(tmp_path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("profile: full\nepochs: 7\nseed: 5\n")
+    cfg = resolve(None, load_config_file(f), {"epochs": 2, "seed": None, "model_type": "cnn"})
+    assert cfg.profile == "full"  # from the file
+    assert cfg.epochs == 2  # flag beats file
+    assert cfg.seed == 5  # file beats default; a None flag does not override
+    assert resolve("quick", load_config_file(f)).profile == "quick"  # flag beats file
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("epochs: 0\n", "epochs must be a positive integer"),
+        ("learning_rate: 5\n", "learning_rate must be in (0, 1)"),
+        ("model_type: vgg\n", "valid: cnn, cnn_dropout, cnn_batchnorm"),
+        ("eopchs: 3\n", "unknown keys ['eopchs']"),
+        ("- 1\n", "must hold a mapping"),
+        ("a: [\n", "not valid YAML"),
+    ],
+    ids=[
+        "zero epochs",
+        "huge learning rate",
+        "unknown model",
+        "misspelt key",
+        "a list",
+        "broken yaml",
+    ],
+)
+def test_bad_config_files_say_what_is_wrong(tmp_path, text: str, message: str) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=None) as err:
+        resolve(None, load_config_file(f))
+    assert message in str(err.value)
+
+
+def test_missing_config_file_is_reported(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config_file(tmp_path / "nope.yaml")
+
+
+def test_step_schedule_divides_by_ten_then_hundred() -> None:
+    cfg = TrainConfig(learning_rate=1e-3, lr_schedule="step")
+    assert [cfg.learning_rate_for_epoch(e) for e in (0, 2, 3, 6, 7)] == pytest.approx(
+        [1e-3, 1e-3, 1e-4, 1e-4, 1e-5]
+    )
+    assert TrainConfig(lr_schedule="constant").learning_rate_for_epoch(9) == 1e-3
+
+
+def test_yaml_round_trip() -> None:
+    cfg = resolve("full", overrides={"model_type": "cnn_batchnorm", "seed": 9})
+    assert from_yaml(cfg.to_yaml()) == cfg
+
+
+def test_no_tf_config_is_one_worker() -> None:
+    spec = parse_tf_config(None)
+    assert spec.num_workers == 1 and spec.is_chief
+
+
+def test_tf_config_worker_roles() -> None:
+    cluster = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
+    w0 = parse_tf_config(json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    w1 = parse_tf_config(json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}}))
+    assert (w0.num_workers, w0.is_chief, w1.is_chief) == (2, True, False)
+    with_chief = {"chief": ["c:1"], "worker": ["w:1"]}
+    w = parse_tf_config(json.dumps({"cluster": with_chief, "task": {"type": "worker", "index": 0}}))
+    assert not w.is_chief and w.num_workers == 2
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[]", "must be a JSON object"),
+        ('{"task": {"type": "worker", "index": 0}}', "no 'cluster'"),
+        ('{"cluster": {"worker": ["a:1"]}}', "no 'task'"),
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}',
+            "is not a role",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}',
+            "out of range",
+        ),
+        (
+            '{"cluster": {"worker": ["nohostport"]}, "task": {"type": "worker", "index": 0}}',
+            "is not host:port",
+        ),
+    ],
+    ids=[
+        "not json",
+        "not an object",
+        "no cluster",
+        "no task",
+        "role missing",
+        "index too big",
+        "address without port",
+    ],
+)
+def test_malformed_tf_config_is_explained(raw: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_tf_config(raw)
+    assert message in str(err.value)
