@@ -7,6 +7,7 @@ The resolved config is written as ``params.yaml`` next to every exported candida
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import yaml
 
 MODEL_TYPES: tuple[str, ...] = ("cnn", "cnn_dropout", "cnn_batchnorm")
 PROFILES: tuple[str, ...] = ("quick", "full")
-LR_SCHEDULES: tuple[str, ...] = ("step", "constant")
+LR_SCHEDULES: tuple[str, ...] = ("step", "constant", "cosine")
 
 TRAIN_EXAMPLES = 60_000
 
@@ -47,7 +48,8 @@ class TrainConfig:
     learning_rate: float = 1e-3
     """Base learning rate of the schedule."""
     lr_schedule: str = "step"
-    """``step``: base LR for epochs 0-2, base/10 for 3-6, base/100 after; ``constant``."""
+    """``step``: base LR for epochs 0-2, base/10 for 3-6, base/100 after (the original
+    design's); ``constant``; ``cosine``: per-epoch cosine decay from base towards 0."""
     bn_momentum: float = 0.99
     """Momentum of BatchNormalization moving statistics (``cnn_batchnorm`` only)."""
     seed: int = 42
@@ -94,7 +96,11 @@ class TrainConfig:
 
     def learning_rate_for_epoch(self, epoch: int) -> float:
         """The schedule, by 0-based epoch."""
-        if self.lr_schedule == "constant" or epoch < 3:
+        if self.lr_schedule == "constant":
+            return self.learning_rate
+        if self.lr_schedule == "cosine":
+            return self.learning_rate * 0.5 * (1 + math.cos(math.pi * epoch / self.epochs))
+        if epoch < 3:
             return self.learning_rate
         if epoch < 7:
             return self.learning_rate / 10

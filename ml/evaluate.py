@@ -19,13 +19,15 @@ class CandidateError(RuntimeError):
     """A model directory is missing, incomplete or cannot be loaded."""
 
 
-def load_test_arrays(volume: str | Path, source_dir: str | None = None) -> tuple[Any, Any]:
+def load_test_arrays(
+    volume: str | Path, source_dir: str | None = None, log: Any = print
+) -> tuple[Any, Any]:
     """The whole test split as numpy arrays: (uint8 [N,28,28,1], int64 [N])."""
     import numpy as np
 
     from ml.data import load_split
 
-    ds = load_split(Path(volume), "test", source_dir=source_dir).batch(10_000)
+    ds = load_split(Path(volume), "test", source_dir=source_dir, log=log).batch(10_000)
     images, labels = [], []
     for x, y in ds.as_numpy_iterator():
         images.append(x)
@@ -70,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     from ml.data import DataError
 
     try:
-        images, labels = load_test_arrays(args.volume, args.source_dir)
+        # stdout carries only the JSON results; progress goes to stderr.
+        images, labels = load_test_arrays(
+            args.volume, args.source_dir, log=lambda m: print(m, file=sys.stderr)
+        )
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -83,8 +83,10 @@ def rollback(volume: Path, service: str) -> tuple[int, int]:
     if not versions:
         raise SystemExit(f"error: nothing is published under {serving_dir}; run a deploy first")
     current = versions[-1]
-    previous = _read_publish_record(serving_dir / str(current)).get("previous")
-    if previous is None:
+    record = _read_publish_record(serving_dir / str(current))
+    if "previous" in record:
+        previous = record["previous"]
+    else:  # published by something else: take the next lower version
         earlier = [v for v in versions if v < current]
         previous = earlier[-1] if earlier else None
     if previous is None or not (serving_dir / str(previous)).is_dir():
@@ -138,7 +140,7 @@ def select(
         report["reason"] = f"no candidates in {candidates_dir}; run training first"
         return _finish(volume, report, 1, log)
 
-    images, labels = load_test_arrays(volume, source_dir)
+    images, labels = load_test_arrays(volume, source_dir, log=log)
     report["test_examples"] = len(labels)
     for name in names:
         entry: dict[str, Any] = {"model_type": name, "path": str(candidates_dir / name)}

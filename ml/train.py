@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ml.cluster import ClusterSpec, parse_tf_config
-from ml.config import MODEL_TYPES, PROFILES, ConfigError, TrainConfig, load_config_file, resolve
+from ml.config import (
+    LR_SCHEDULES,
+    MODEL_TYPES,
+    PROFILES,
+    ConfigError,
+    TrainConfig,
+    load_config_file,
+    resolve,
+)
 
 PROGRESS_PREFIX = "DISTML_PROGRESS "
 
@@ -54,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--learning-rate", type=float, help="override the base learning rate")
     p.add_argument(
         "--lr-schedule",
-        choices=("step", "constant"),
-        help="step: base for epochs 0-2, /10 for 3-6, /100 after; constant",
+        choices=LR_SCHEDULES,
+        help="step: base for epochs 0-2, /10 for 3-6, /100 after; constant; "
+        "cosine: per-epoch cosine decay to 0",
     )
     p.add_argument("--bn-momentum", type=float, help="BatchNorm momentum (cnn_batchnorm)")
     p.add_argument("--shuffle-buffer", type=int, help="shuffle buffer size in examples")

@@ -1,0 +1,58 @@
+"""Pod step ``ingest``: prepare tfds ``fashion_mnist`` in ``<volume>/datasets``.
+
+    python -m ml.ingest --volume V [--source-dir D] [--mirror URL]
+
+Idempotent: a volume that already holds the prepared dataset is left untouched. Exit codes:
+0 done (or nothing to do), 2 a data problem (message on stderr says how to fix it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ml import data
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ml.ingest",
+        description="Find (or download) the Fashion-MNIST files, verify them and prepare the "
+        "tfds fashion_mnist dataset in VOLUME/datasets.",
+    )
+    parser.add_argument(
+        "--volume",
+        required=True,
+        help="the shared volume; the dataset is prepared in VOLUME/datasets",
+    )
+    parser.add_argument(
+        "--source-dir",
+        default=None,
+        help="directory holding the four original .gz files, searched first "
+        f"(default: ${data.DATA_DIR_ENV}, then {data.DEBIAN_DIR}, then {data.KERAS_DIR})",
+    )
+    parser.add_argument(
+        "--mirror",
+        default=None,
+        help="base URL to download the files from when no directory has them "
+        f"(default: ${data.MIRROR_ENV}, else {data.DEFAULT_MIRROR})",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ingest step; return the process exit code."""
+    args = _parser().parse_args(argv)
+    import tensorflow_datasets as tfds
+
+    tfds.disable_progress_bar()  # tqdm bars flood pod logs; prepare logs its own lines
+    try:
+        data.prepare(args.volume, source_dir=args.source_dir, mirror=args.mirror, log=print)
+    except data.DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

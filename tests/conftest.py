@@ -1,0 +1,122 @@
+"""Shared pytest fixtures.
+
+Data:
+- ``shared_data_dir``: the four real Fashion-MNIST files (skips when absent).
+- ``isolated_data_places``: the system search places point at empty temp dirs and the data
+  environment variables are unset, so a test sees only the data it sets up.
+- ``dead_url``: a loopback URL that refuses connections.
+- ``http_mirror``: starts loopback HTTP servers serving a directory.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+FASHION_MNIST_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    """Directory with the four original Fashion-MNIST files.
+
+    ``$DISTML_DATA_DIR`` if set, else ``../shared/data/fashion-mnist/`` beside the repo.
+    """
+    default = Path(__file__).resolve().parents[2] / "shared" / "data" / "fashion-mnist"
+    path = Path(os.environ.get("DISTML_DATA_DIR") or default)
+    missing = [name for name in FASHION_MNIST_FILES if not (path / name).is_file()]
+    if missing:
+        pytest.skip(
+            f"real Fashion-MNIST files not found in {path} (missing {', '.join(missing)}); "
+            "set DISTML_DATA_DIR to a directory holding them"
+        )
+    return path
+
+
+@pytest.fixture
+def isolated_data_places(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_url: str
+) -> tuple[Path, Path]:
+    """Point ``ml.data``'s Debian and Keras dirs at empty temp dirs; unset the data env vars.
+
+    ``$DISTML_DATA_MIRROR`` is set to a refusing loopback port, so nothing can reach the real
+    mirror by accident. Returns ``(debian_dir, keras_dir)`` (not created).
+    """
+    from ml import data
+
+    debian, keras = tmp_path / "sys-debian", tmp_path / "sys-keras"
+    monkeypatch.setattr(data, "DEBIAN_DIR", debian)
+    monkeypatch.setattr(data, "KERAS_DIR", keras)
+    monkeypatch.delenv("DISTML_DATA_DIR", raising=False)
+    monkeypatch.setenv("DISTML_DATA_MIRROR", dead_url)
+    return debian, keras
+
+
+@pytest.fixture
+def dead_url() -> Iterator[str]:
+    """``http://127.0.0.1:<port>/`` where the port is bound but not listening (refuses)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    finally:
+        sock.close()
+
+
+class _MirrorHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves a directory; files named in ``truncate`` are cut after that many bytes while the
+    full Content-Length is still announced (a connection dropped mid-transfer)."""
+
+    truncate: Mapping[str, int] = {}
+
+    def copyfile(self, source, outputfile) -> None:  # type: ignore[override]
+        limit = self.truncate.get(Path(self.path).name)
+        if limit is None:
+            shutil.copyfileobj(source, outputfile)
+        else:
+            outputfile.write(source.read(limit))
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_mirror() -> Iterator[Callable[..., str]]:
+    """Factory ``serve(directory, truncate=None) -> base URL`` for loopback HTTP mirrors.
+
+    Each call starts a server on 127.0.0.1 on a free port; all are stopped at teardown.
+    """
+    servers: list[tuple[http.server.ThreadingHTTPServer, threading.Thread]] = []
+
+    def serve(directory: Path, truncate: Mapping[str, int] | None = None) -> str:
+        handler = type("Handler", (_MirrorHandler,), {"truncate": dict(truncate or {})})
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(handler, directory=str(directory))
+        )
+        server.daemon_threads = True
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        thread.start()
+        servers.append((server, thread))
+        return f"http://127.0.0.1:{server.server_port}/"
+
+    yield serve
+    for server, thread in servers:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

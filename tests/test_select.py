@@ -1,0 +1,170 @@
+"""Selection: evaluate every candidate, pick the best, publish atomically, refuse worse."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ml import select as sel
+from ml.data import load_arrays
+from ml.export import export_model
+from ml.models import build_model
+
+
+@pytest.fixture(scope="module")
+def saved_models(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
+    """Two real SavedModels: 'good' (trained briefly on real data) and 'bad' (untrained)."""
+    (x, y), _ = load_arrays(shared_data_dir)
+    root = tmp_path_factory.mktemp("saved")
+    good = build_model("cnn", learning_rate=3e-3, seed=1)
+    good.fit(x[:6400, ..., None] / 255.0, y[:6400], batch_size=128, epochs=1, verbose=0)
+    export_model(good, root / "good")
+    export_model(build_model("cnn", seed=2), root / "bad")
+    return {"good": root / "good", "bad": root / "bad"}
+
+
+@pytest.fixture
+def volume(tmp_path, shared_data_dir, monkeypatch) -> Path:
+    monkeypatch.setenv("DISTML_DATA_DIR", str(shared_data_dir))
+    return tmp_path / "volume"
+
+
+def add_candidate(volume: Path, name: str, source: Path) -> None:
+    shutil.copytree(source, volume / "candidates" / name)
+
+
+def report(volume: Path) -> dict:
+    return json.loads((volume / "reports" / "selection.json").read_text())
+
+
+def run(volume: Path, *args: str) -> int:
+    return sel.main(["--volume", str(volume), *args])
+
+
+def test_picks_the_best_and_publishes_version_1(volume, saved_models):
+    add_candidate(volume, "cnn", saved_models["good"])
+    add_candidate(volume, "cnn_dropout", saved_models["bad"])
+    assert run(volume) == 0
+    r = report(volume)
+    scores = {c["model_type"]: c["accuracy"] for c in r["candidates"]}
+    assert scores["cnn"] > 0.6 > scores["cnn_dropout"]
+    assert (r["winner"], r["published"], r["version"]) == ("cnn", True, 1)
+    assert "highest test accuracy" in r["reason"]
+    served = volume / "serving" / "tf-mnist"
+    assert (served / "1" / "saved_model.pb").is_file()
+    assert json.loads((served / "1" / "publish.json").read_text())["source"] == "candidate cnn"
+    assert [p.name for p in served.iterdir()] == ["1"], "no temporary directory is left"
+
+
+def test_each_publish_increments_the_version(volume, saved_models):
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume) == 0
+    assert run(volume, "--service", "tf-mnist") == 0
+    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1, 2]
+    assert report(volume)["serving_before"]["version"] == 1
+
+
+def test_refuses_a_worse_model_unless_forced(volume, saved_models):
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume) == 0
+    shutil.rmtree(volume / "candidates" / "cnn")
+    add_candidate(volume, "cnn", saved_models["bad"])
+    assert run(volume) == 0
+    r = report(volume)
+    assert not r["published"] and r["version"] == 1
+    assert "kept version 1" in r["reason"] and "--force" in r["reason"]
+    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1]
+    assert run(volume, "--force") == 0
+    assert report(volume)["version"] == 2
+
+
+def test_below_min_accuracy_publishes_nothing_and_fails(volume, saved_models, capsys):
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume, "--min-accuracy", "0.99") == 1
+    assert "below --min-accuracy 0.9900" in capsys.readouterr().out
+    assert not (volume / "serving" / "tf-mnist").exists()
+
+
+def test_missing_and_corrupt_candidates_are_reported_and_skipped(volume, saved_models):
+    add_candidate(volume, "cnn", saved_models["good"])
+    (volume / "candidates" / "cnn_dropout").mkdir()  # never exported
+    add_candidate(volume, "cnn_batchnorm", saved_models["bad"])
+    (volume / "candidates" / "cnn_batchnorm" / "saved_model.pb").write_bytes(b"garbage")
+    assert run(volume) == 0
+    by_name = {c["model_type"]: c for c in report(volume)["candidates"]}
+    assert by_name["cnn_dropout"]["status"] == "skipped"
+    assert "no saved_model.pb" in by_name["cnn_dropout"]["error"]
+    assert by_name["cnn_batchnorm"]["status"] == "skipped"
+    assert "cannot be loaded" in by_name["cnn_batchnorm"]["error"]
+    assert report(volume)["winner"] == "cnn"
+
+
+def test_no_usable_candidate_fails_and_what_was_serving_stays(volume, saved_models):
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume) == 0
+    shutil.rmtree(volume / "candidates" / "cnn")
+    (volume / "candidates" / "cnn").mkdir()
+    assert run(volume) == 1
+    assert "no usable candidate" in report(volume)["reason"]
+    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1]
+
+
+def test_no_candidates_at_all_fails_with_a_hint(volume):
+    assert run(volume) == 1
+    assert "run training first" in report(volume)["reason"]
+
+
+def test_a_failed_copy_publishes_nothing(volume, saved_models, monkeypatch):
+    add_candidate(volume, "cnn", saved_models["good"])
+
+    def broken_copy(src, dst, **kwargs):
+        Path(dst).mkdir(parents=True)
+        (Path(dst) / "saved_model.pb").write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sel.shutil, "copytree", broken_copy)
+    with pytest.raises(OSError):
+        run(volume)
+    served = volume / "serving" / "tf-mnist"
+    assert list(served.iterdir()) == [], "neither a version nor a temporary dir may remain"
+
+
+def test_rollback_walks_back_the_history(volume, saved_models, capsys):
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume) == 0  # v1 good
+    shutil.rmtree(volume / "candidates" / "cnn")
+    add_candidate(volume, "cnn", saved_models["bad"])
+    assert run(volume, "--force") == 0  # v2 bad
+    assert run(volume, "--rollback") == 0  # v3 = v1
+    served = volume / "serving" / "tf-mnist"
+    assert "version 1 republished as version 3" in capsys.readouterr().out
+    v1 = (served / "1" / "variables" / "variables.data-00000-of-00001").read_bytes()
+    v3 = (served / "3" / "variables" / "variables.data-00000-of-00001").read_bytes()
+    assert v1 == v3
+    with pytest.raises(SystemExit, match="no earlier version to roll back to"):
+        run(volume, "--rollback")
+
+
+def test_rollback_with_nothing_published_explains(volume):
+    with pytest.raises(SystemExit, match="nothing is published"):
+        run(volume, "--rollback")
+
+
+def test_min_accuracy_must_be_a_fraction(volume, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run(volume, "--min-accuracy", "86")
+    assert exit_.value.code == 2
+    assert "fraction" in capsys.readouterr().err
+
+
+def test_evaluate_scores_what_is_served(volume, saved_models, shared_data_dir):
+    from ml.evaluate import evaluate_saved_model
+
+    _, (x, y) = load_arrays(shared_data_dir)
+    result = evaluate_saved_model(saved_models["good"], x[:2000, ..., None], y[:2000])
+    assert result["examples"] == 2000 and 0.6 < result["accuracy"] <= 1
+    assert np.isfinite(result["loss"])
