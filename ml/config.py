@@ -123,8 +123,8 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
         "steps_per_epoch": 70,
         "batch_size_per_replica": 64,
         "shuffle_buffer": 10_000,
-        "learning_rate": 3e-3,
-        "lr_schedule": "constant",
+        "learning_rate": 8e-3,
+        "lr_schedule": "cosine",
         "bn_momentum": 0.9,
     },
     "full": {

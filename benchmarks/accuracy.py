@@ -1,0 +1,215 @@
+"""Accuracy benchmark: every model, 2-worker MultiWorkerMirroredStrategy jobs, real data.
+
+    python benchmarks/accuracy.py [--profiles quick,full] [--seeds 3] [--workers 2]
+
+For each profile and model it runs real ``python -m ml.train`` worker processes on
+127.0.0.1 (as the local runtime and the pods do), evaluates the exported candidate on the
+test split, and records test accuracy (mean and spread over seeds), wall time, and
+examples/s of training next to examples/s of the input pipeline alone. Writes
+``benchmarks/results/accuracy.json`` and ``accuracy.md`` (the table quoted in the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from ml.config import MODEL_TYPES, resolve  # noqa: E402
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def run_job(volume: Path, model: str, profile: str, seed: int, workers: int, log_dir: Path):
+    """One training job: ``workers`` processes with TF_CONFIG; returns wall seconds."""
+    ports = free_ports(workers)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    procs = []
+    started = time.monotonic()
+    for i in range(workers):
+        env = dict(
+            os.environ,
+            TF_CPP_MIN_LOG_LEVEL="2",
+            TF_NUM_INTRAOP_THREADS=threads,
+            TF_NUM_INTEROP_THREADS=threads,
+            PYTHONPATH=str(REPO),
+        )
+        if workers > 1:
+            env["TF_CONFIG"] = json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": i}}
+            )
+        log = (log_dir / f"{profile}-{model}-s{seed}-w{i}.log").open("w")
+        procs.append(
+            (
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "ml.train",
+                        "--volume",
+                        str(volume),
+                        "--model-type",
+                        model,
+                        "--profile",
+                        profile,
+                        "--seed",
+                        str(seed),
+                        "--log-every",
+                        "100",
+                    ],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=REPO,
+                ),
+                log,
+            )
+        )
+    try:
+        codes = [p.wait() for p, _ in procs]
+    finally:
+        for p, log in procs:
+            p.kill()
+            log.close()
+    if any(codes):
+        raise SystemExit(f"{profile}/{model}/seed {seed}: workers exited {codes}; see {log_dir}")
+    return time.monotonic() - started
+
+
+def pipeline_throughput(volume: Path, global_batch: int, batches: int = 400) -> float:
+    """Examples/s of the input pipeline alone (no model), after one warm-up pass."""
+    from ml.data import load_split
+    from ml.pipeline import make_dataset
+
+    ds = make_dataset(
+        load_split(volume, "train", log=lambda m: None),
+        global_batch_size=global_batch,
+        training=True,
+    )
+    it = iter(ds)
+    for _ in range(60_000 // global_batch + 1):  # fill the cache
+        next(it)
+    started = time.perf_counter()
+    for _ in range(batches):
+        next(it)
+    return batches * global_batch / (time.perf_counter() - started)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--profiles", default="quick,full")
+    p.add_argument("--models", default=",".join(MODEL_TYPES))
+    p.add_argument("--seeds", type=int, default=3, help="seeds for quick (full uses 1)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--work", default=str(REPO / ".distml" / "bench"))
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
+    args = p.parse_args(argv)
+
+    from ml.data import prepare
+    from ml.evaluate import evaluate_saved_model, load_test_arrays
+
+    work, out = Path(args.work), Path(args.out)
+    volume, logs = work / "volume", work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    prepare(volume)
+    images, labels = load_test_arrays(volume, log=lambda m: None)
+    results = []
+    for profile in args.profiles.split(","):
+        seeds = range(1, args.seeds + 1) if profile == "quick" else [1]
+        for model in args.models.split(","):
+            runs = []
+            for seed in seeds:
+                wall = run_job(volume, model, profile, seed, args.workers, logs)
+                cand = volume / "candidates" / model
+                metrics = json.loads((cand / "metrics.json").read_text())
+                acc = evaluate_saved_model(cand, images, labels)["accuracy"]
+                runs.append(
+                    {
+                        "seed": seed,
+                        "accuracy": acc,
+                        "wall_seconds": round(wall, 1),
+                        "train_seconds": metrics["train_seconds"],
+                        "train_examples_per_second": metrics["examples_per_second"],
+                    }
+                )
+                print(
+                    f"{profile:5} {model:13} seed {seed}: accuracy {acc:.4f}, "
+                    f"wall {wall:.0f} s, {metrics['examples_per_second']:.0f} ex/s",
+                    flush=True,
+                )
+            accs = [r["accuracy"] for r in runs]
+            cfg = resolve(profile, overrides={"model_type": model})
+            results.append(
+                {
+                    "profile": profile,
+                    "model": model,
+                    "runs": runs,
+                    "accuracy_mean": statistics.mean(accs),
+                    "accuracy_spread": (max(accs) - min(accs)) if len(accs) > 1 else 0.0,
+                    "wall_seconds_mean": statistics.mean(r["wall_seconds"] for r in runs),
+                    "train_examples_per_second": statistics.mean(
+                        r["train_examples_per_second"] for r in runs
+                    ),
+                    "config": {k: v for k, v in cfg.to_dict().items() if k != "extra"},
+                }
+            )
+    global_batch = 64 * args.workers
+    pipe = pipeline_throughput(volume, global_batch)
+    report = {
+        "workers": args.workers,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "pipeline_examples_per_second": round(pipe),
+        "results": results,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    (out / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "accuracy.md").write_text(markdown(report))
+    print(markdown(report))
+    return 0
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        f"{report['workers']} workers on one {report['machine']['cpus']}-core machine, "
+        f"real Fashion-MNIST, test split (10,000 images), {report['date']}.",
+        "",
+        "| profile | model | test accuracy (mean) | spread (max-min) | seeds | wall s (mean) "
+        "| train ex/s | pipeline-only ex/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        lines.append(
+            f"| {r['profile']} | {r['model']} | {r['accuracy_mean']:.2%} | "
+            f"{r['accuracy_spread']:.2%} | {len(r['runs'])} | {r['wall_seconds_mean']:.0f} | "
+            f"{r['train_examples_per_second']:.0f} | {report['pipeline_examples_per_second']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Runtimes: where the pod contract runs (local processes now; k3d/kind clusters later).
+
+Nothing here imports TensorFlow or ``ml`` at import time: ``invoke --list`` stays fast.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+
+RUNTIMES = ("auto", "local", "k3d", "kind")
+# The cluster runtimes (k3d, kind) are not in this version yet; ``auto`` only picks a
+# runtime that exists, so it never hands a user a half-built path.
+CLUSTER_RUNTIMES_READY = False
+
+
+class RuntimeError_(RuntimeError):
+    """A runtime problem a user can fix; the message says how."""
+
+
+def docker_answers(docker: str = "docker", timeout: float = 5.0) -> bool:
+    """True when a Docker daemon answers ``docker info`` within ``timeout`` seconds."""
+    try:
+        result = subprocess.run([docker, "info"], capture_output=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
+
+
+def select_runtime(
+    requested: str,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    docker_ok: Callable[[], bool] = docker_answers,
+    cluster_ready: bool | None = None,
+) -> tuple[str, str]:
+    """Return ``(runtime, reason)`` for a requested runtime name.
+
+    ``auto`` picks k3d when a Docker daemon answers and ``k3d`` is on PATH, else ``local``.
+    """
+    ready = CLUSTER_RUNTIMES_READY if cluster_ready is None else cluster_ready
+    if requested not in RUNTIMES:
+        raise RuntimeError_(f"unknown runtime {requested!r}; valid: {', '.join(RUNTIMES)}")
+    if requested in ("k3d", "kind"):
+        if not ready:
+            raise RuntimeError_(
+                f"the {requested} runtime is not available in this version of distml yet; "
+                "use --runtime local (the default when no cluster is available)"
+            )
+        return requested, f"--runtime {requested} was asked for"
+    if requested == "local":
+        return "local", "--runtime local was asked for"
+    if not ready:
+        return "local", "the cluster runtimes are not in this version yet"
+    if which("k3d") is None:
+        return "local", "k3d is not on PATH"
+    if not docker_ok():
+        return "local", "no Docker daemon answers (docker info failed)"
+    return "k3d", "a Docker daemon answers and k3d is on PATH"

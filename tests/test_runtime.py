@@ -1,0 +1,330 @@
+"""Local runtime units: runtime selection, ports, TF_CONFIG, restart policy, validation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime import RuntimeError_, select_runtime
+from runtime.display import JobDisplay, job_line
+from runtime.jobs import PROGRESS_PREFIX, Job, JobRunner, tf_config, threads_per_worker
+from runtime.local import MODEL_TYPES, LocalRuntime, UserError, encode_png_gray
+from runtime.procs import free_ports, is_alive, port_is_free
+from runtime.workdir import Workdir
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- runtime selection
+@pytest.mark.parametrize(
+    ("requested", "k3d", "docker", "ready", "expected", "why"),
+    [
+        ("auto", "/usr/bin/k3d", True, True, "k3d", "a Docker daemon answers and k3d is on PATH"),
+        ("auto", None, True, True, "local", "k3d is not on PATH"),
+        ("auto", "/usr/bin/k3d", False, True, "local", "no Docker daemon answers"),
+        ("auto", "/usr/bin/k3d", True, False, "local", "not in this version yet"),
+        ("local", "/usr/bin/k3d", True, True, "local", "--runtime local was asked for"),
+        ("kind", None, False, True, "kind", "--runtime kind was asked for"),
+    ],
+    ids=[
+        "auto with docker and k3d",
+        "auto without k3d",
+        "auto without docker",
+        "auto before cluster runtimes exist",
+        "explicit local",
+        "explicit kind",
+    ],
+)
+def test_runtime_selection(requested, k3d, docker, ready, expected, why):
+    name, reason = select_runtime(
+        requested, which=lambda tool: k3d, docker_ok=lambda: docker, cluster_ready=ready
+    )
+    assert name == expected
+    assert why in reason
+
+
+def test_unknown_runtime_and_unavailable_cluster_runtime_are_explained():
+    with pytest.raises(RuntimeError_, match="valid: auto, local, k3d, kind"):
+        select_runtime("minikub")
+    with pytest.raises(RuntimeError_, match="use --runtime local"):
+        select_runtime("k3d", cluster_ready=False)
+
+
+def test_docker_probe_is_only_consulted_when_k3d_exists():
+    calls = []
+    select_runtime(
+        "auto", which=lambda t: None, docker_ok=lambda: calls.append(1) or True, cluster_ready=True
+    )
+    assert calls == []
+
+
+# ---------------------------------------------------------------- ports, TF_CONFIG, threads
+def test_free_ports_are_distinct_and_bindable():
+    ports = free_ports(6)
+    assert len(set(ports)) == 6
+    assert all(port_is_free(p) for p in ports)
+
+
+def test_tf_config_is_what_the_operator_gives_each_worker():
+    cfg = json.loads(tf_config([4001, 4002], 1))
+    assert cfg == {
+        "cluster": {"worker": ["127.0.0.1:4001", "127.0.0.1:4002"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    from ml.cluster import parse_tf_config
+
+    assert parse_tf_config(tf_config([4001, 4002], 0)).is_chief
+
+
+@pytest.mark.parametrize(
+    ("workers", "cores", "expected"), [(1, 2, 2), (2, 2, 1), (6, 2, 1), (2, 8, 4), (3, 8, 2)]
+)
+def test_threads_are_cores_divided_by_concurrent_workers(workers, cores, expected):
+    assert threads_per_worker(workers, cores) == expected
+
+
+def test_contract_constants_match_the_pod_code():
+    from ml.config import MODEL_TYPES as ML_MODELS
+    from ml.train import PROGRESS_PREFIX as ML_PREFIX
+
+    assert PROGRESS_PREFIX == ML_PREFIX
+    assert MODEL_TYPES == ML_MODELS
+    tasks_src = (REPO / "tasks.py").read_text()
+    assert 'MODEL_HELP = "cnn, cnn_dropout, cnn_batchnorm"' in tasks_src
+
+
+# ---------------------------------------------------------------- restart policy
+def fake_worker(script: str) -> list[str]:
+    """A worker stand-in: real processes, real exit codes, no TensorFlow."""
+    return [sys.executable, "-c", script]
+
+
+def marker_script(tmp: Path, fail_times: int, code: int = 1) -> str:
+    """Exit ``code`` on the first ``fail_times`` attempts of worker 1, then succeed."""
+    return (
+        "import json, os, pathlib, sys\n"
+        f"p = pathlib.Path({str(tmp)!r}) / 'attempts'\n"
+        "idx = json.loads(os.environ['TF_CONFIG'])['task']['index']\n"
+        "print('" + PROGRESS_PREFIX + "' + json.dumps({'event': 'step', 'epoch': 0, "
+        "'epochs': 1, 'step': 1, 'steps': 1, 'loss': 0.5}), flush=True)\n"
+        "if idx == 1:\n"
+        "    n = int(p.read_text()) if p.exists() else 0\n"
+        "    p.write_text(str(n + 1))\n"
+        f"    sys.exit({code} if n < {fail_times} else 0)\n"
+        "import time; time.sleep(0.2)\n"
+    )
+
+
+def run_jobs(tmp_path, script, *, max_restarts, workers=2, jobs=1, deadline=60.0):
+    js = [Job(name=f"job{i}", command=fake_worker(script)) for i in range(jobs)]
+    seen_pids = []
+    runner = JobRunner(
+        js,
+        workers=workers,
+        parallel=jobs,
+        max_restarts=max_restarts,
+        log_dir=tmp_path / "logs",
+        deadline_s=deadline,
+        on_pids=lambda pids: seen_pids.extend(pids),
+    )
+    return runner.run(), seen_pids
+
+
+def test_a_job_whose_workers_all_succeed_succeeds(tmp_path):
+    (job,), _ = run_jobs(tmp_path, marker_script(tmp_path, 0), max_restarts=0)
+    assert (job.state, job.attempt, job.restarts) == ("succeeded", 1, 0)
+    assert job.progress["loss"] == 0.5
+    assert "===== attempt 1, worker 1" in (tmp_path / "logs" / "job0" / "worker-1.log").read_text()
+
+
+def test_a_dying_worker_restarts_the_whole_job_and_it_can_recover(tmp_path):
+    (job,), pids = run_jobs(tmp_path, marker_script(tmp_path, 2), max_restarts=2)
+    assert (job.state, job.attempt, job.restarts) == ("succeeded", 3, 2)
+    assert "worker-1 exited with code 1" in job.failure
+    # Every start launched both workers afresh (4 + 2 distinct processes over 3 attempts).
+    assert len(set(pids)) >= 6
+    assert all(not is_alive(pid) for pid in set(pids))
+
+
+def test_a_job_that_keeps_failing_stops_after_max_restarts(tmp_path):
+    (job,), pids = run_jobs(tmp_path, marker_script(tmp_path, 99, code=3), max_restarts=1)
+    assert (job.state, job.attempt) == ("failed", 2)
+    assert "worker-1 exited with code 3 (after 1 restart(s); --max-restarts 1)" in job.failure
+    assert job.failed_log == tmp_path / "logs" / "job0" / "worker-1.log"
+    assert all(not is_alive(pid) for pid in set(pids))
+
+
+def test_a_killed_worker_is_reported_with_its_signal(tmp_path):
+    script = (
+        "import json, os, signal\n"
+        "if json.loads(os.environ['TF_CONFIG'])['task']['index'] == 0:\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "import time; time.sleep(30)\n"
+    )
+    (job,), pids = run_jobs(tmp_path, script, max_restarts=0)
+    assert job.state == "failed" and "worker-0 killed by signal 9" in job.failure
+    # The surviving worker (which would hang in its collectives) was stopped too.
+    assert all(not is_alive(pid) for pid in set(pids))
+
+
+def test_the_deadline_stops_a_hanging_job(tmp_path):
+    (job,), pids = run_jobs(tmp_path, "import time; time.sleep(60)", max_restarts=3, deadline=1.0)
+    assert job.state == "failed" and "did not finish within 1 s" in job.failure
+    assert all(not is_alive(pid) for pid in set(pids))
+
+
+def test_parallel_limit_and_invalid_runner_arguments(tmp_path):
+    jobs, _ = run_jobs(tmp_path, marker_script(tmp_path, 0), max_restarts=0, jobs=3)
+    assert [j.state for j in jobs] == ["succeeded"] * 3
+    with pytest.raises(ValueError):
+        JobRunner([], workers=0, parallel=1, max_restarts=0, log_dir=tmp_path)
+
+
+def test_job_line_shows_progress_and_restarts():
+    job = Job(name="cnn", command=[], state="pending")
+    assert "pending" in job_line(job, 2)
+    job.state, job.attempt, job.failure = "failed", 3, "worker-1 exited with code 1"
+    assert "(2 restarts: worker-1 exited with code 1)" in job_line(job, 2)
+
+
+def test_display_prints_changes_not_repeats(capsys):
+    lines = []
+    display = JobDisplay(out=lines.append, stream=open("/dev/null", "w"))  # noqa: SIM115
+    job = Job(name="cnn", command=[], state="pending")
+    display.update([job])
+    display.update([job])
+    assert len(lines) == 1
+
+
+# ---------------------------------------------------------------- local runtime validation
+@pytest.fixture
+def local_rt(tmp_path):
+    wd = Workdir.at(tmp_path / "wd")
+    wd.create()
+    wd.update_state(up=True, runtime="local")
+    return LocalRuntime(wd, out=lambda line: None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"models": ["vgg"]}, "unknown model type 'vgg'; valid: cnn, cnn_dropout, cnn_batchnorm"),
+        ({"models": ["cnn"], "workers": 0}, "--workers must be at least 1, got 0"),
+        ({"models": ["cnn"], "parallel": 0}, "--parallel must be at least 1"),
+        ({"models": ["cnn"], "max_restarts": -1}, "--max-restarts must be at least 0"),
+        ({"models": ["cnn"], "epochs": 0}, "--epochs must be at least 1"),
+        ({"models": ["cnn"], "profile": "huge"}, "unknown profile 'huge'; valid: quick, full"),
+    ],
+    ids=[
+        "unknown model",
+        "zero workers",
+        "zero parallel",
+        "negative restarts",
+        "zero epochs",
+        "unknown profile",
+    ],
+)
+def test_train_arguments_are_validated_before_anything_starts(local_rt, kwargs, message):
+    with pytest.raises(UserError) as err:
+        local_rt.train(**kwargs)
+    assert message in str(err.value)
+    assert not (local_rt.wd.logs / "train").exists()
+
+
+def test_tasks_need_up_first(tmp_path):
+    rt = LocalRuntime(Workdir.at(tmp_path / "nothing"), out=lambda line: None)
+    for call in (lambda: rt.train(["cnn"]), rt.deploy, rt.loadtest, rt.rollback):
+        with pytest.raises(UserError, match="run `invoke up`"):
+            call()
+
+
+def test_loadtest_refuses_to_claim_scale_out_locally(local_rt):
+    with pytest.raises(UserError, match="never scales out"):
+        local_rt.loadtest(expect_scale_out=True)
+    with pytest.raises(UserError, match="run `invoke deploy` first"):
+        local_rt.loadtest()
+
+
+def test_deploy_rejects_a_percentage(local_rt):
+    with pytest.raises(UserError, match="fraction between 0 and 1"):
+        local_rt.deploy(min_accuracy=86)
+
+
+def test_down_purge_removes_only_a_distml_workdir(tmp_path):
+    foreign = tmp_path / "important"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    rt = LocalRuntime(Workdir.at(foreign), out=lambda line: None)
+    with pytest.raises(UserError, match="not made by distml"):
+        rt.down(purge=True)
+    assert (foreign / "keep.txt").read_text() == "mine"
+    ours = Workdir.at(tmp_path / "ours")
+    ours.create()
+    LocalRuntime(ours, out=lambda line: None).down(purge=True)
+    assert not ours.root.exists()
+
+
+def test_sample_png_encoder_round_trips(tmp_path):
+    import numpy as np
+
+    pixels = (np.arange(28 * 28) % 256).astype(np.uint8).reshape(28, 28)
+    png = tmp_path / "x.png"
+    png.write_bytes(encode_png_gray(pixels))
+    from PIL import Image
+
+    assert (np.asarray(Image.open(png)) == pixels).all()
+
+
+# ---------------------------------------------------------------- the CLI surface
+def invoke(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_invoke_list_is_fast_and_lists_the_lifecycle():
+    result = invoke("--list")
+    assert result.returncode == 0
+    for name in ("up", "train-all", "train", "deploy", "rollback", "loadtest", "status", "down"):
+        assert f"  {name} " in result.stdout
+
+
+def test_orchestration_does_not_import_tensorflow_or_ml_at_import_time():
+    code = (
+        "import sys; sys.path.insert(0, '.'); import tasks, runtime.local, runtime.jobs; "
+        "bad = [m for m in sys.modules if m == 'tensorflow' or m == 'ml' "
+        "or m.startswith('ml.')]; print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train-all", "--workers", "two"], "--workers must be a whole number, got 'two'"),
+        (["train"], "--model-type is required"),
+        (["up", "--runtime", "k8s"], "unknown runtime 'k8s'"),
+        (["deploy", "--predictor", "onnx"], "--predictor must be kserve or tfserving"),
+    ],
+    ids=["non-numeric workers", "train without a model", "unknown runtime", "unknown predictor"],
+)
+def test_bad_flags_exit_non_zero_with_a_message(tmp_path, args, message):
+    wd = Workdir.at(tmp_path / "wd")
+    wd.create()
+    wd.update_state(up=True, runtime="local")
+    result = invoke(*args, env_extra={"INVOKE_WORKDIR": str(wd.root)})
+    assert result.returncode != 0
+    assert message in result.stderr
