@@ -18,7 +18,7 @@ def scale(images: Any) -> Any:
 
 
 def decode_image(image_bytes: Any) -> Any:
-    """PNG/JPEG/GIF/BMP bytes of any size, gray or colour -> float32 [28, 28, 1] in [0, 1]."""
+    """PNG or JPEG bytes of any size, gray or colour -> float32 [28, 28, 1] in [0, 1]."""
     import tensorflow as tf
 
     image = tf.io.decode_image(image_bytes, channels=1, dtype=tf.uint8, expand_animations=False)

@@ -186,10 +186,13 @@ class LocalRuntime:
             raise UserError(f"ingest failed (exit {code}); full log: {self.wd.logs / 'ingest.log'}")
         already = "already prepared" in output
         state = self.wd.load_state()
-        if already and not created and state.get("up"):
+        sample_existed = (self.wd.root / "sample-request.json").is_file()
+        self._write_sample(source_dir)
+        if already and not created and state.get("up") and sample_existed:
             self.out("local runtime already ready; nothing changed")
         else:
-            self.wd.update_state(up=True, runtime="local")
+            source = str(Path(source_dir).expanduser().resolve()) if source_dir else None
+            self.wd.update_state(up=True, runtime="local", source_dir=source)
             self.out(f"local runtime ready: volume {self.wd.volume}")
         return 0
 
@@ -299,14 +302,18 @@ class LocalRuntime:
         self.out(_table(rows))
 
     # ------------------------------------------------------------------ serve
-    def _write_sample(self) -> Path:
-        """A real test image as PNG and as a ready-to-send request body."""
+    def _write_sample(self, source_dir: str | None = None) -> Path:
+        """A real test image as PNG and as a ready-to-send request body (no TensorFlow)."""
         request = self.wd.root / "sample-request.json"
         if request.is_file():
             return request
-        from ml.data import CLASS_NAMES, locate_raw_files, read_idx
+        from ml.data import CLASS_NAMES, DataError, locate_raw_files, read_idx
 
-        raw = locate_raw_files(log=lambda m: None)
+        source_dir = source_dir or self.wd.load_state().get("source_dir")
+        try:
+            raw = locate_raw_files(source_dir, log=lambda m: None)
+        except DataError as e:
+            raise UserError(f"cannot write the sample request: {e}") from e
         images = read_idx(raw / "t10k-images-idx3-ubyte.gz")
         labels = read_idx(raw / "t10k-labels-idx1-ubyte.gz")
         png = encode_png_gray(images[0])
@@ -529,10 +536,8 @@ class LocalRuntime:
                     (
                         str(summary["requests"]),
                         str(summary["failures"]),
-                        f"{summary['rps']:.1f}",
-                        f"{summary['p50_ms']:.0f}",
-                        f"{summary['p95_ms']:.0f}",
-                        f"{summary['p99_ms']:.0f}",
+                        f"{summary['rps'] or 0:.1f}",
+                        *(_ms(summary.get(k)) for k in ("p50_ms", "p95_ms", "p99_ms")),
                     ),
                 ]
             )
@@ -589,7 +594,7 @@ class LocalRuntime:
                 (
                     "last load test",
                     f"{s['requests']} requests, {s['failures']} failed, "
-                    f"{s['rps']:.1f} req/s, p95 {s['p95_ms']:.0f} ms ({Path(last).parent})",
+                    f"{s['rps'] or 0:.1f} req/s, p95 {_ms(s.get('p95_ms'))} ms ({Path(last).parent})",
                 )
             )
         else:
@@ -624,6 +629,10 @@ class LocalRuntime:
         if not (server or stopped or purge):
             self.out("nothing was running")
         return 0
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:

@@ -1,0 +1,305 @@
+"""e2e tier: the whole lifecycle on the local runtime, real processes, TF, server, Locust.
+
+Offline; data from DISTML_DATA_DIR (the shared Fashion-MNIST files). Run: nox -s e2e
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from runtime.procs import free_ports, is_alive
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICE = "tf-mnist"
+
+
+def invoke(wd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, INVOKE_WORKDIR=str(wd), INVOKE_RUNTIME="local")
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    print(f"$ invoke {' '.join(args)}  -> {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line mentions ``text`` (ours, by work dir path)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmd and is_alive(int(entry.name)):
+                pids.append(int(entry.name))
+    return pids
+
+
+def post(url: str, body: bytes | str, timeout: float = 30) -> tuple[int, dict]:
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Path:
+    path = Path(os.environ.get("DISTML_DATA_DIR") or REPO.parent / "shared/data/fashion-mnist")
+    if not (path / "train-images-idx3-ubyte.gz").is_file():
+        pytest.fail(f"e2e needs the real Fashion-MNIST files: set DISTML_DATA_DIR (tried {path})")
+    return path
+
+
+@pytest.fixture(scope="module")
+def lifecycle(tmp_path_factory, data_dir):
+    """up -> train-all -> deploy, shared by the tests that need a running service."""
+    wd = tmp_path_factory.mktemp("e2e") / "wd"
+    port = free_ports(1)[0]
+    try:
+        r = invoke(wd, "up", "--source-dir", str(data_dir))
+        assert r.returncode == 0 and "local runtime ready" in r.stdout
+        r = invoke(wd, "train-all", "--epochs", "2", "--steps-per-epoch", "15")
+        assert r.returncode == 0, r.stdout[-3000:]
+        r = invoke(wd, "deploy", "--http-port", str(port))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        yield {"wd": wd, "url": f"http://127.0.0.1:{port}", "deploy_out": r.stdout}
+    finally:
+        invoke(wd, "down")
+        assert processes_mentioning(str(wd)) == [], "down must stop every process"
+
+
+def test_up_twice_is_a_no_op(lifecycle):
+    r = invoke(lifecycle["wd"], "up")
+    assert r.returncode == 0
+    assert "already ready; nothing changed" in r.stdout
+    assert "runtime: local" in r.stdout
+
+
+def test_train_all_left_one_candidate_per_model_and_curves(lifecycle):
+    volume = lifecycle["wd"] / "volume"
+    for model in ("cnn", "cnn_dropout", "cnn_batchnorm"):
+        cand = volume / "candidates" / model
+        assert (cand / "saved_model.pb").is_file()
+        metrics = json.loads((cand / "metrics.json").read_text())
+        assert metrics["workers"] == 2 and len(metrics["history"]) == 2
+        assert (lifecycle["wd"] / "logs" / "train" / model / "worker-1.log").is_file()
+    assert sorted(volume.rglob("saved_model.pb")) == sorted(
+        [
+            volume / "candidates" / m / "saved_model.pb"
+            for m in ("cnn", "cnn_dropout", "cnn_batchnorm")
+        ]
+        + list((volume / "serving").rglob("saved_model.pb"))
+    )
+    assert (lifecycle["wd"] / "reports" / "training-curves.png").stat().st_size > 10_000
+
+
+def test_deploy_serves_and_prints_a_working_curl(lifecycle):
+    out = lifecycle["deploy_out"]
+    assert f"serving {SERVICE} version 1 at {lifecycle['url']}" in out
+    assert "curl -s -H 'Content-Type: application/json' -d @" in out
+    sample = lifecycle["wd"] / "sample-request.json"
+    status, body = post(f"{lifecycle['url']}/v1/models/{SERVICE}:predict", sample.read_bytes())
+    assert status == 200
+    assert len(body["predictions"][0]) == 10
+    assert abs(sum(body["predictions"][0]) - 1) < 1e-4
+    selection = json.loads((lifecycle["wd"] / "volume/reports/selection.json").read_text())
+    assert selection["published"] and selection["version"] == 1
+
+
+BAD_INPUTS = [
+    ("not json", "{", 400, "json"),
+    ("no instances", "{}", 400, "instances"),
+    ("empty instances", '{"instances": []}', 400, "empty"),
+    ("pixels 0-255", json.dumps({"instances": [[[255.0] * 28] * 28]}), 400, "255"),
+    ("wrong shape", json.dumps({"instances": [[[0.5] * 27] * 28]}), 400, "28"),
+    ("bad base64", '{"instances": [{"b64": "***"}]}', 400, "base64"),
+    (
+        "not an image",
+        json.dumps({"instances": [{"b64": base64.b64encode(b"hello").decode()}]}),
+        400,
+        "image",
+    ),
+    (
+        "unknown signature",
+        json.dumps({"signature_name": "nope", "instances": [[[0.5] * 28] * 28]}),
+        400,
+        "serving_pixels",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "body", "status", "text"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS]
+)
+def test_bad_inputs_get_a_4xx_that_explains(lifecycle, case, body, status, text):
+    got, answer = post(f"{lifecycle['url']}/v1/models/{SERVICE}:predict", body)
+    assert got == status, answer
+    assert text.lower() in json.dumps(answer).lower()
+    ok, _ = post(
+        f"{lifecycle['url']}/v1/models/{SERVICE}:predict",
+        (lifecycle["wd"] / "sample-request.json").read_bytes(),
+    )
+    assert ok == 200, "the server keeps serving after a bad request"
+
+
+def test_unknown_model_is_404(lifecycle):
+    got, answer = post(f"{lifecycle['url']}/v1/models/nope:predict", '{"instances": []}')
+    assert got == 404
+
+
+def test_loadtest_concurrency_5_writes_reports_with_zero_failures(lifecycle):
+    r = invoke(lifecycle["wd"], "loadtest", "--concurrency", "5", "--duration", "10s")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "scale-out is checked only on a cluster" in r.stdout
+    out = lifecycle["wd"] / "reports" / "loadtest"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"] > 20 and summary["failures"] == 0
+    assert summary["p50_ms"] <= summary["p95_ms"] <= summary["p99_ms"]
+    assert (out / "chart.png").stat().st_size > 10_000
+    assert list(out.glob("*stats*.csv"))
+
+
+def test_redeploy_under_load_drops_no_request_and_rollback_restores(lifecycle):
+    url = f"{lifecycle['url']}/v1/models/{SERVICE}:predict"
+    body = (lifecycle["wd"] / "sample-request.json").read_bytes()
+    stop = threading.Event()
+    results: list[tuple[int, int | None]] = []
+
+    def client():
+        while not stop.is_set():
+            try:
+                status, answer = post(url, body, timeout=30)
+                results.append((status, answer.get("model_version")))
+            except Exception as e:
+                results.append((-1, repr(e)))
+
+    threads = [threading.Thread(target=client) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        r = invoke(lifecycle["wd"], "deploy")
+        assert r.returncode == 0, r.stdout[-3000:]
+        assert "already running" in r.stdout and "version 2" in r.stdout
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    failed = [x for x in results if x[0] != 200]
+    assert results and not failed, failed[:5]
+    assert {v for _, v in results} >= {2}
+
+    r = invoke(lifecycle["wd"], "rollback")
+    assert r.returncode == 0 and "now serves version 3" in r.stdout
+    publish = json.loads(
+        (lifecycle["wd"] / "volume/serving" / SERVICE / "3/publish.json").read_text()
+    )
+    assert publish["source"] == "rollback to version 1"
+
+
+def test_status_shows_everything(lifecycle):
+    r = invoke(lifecycle["wd"], "status")
+    assert r.returncode == 0
+    for text in (
+        "candidate cnn",
+        "candidate cnn_batchnorm",
+        "serving versions",
+        "pid",
+        lifecycle["url"],
+        "last load test",
+        "training curves:",
+    ):
+        assert text in r.stdout
+
+
+def test_a_killed_worker_restarts_the_job_which_resumes(tmp_path, data_dir):
+    wd = tmp_path / "wd"
+    assert invoke(wd, "up", "--source-dir", str(data_dir)).returncode == 0
+    env = dict(os.environ, INVOKE_WORKDIR=str(wd), INVOKE_RUNTIME="local")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "train",
+            "--model-type",
+            "cnn",
+            "--epochs",
+            "4",
+            "--steps-per-epoch",
+            "25",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    log0 = wd / "logs" / "train" / "cnn" / "worker-0.log"
+    try:
+        deadline = time.monotonic() + 300
+        while '"event": "epoch", "epoch": 2' not in (log0.read_text() if log0.exists() else ""):
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "training never reached epoch 2"
+            time.sleep(0.2)
+        pids = json.loads((wd / "state.json").read_text())["train_pids"]
+        victim = [p for p in pids if "ml.train" in Path(f"/proc/{p}/cmdline").read_text()][-1]
+        os.kill(victim, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    print(out)
+    assert proc.returncode == 0, out[-3000:]
+    assert "killed by signal 9; restarting all workers" in out
+    metrics = json.loads((wd / "volume/candidates/cnn/metrics.json").read_text())
+    assert metrics["resumed_from_epoch"] >= 2, "the restarted job must not start from epoch 0"
+    assert metrics["history"][0]["epoch"] >= 3
+    assert processes_mentioning(str(wd)) == []
+
+
+def test_ctrl_c_during_train_all_leaves_no_process_behind(tmp_path, data_dir):
+    wd = tmp_path / "wd"
+    assert invoke(wd, "up", "--source-dir", str(data_dir)).returncode == 0
+    env = dict(os.environ, INVOKE_WORKDIR=str(wd), INVOKE_RUNTIME="local")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "train-all", "--epochs", "50"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(processes_mentioning(str(wd / "volume"))) < 6:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    print(out)
+    assert proc.returncode == 130
+    assert "interrupted" in out
+    assert processes_mentioning(str(wd)) == []
