@@ -42,7 +42,7 @@ def _shared_env(session: nox.Session) -> None:
 def _pytest(session: nox.Session, *args: str) -> None:
     """The one way sessions run pytest: in the shared env, forwarding ``nox -- ARGS``."""
     _shared_env(session)
-    env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1", **session.env}
     session.run(_bin("python"), "-m", "pytest", *args, *session.posargs, env=env, external=True)
 
 
@@ -58,6 +58,16 @@ def lint(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """Unit tests: offline, real TF at toy scale (incl. a 2-process MWMS run)."""
     _pytest(session, "tests", "--ignore=tests/e2e")
+
+
+@nox.session(venv_backend="none", default=False, tags=["slow"])
+def e2e(session: nox.Session) -> None:
+    """The whole lifecycle on the local runtime: real workers, server, Locust (minutes)."""
+    data = os.environ.get("DISTML_DATA_DIR") or str(ROOT.parent / "shared/data/fashion-mnist")
+    if not (Path(data) / "train-images-idx3-ubyte.gz").is_file():
+        session.error(f"e2e needs the Fashion-MNIST files: set DISTML_DATA_DIR (tried {data})")
+    session.env["DISTML_DATA_DIR"] = data
+    _pytest(session, "tests/e2e", "-v")
 
 
 @nox.session(venv_backend="none", default=False, tags=["bench"])

@@ -122,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3, help="seeds for quick (full uses 1)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--work", default=str(REPO / ".distml" / "bench"))
+    p.add_argument(
+        "--source-dir",
+        default=os.environ.get("DISTML_DATA_DIR") or str(REPO.parent / "shared/data/fashion-mnist"),
+        help="the four Fashion-MNIST .gz files (default: $DISTML_DATA_DIR, else ../shared)",
+    )
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     args = p.parse_args(argv)
 
@@ -132,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     volume, logs = work / "volume", work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    prepare(volume)
+    prepare(volume, source_dir=args.source_dir)
     images, labels = load_test_arrays(volume, log=lambda m: None)
     results = []
     for profile in args.profiles.split(","):

@@ -127,3 +127,23 @@ def test_malformed_tf_config_is_explained(raw: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_tf_config(raw)
     assert message in str(err.value)
+
+
+def test_per_model_tuning_sits_between_profile_and_flags(tmp_path) -> None:
+    from ml.config import MODEL_OVERRIDES, PROFILE_DEFAULTS
+
+    tuned = resolve("quick", overrides={"model_type": "cnn_batchnorm"})
+    assert tuned.learning_rate == MODEL_OVERRIDES["quick"]["cnn_batchnorm"]["learning_rate"]
+    assert tuned.bn_momentum == PROFILE_DEFAULTS["quick"]["bn_momentum"]
+    f = tmp_path / "c.yaml"
+    f.write_text("learning_rate: 0.0007\n")
+    from_file = resolve("quick", load_config_file(f), {"model_type": "cnn_batchnorm"})
+    assert from_file.learning_rate == 0.0007  # the file beats the per-model tuning
+    flag = resolve(
+        "quick", load_config_file(f), {"model_type": "cnn_batchnorm", "learning_rate": 0.002}
+    )
+    assert flag.learning_rate == 0.002
+    # Steps and batch are fixed within a profile: per-model tuning never touches them.
+    for profile, models in MODEL_OVERRIDES.items():
+        for values in models.values():
+            assert not {"steps_per_epoch", "batch_size_per_replica", "epochs"} & set(values)
