@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -450,7 +450,7 @@ def run_loadtest(
         f"loadtest: {concurrency} users (spawn {rate:g}/s) for {seconds}s against {endpoint}"
         + (f" (Host: {host_header})" if host_header else "")
     )
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     t0 = started_at.timestamp()
     watcher = _ReplicaWatcher(replica_sampler, t0, log) if replica_sampler else None
     log_path = out / LOG_FILE

@@ -594,7 +594,8 @@ class LocalRuntime:
                 (
                     "last load test",
                     f"{s['requests']} requests, {s['failures']} failed, "
-                    f"{s['rps'] or 0:.1f} req/s, p95 {_ms(s.get('p95_ms'))} ms ({Path(last).parent})",
+                    f"{s['rps'] or 0:.1f} req/s, p95 {_ms(s.get('p95_ms'))} ms "
+                    f"({Path(last).parent})",
                 )
             )
         else:

@@ -144,6 +144,6 @@ def test_per_model_tuning_sits_between_profile_and_flags(tmp_path) -> None:
     )
     assert flag.learning_rate == 0.002
     # Steps and batch are fixed within a profile: per-model tuning never touches them.
-    for profile, models in MODEL_OVERRIDES.items():
+    for models in MODEL_OVERRIDES.values():
         for values in models.values():
             assert not {"steps_per_epoch", "batch_size_per_replica", "epochs"} & set(values)

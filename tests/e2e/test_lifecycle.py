@@ -164,7 +164,7 @@ def test_bad_inputs_get_a_4xx_that_explains(lifecycle, case, body, status, text)
 
 
 def test_unknown_model_is_404(lifecycle):
-    got, answer = post(f"{lifecycle['url']}/v1/models/nope:predict", '{"instances": []}')
+    got, _ = post(f"{lifecycle['url']}/v1/models/nope:predict", '{"instances": []}')
     assert got == 404
 
 
