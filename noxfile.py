@@ -48,16 +48,17 @@ def _pytest(session: nox.Session, *args: str) -> None:
 
 @nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check."""
+    """Ruff lint and format check; hadolint on the Dockerfile."""
     _shared_env(session)
     session.run(_bin("ruff"), "check", ".", external=True)
     session.run(_bin("ruff"), "format", "--check", ".", external=True)
+    session.run(_bin("hadolint"), "Dockerfile", external=True)
 
 
 @nox.session(venv_backend="none")
 def unit(session: nox.Session) -> None:
     """Unit tests: offline, real TF at toy scale (incl. a 2-process MWMS run)."""
-    _pytest(session, "tests", "--ignore=tests/e2e")
+    _pytest(session, "tests", "--ignore=tests/e2e", "--ignore=tests/image")
 
 
 @nox.session(venv_backend="none", default=False, tags=["slow"])
@@ -68,6 +69,32 @@ def e2e(session: nox.Session) -> None:
         session.error(f"e2e needs the Fashion-MNIST files: set DISTML_DATA_DIR (tried {data})")
     session.env["DISTML_DATA_DIR"] = data
     _pytest(session, "tests/e2e", "-v")
+
+
+@nox.session(venv_backend="none", default=False, tags=["slow"])
+def image(session: nox.Session) -> None:
+    """Build the image and run it as pods do (needs a running Docker engine; never installs)."""
+    _shared_env(session)
+    py = _bin("python")
+    # Fails loudly, naming what is missing, when no Docker engine answers.
+    docker = session.run(
+        py, "-m", "runtime.image", "check", silent=True, external=True, success_codes=[0, 1]
+    )
+    if "error:" in docker:
+        session.error(
+            f"the image tier needs a running Docker engine and a BuildKit-capable "
+            f"client; it never installs them itself.\n{docker.strip()}"
+        )
+    docker = docker.strip().splitlines()[-1]
+    base = os.environ.get("DISTML_IMAGE_BASE")  # e.g. python:3.11-slim-bookworm
+    build_args = ["--base-image", base] if base else ["--base", "local"]
+    session.run(_bin("invoke"), "build", "--docker", docker, *build_args, external=True)
+    tag = session.run(py, "-m", "runtime.image", "tag", silent=True, external=True)
+    session.env["DISTML_IMAGE"] = tag.strip().splitlines()[-1]
+    session.env["DISTML_DOCKER"] = docker
+    data = os.environ.get("DISTML_DATA_DIR") or str(ROOT.parent / "shared/data/fashion-mnist")
+    session.env["DISTML_DATA_DIR"] = data
+    _pytest(session, "tests/image", "-v")
 
 
 @nox.session(venv_backend="none", default=False, tags=["bench"])

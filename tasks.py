@@ -260,7 +260,57 @@ def down(c, runtime=None, purge=False, keep_cluster=False):
     _call(_runtime(c, runtime).down, purge=purge)
 
 
-ns = Collection(up, train_all, train, deploy, rollback, loadtest, status, down)
+def _image_call(fn, *args, **kwargs):
+    from runtime.image import ImageError
+
+    try:
+        return fn(*args, **kwargs)
+    except ImageError as e:
+        raise Exit(f"error: {e}", code=1) from e
+
+
+@task(
+    help={
+        "base-image": "base image with Python 3.11 (default python:3.11-slim-bookworm)",
+        "base": "'local': make the base from Debian packages (debootstrap + docker import; "
+        "root, no registry needed), reused when present",
+        "docker": "Docker client to use (default: the first that can do BuildKit builds)",
+    }
+)
+def build(c, base_image=None, base=None, docker=None):
+    """Build the project image (content-hash tag), print tag and size."""
+    from runtime.image import build as build_image
+
+    tag = _image_call(
+        build_image,
+        c,
+        ROOT,
+        _workdir(c).root / "build",
+        base_image=base_image,
+        base=base,
+        docker=docker or str(c.config.docker),
+        out=_out,
+    )
+    print(tag)
+
+
+@task(help={"base-image": "image to resolve in (default: the local base)"})
+def lock_image(c, base_image=None):
+    """Re-pin requirements-image.txt from requirements-image.in (in the image's Python)."""
+    from runtime.image import lock as lock_requirements
+
+    _image_call(
+        lock_requirements,
+        c,
+        ROOT,
+        _workdir(c).root / "build",
+        base_image=base_image,
+        docker=str(c.config.docker),
+        out=_out,
+    )
+
+
+ns = Collection(up, train_all, train, deploy, rollback, loadtest, status, down, build, lock_image)
 ns.configure(
     {
         "runtime": "auto",
@@ -271,5 +321,6 @@ ns.configure(
         "profile": "quick",
         "max_restarts": 2,
         "http_port": 8080,
+        "docker": "",
     }
 )
