@@ -218,7 +218,7 @@ def rollback(c, runtime=None):
         "duration": "how long, e.g. 30s, 2m (default 30s)",
         "spawn-rate": "users started per second (default: all at once)",
         "max-failure-ratio": "fail when more than this share of requests fail (default 0)",
-        "expect-scale-out": "fail unless ready replicas rose (default: on for clusters)",
+        "expect-scale-out": "fail unless ready predictor replicas rose (cluster runtimes)",
     }
 )
 def loadtest(
@@ -228,7 +228,7 @@ def loadtest(
     duration="30s",
     spawn_rate=None,
     max_failure_ratio=None,
-    expect_scale_out=None,
+    expect_scale_out=False,
 ):
     """Load-test the served model with Locust; report and chart."""
     rt = _runtime(c, runtime)

@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,17 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ml.config import MODEL_TYPES, resolve  # noqa: E402
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+from runtime.procs import free_ports  # noqa: E402
 
 
 def run_job(volume: Path, model: str, profile: str, seed: int, workers: int, log_dir: Path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,21 +12,9 @@ from pathlib import Path
 import pytest
 
 from ml.train import PROGRESS_PREFIX, main
+from runtime.procs import free_ports
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def worker_env(tmp_path: Path, tf_config: dict | None, data_dir: Path) -> dict[str, str]:
