@@ -131,7 +131,7 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
         "bn_momentum": 0.9,
     },
     "full": {
-        "epochs": 20,
+        "epochs": 30,
         "steps_per_epoch": None,
         "batch_size_per_replica": 64,
         "shuffle_buffer": 60_000,

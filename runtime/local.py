@@ -23,7 +23,7 @@ from typing import Any
 
 from runtime import RuntimeError_
 from runtime.jobs import Job, JobRunner, failure_report, python_command
-from runtime.procs import is_alive, port_is_free, stop_pid, tail
+from runtime.procs import is_alive, port_is_free, stop_group, stop_pid, tail
 from runtime.workdir import MARKER, Workdir
 
 MODEL_TYPES = ("cnn", "cnn_dropout", "cnn_batchnorm")  # == ml.config.MODEL_TYPES (tested)
@@ -359,26 +359,30 @@ class LocalRuntime:
         self.out(f"model server starting (pid {proc.pid}): python {' '.join(cmd[1:])}")
         deadline = time.monotonic() + ready_timeout
         ready_url = f"{url}/v1/models/{self.service}"
-        while True:
-            if proc.poll() is not None:
-                self.wd.update_state(server=None)
-                raise UserError(
-                    f"the model server exited with code {proc.returncode}; last "
-                    f"lines of {log_path}:\n{tail(log_path, 25)}"
-                )
-            try:
-                with urllib.request.urlopen(ready_url, timeout=2) as resp:
-                    if json.loads(resp.read()).get("ready"):
-                        return server
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            if time.monotonic() > deadline:
-                raise UserError(
-                    f"the model server did not become ready within "
-                    f"{ready_timeout:.0f} s; last lines of {log_path}:\n"
-                    f"{tail(log_path, 25)}\nnext: `invoke down` then `invoke deploy`"
-                )
-            time.sleep(0.25)
+        try:
+            while True:
+                if proc.poll() is not None:
+                    raise UserError(
+                        f"the model server exited with code {proc.returncode}; last "
+                        f"lines of {log_path}:\n{tail(log_path, 25)}"
+                    )
+                try:
+                    with urllib.request.urlopen(ready_url, timeout=2) as resp:
+                        if json.loads(resp.read()).get("ready"):
+                            return server
+                except (urllib.error.URLError, OSError, ValueError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise UserError(
+                        f"the model server did not become ready within {ready_timeout:.0f} s "
+                        f"(stopped it); last lines of {log_path}:\n{tail(log_path, 25)}"
+                    )
+                time.sleep(0.25)
+        except (UserError, KeyboardInterrupt):
+            # A server that never became ready (or a Ctrl-C while waiting) is not left behind.
+            stop_group(proc, grace=5.0)
+            self.wd.update_state(server=None)
+            raise
 
     def _predict(self, url: str, body: bytes, timeout: float = 10) -> dict[str, Any]:
         req = urllib.request.Request(

@@ -328,3 +328,33 @@ def test_bad_flags_exit_non_zero_with_a_message(tmp_path, args, message):
     result = invoke(*args, env_extra={"INVOKE_WORKDIR": str(wd.root)})
     assert result.returncode != 0
     assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("import time; time.sleep(60)", "did not become ready within 1 s (stopped it)"),
+        ("import sys; print('boom'); sys.exit(3)", "exited with code 3"),
+    ],
+    ids=["never ready", "crashes at start"],
+)
+def test_a_server_that_does_not_come_up_is_not_left_behind(local_rt, monkeypatch, script, message):
+    import runtime.local as local_mod
+
+    monkeypatch.setattr(
+        local_mod,
+        "python_command",
+        lambda module, *args: [sys.executable, "-c", script, module, *args],
+    )
+    port = free_ports(1)[0]
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        local_rt._start_server(port, ready_timeout=1.0)
+    assert "server" not in local_rt.wd.load_state()
+    assert port_is_free(port)
+    leftovers = [
+        p
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit()
+        and script in (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    ]
+    assert [p for p in leftovers if is_alive(int(p.name))] == []
