@@ -13,7 +13,7 @@ from runtime import RuntimeError_, select_runtime
 from runtime.display import JobDisplay, job_line
 from runtime.jobs import PROGRESS_PREFIX, Job, JobRunner, tf_config, threads_per_worker
 from runtime.local import MODEL_TYPES, LocalRuntime, UserError, encode_png_gray
-from runtime.procs import free_ports, is_alive, port_is_free
+from runtime.procs import cmdline, free_ports, is_alive, port_is_free
 from runtime.workdir import Workdir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -351,10 +351,5 @@ def test_a_server_that_does_not_come_up_is_not_left_behind(local_rt, monkeypatch
         local_rt._start_server(port, ready_timeout=1.0)
     assert "server" not in local_rt.wd.load_state()
     assert port_is_free(port)
-    leftovers = [
-        p
-        for p in Path("/proc").iterdir()
-        if p.name.isdigit()
-        and script in (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    ]
-    assert [p for p in leftovers if is_alive(int(p.name))] == []
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    assert [pid for pid in pids if script in cmdline(pid) and is_alive(pid)] == []
