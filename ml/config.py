@@ -118,8 +118,9 @@ class TrainConfig:
 # ~84.6% and `cnn_batchnorm` at ~20% (its moving statistics do not settle in 210 steps at
 # momentum 0.99). Tuning runs (one process, batch 128, test split): `cnn` with a cosine
 # decay from 8e-3 scored 86.9/87.8/87.6% over seeds 1-3 (constant 3e-3: 86.3/86.4%).
-# ``full``: 20 passes over the data, cosine from 3e-3: `cnn_dropout` 92.2% (15 passes:
-# 91.9%; cosine from 5e-3: 91.6%). benchmarks/accuracy.py measures both with 2 workers.
+# ``full``: 30 passes over the data, cosine from 3e-3. Single-process tuning at batch 128:
+# `cnn_dropout` 91.9% after 15 passes, 92.2% after 20 (cosine from 5e-3: 91.6%); with 2
+# workers 20 passes gave 91.7%, hence 30. benchmarks/accuracy.py measures both profiles.
 PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
     "quick": {
         "epochs": 3,

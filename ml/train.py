@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         choices=PROFILES,
         default=None,
-        help="training budget; quick = 3 x 70 steps, full = 20 full passes "
+        help="training budget; quick = 3 x 70 steps, full = 30 full passes "
         "(default: the --config file's, else quick)",
     )
     p.add_argument("--config", help="YAML file of TrainConfig fields (applied after the profile)")
