@@ -321,7 +321,7 @@ class LocalRuntime:
         body = {"instances": [{"b64": base64.b64encode(png).decode()}], "return_class_names": True}
         request.write_text(json.dumps(body) + "\n")
         self.out(
-            f"sample input: {self.wd.root / 'sample.png'} (test image 0, a "
+            f"sample input: {self.wd.root / 'sample.png'} (test image 0, class "
             f"{CLASS_NAMES[int(labels[0])]})"
         )
         return request
