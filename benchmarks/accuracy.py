@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,63 +24,32 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ml.config import MODEL_TYPES, resolve  # noqa: E402
-from runtime.procs import free_ports  # noqa: E402
 
 
 def run_job(volume: Path, model: str, profile: str, seed: int, workers: int, log_dir: Path):
-    """One training job: ``workers`` processes with TF_CONFIG; returns wall seconds."""
-    ports = free_ports(workers)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    threads = str(max(1, (os.cpu_count() or 1) // workers))
-    procs = []
+    """One training job, run exactly as the local runtime runs it; returns wall seconds."""
+    from runtime.jobs import Job, JobRunner, failure_report, python_command
+
+    cmd = python_command(
+        "ml.train",
+        "--volume",
+        str(volume),
+        "--model-type",
+        model,
+        "--profile",
+        profile,
+        "--seed",
+        str(seed),
+        "--log-every",
+        "100",
+    )
+    job = Job(name=f"{profile}-{model}-s{seed}", command=cmd)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+    runner = JobRunner([job], workers=workers, parallel=1, max_restarts=0, log_dir=log_dir, env=env)
     started = time.monotonic()
-    for i in range(workers):
-        env = dict(
-            os.environ,
-            TF_CPP_MIN_LOG_LEVEL="2",
-            TF_NUM_INTRAOP_THREADS=threads,
-            TF_NUM_INTEROP_THREADS=threads,
-            PYTHONPATH=str(REPO),
-        )
-        if workers > 1:
-            env["TF_CONFIG"] = json.dumps(
-                {"cluster": cluster, "task": {"type": "worker", "index": i}}
-            )
-        log = (log_dir / f"{profile}-{model}-s{seed}-w{i}.log").open("w")
-        procs.append(
-            (
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "ml.train",
-                        "--volume",
-                        str(volume),
-                        "--model-type",
-                        model,
-                        "--profile",
-                        profile,
-                        "--seed",
-                        str(seed),
-                        "--log-every",
-                        "100",
-                    ],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=REPO,
-                ),
-                log,
-            )
-        )
-    try:
-        codes = [p.wait() for p, _ in procs]
-    finally:
-        for p, log in procs:
-            p.kill()
-            log.close()
-    if any(codes):
-        raise SystemExit(f"{profile}/{model}/seed {seed}: workers exited {codes}; see {log_dir}")
+    runner.run()
+    if job.state != "succeeded":
+        raise SystemExit(failure_report(job))
     return time.monotonic() - started
 
 
