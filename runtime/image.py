@@ -108,6 +108,15 @@ def require_engine(c: Any, docker: str) -> None:
         )
 
 
+def _ready_engine(c: Any, docker: str, workdir: Path) -> str:
+    """The Docker client to use, after checking its engine answers; makes ``workdir``."""
+    docker = find_docker(c, docker)
+    require_engine(c, docker)
+    if not c.config.run.dry:
+        workdir.mkdir(parents=True, exist_ok=True)
+    return docker
+
+
 def ensure_local_base(
     c: Any, docker: str, workdir: Path, out: Callable[[str], None], mirror: str = DEBIAN_MIRROR
 ) -> str:
@@ -157,10 +166,7 @@ def build(
         raise ImageError(f"--base accepts only 'local', got {base!r}")
     if base and base_image:
         raise ImageError("use either --base local or --base-image IMAGE, not both")
-    docker = find_docker(c, docker)
-    require_engine(c, docker)
-    if not c.config.run.dry:
-        workdir.mkdir(parents=True, exist_ok=True)
+    docker = _ready_engine(c, docker, workdir)
     base_ref = ensure_local_base(c, docker, workdir, out) if base else (base_image or DEFAULT_BASE)
     tag = image_tag(root)
     cmd = [
@@ -198,9 +204,7 @@ def lock(
     out: Callable[[str], None] = print,
 ) -> Path:
     """Resolve requirements-image.in inside the base image and write the pinned list."""
-    docker = find_docker(c, docker)
-    require_engine(c, docker)
-    workdir.mkdir(parents=True, exist_ok=True)
+    docker = _ready_engine(c, docker, workdir)
     base_ref = base_image or ensure_local_base(c, docker, workdir, out)
     mounts = f"-v {shlex.quote(str(root / 'requirements-image.in'))}:/tmp/req.in:ro"
     cas = extra_ca_files()
@@ -208,7 +212,8 @@ def lock(
         bundle = workdir / "lock-ca.pem"
         system = Path("/etc/ssl/certs/ca-certificates.crt")
         parts = [system.read_text()] if system.is_file() else []
-        bundle.write_text("".join(parts + [p.read_text() + "\n" for p in cas]))
+        if not c.config.run.dry:  # --dry touches nothing
+            bundle.write_text("".join(parts + [p.read_text() + "\n" for p in cas]))
         mounts += f" -v {shlex.quote(str(bundle))}:/tmp/ca.pem:ro -e PIP_CERT=/tmp/ca.pem"
     script = (
         "python3 -m venv /tmp/v >/dev/null && /tmp/v/bin/pip install -q "

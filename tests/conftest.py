@@ -29,19 +29,34 @@ FASHION_MNIST_FILES = (
 )
 
 
-@pytest.fixture(scope="session")
-def shared_data_dir() -> Path:
-    """Directory with the four original Fashion-MNIST files.
-
-    ``$DISTML_DATA_DIR`` if set, else ``../shared/data/fashion-mnist/`` beside the repo.
-    """
+def _data_dir() -> tuple[Path, list[str]]:
+    """``$DISTML_DATA_DIR`` if set, else ``../shared/data/fashion-mnist/`` beside the repo,
+    and the Fashion-MNIST files missing there."""
     default = Path(__file__).resolve().parents[2] / "shared" / "data" / "fashion-mnist"
     path = Path(os.environ.get("DISTML_DATA_DIR") or default)
-    missing = [name for name in FASHION_MNIST_FILES if not (path / name).is_file()]
+    return path, [name for name in FASHION_MNIST_FILES if not (path / name).is_file()]
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    """Directory with the four original Fashion-MNIST files (unit tier: skips without)."""
+    path, missing = _data_dir()
     if missing:
         pytest.skip(
             f"real Fashion-MNIST files not found in {path} (missing {', '.join(missing)}); "
             "set DISTML_DATA_DIR to a directory holding them"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def required_data_dir() -> Path:
+    """The same directory for the e2e and image tiers, which fail rather than skip."""
+    path, missing = _data_dir()
+    if missing:
+        pytest.fail(
+            f"this tier needs the real Fashion-MNIST files: set DISTML_DATA_DIR (tried {path}, "
+            f"missing {', '.join(missing)})"
         )
     return path
 

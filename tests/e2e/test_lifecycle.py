@@ -64,11 +64,8 @@ def post(url: str, body: bytes | str, timeout: float = 30) -> tuple[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def data_dir() -> Path:
-    path = Path(os.environ.get("DISTML_DATA_DIR") or REPO.parent / "shared/data/fashion-mnist")
-    if not (path / "train-images-idx3-ubyte.gz").is_file():
-        pytest.fail(f"e2e needs the real Fashion-MNIST files: set DISTML_DATA_DIR (tried {path})")
-    return path
+def data_dir(required_data_dir: Path) -> Path:
+    return required_data_dir
 
 
 @pytest.fixture(scope="module")
