@@ -1,0 +1,70 @@
+"""Every version the cluster path pins, in one place.
+
+None of these could be exercised on the machines distml is developed on (no Kubernetes
+can run there); they are the versions the README and the integration workflow name.
+Change them here only, then run ``nox -s integration`` on a machine with Docker + kind.
+"""
+
+from __future__ import annotations
+
+# Kubernetes: KServe 0.20 needs >= 1.32. Manifests are validated against this version.
+KUBERNETES_VERSION = "1.33"
+K3S_IMAGE = "rancher/k3s:v1.33.4-k3s1"
+KIND_NODE_IMAGE = "kindest/node:v1.33.1"
+MINIKUBE_KUBERNETES_VERSION = "v1.33.1"
+
+# Minimum CLI versions the preflight accepts.
+MIN_K3D = (5, 6, 0)
+MIN_KIND = (0, 27, 0)
+MIN_MINIKUBE = (1, 35, 0)
+MIN_KUBECTL = (1, 30, 0)
+
+# Kubeflow Training Operator v1 (TFJob). Never `master`: that is Trainer v2, no TFJob.
+# v1.9.0 is the release whose TFJob CRD the tests validate against (../shared/k8s-schemas).
+TRAINING_OPERATOR_REF = "v1.9.0"
+TRAINING_OPERATOR_KUSTOMIZE = (
+    "github.com/kubeflow/training-operator.git/manifests/overlays/standalone"
+    f"?ref={TRAINING_OPERATOR_REF}"
+)
+
+# KServe and its dependencies.
+KSERVE_VERSION = "v0.20.0"
+KSERVE_URL = f"https://github.com/kserve/kserve/releases/download/{KSERVE_VERSION}/kserve.yaml"
+KSERVE_CLUSTER_RESOURCES_URL = (
+    f"https://github.com/kserve/kserve/releases/download/{KSERVE_VERSION}/"
+    "kserve-cluster-resources.yaml"
+)
+CERT_MANAGER_VERSION = "v1.17.2"
+CERT_MANAGER_URL = (
+    "https://github.com/cert-manager/cert-manager/releases/download/"
+    f"{CERT_MANAGER_VERSION}/cert-manager.yaml"
+)
+KNATIVE_VERSION = "knative-v1.18.0"
+KNATIVE_SERVING_CRDS_URL = (
+    f"https://github.com/knative/serving/releases/download/{KNATIVE_VERSION}/serving-crds.yaml"
+)
+KNATIVE_SERVING_CORE_URL = (
+    f"https://github.com/knative/serving/releases/download/{KNATIVE_VERSION}/serving-core.yaml"
+)
+# Istio as packaged by Knative's net-istio for this Knative release, and the glue.
+NET_ISTIO_ISTIO_URL = (
+    f"https://github.com/knative/net-istio/releases/download/{KNATIVE_VERSION}/istio.yaml"
+)
+NET_ISTIO_URL = (
+    f"https://github.com/knative/net-istio/releases/download/{KNATIVE_VERSION}/net-istio.yaml"
+)
+# Standard mode scales with an HPA, which needs metrics-server (k3s bundles it; kind not).
+METRICS_SERVER_VERSION = "v0.7.2"
+METRICS_SERVER_URL = (
+    "https://github.com/kubernetes-sigs/metrics-server/releases/download/"
+    f"{METRICS_SERVER_VERSION}/components.yaml"
+)
+
+# KServe's TF Serving runtime (--predictor tfserving): the image tag, pinned.
+TFSERVING_RUNTIME_VERSION = "2.18.0"
+# The optional request logger (the original design's message-dumper).
+MESSAGE_DUMPER_IMAGE = "gcr.io/knative-releases/knative.dev/eventing/cmd/event_display:v1.18.0"
+
+# Memory the Docker engine should have for each serving mode (GiB): Istio + Knative +
+# KServe + cert-manager + the training operator + 6 training pods, or without Istio/Knative.
+MIN_MEMORY_GIB = {"knative": 8, "standard": 4}
