@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 ROOT = Path(__file__).parent
 SHARED_ENV = ROOT / ".nox" / "shared"
@@ -48,11 +50,28 @@ def _pytest(session: nox.Session, *args: str) -> None:
 
 @nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check; hadolint on the Dockerfile."""
+    """Ruff lint and format check; hadolint on the Dockerfile; the GitHub workflows."""
     _shared_env(session)
     session.run(_bin("ruff"), "check", ".", external=True)
     session.run(_bin("ruff"), "format", "--check", ".", external=True)
     session.run(_bin("hadolint"), "Dockerfile", external=True)
+    workflows = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(".github/workflows/*.yml"))
+    if workflows:
+        # Offline: the workflow schema check-jsonschema vendors. actionlint (expressions,
+        # shellcheck on run: blocks) has no installable wheel here: it runs when on PATH,
+        # and always in the workflow's own actionlint job on GitHub.
+        session.run(
+            _bin("check-jsonschema"),
+            "--builtin-schema",
+            "vendor.github-workflows",
+            *workflows,
+            external=True,
+        )
+        actionlint = shutil.which("actionlint") or shutil.which("actionlint", path=str(_bin("")))
+        if actionlint:
+            session.run(actionlint, *workflows, external=True)
+        else:
+            session.log("actionlint not on PATH: workflows checked against the schema only")
 
 
 @nox.session(venv_backend="none")
@@ -102,3 +121,109 @@ def bench(session: nox.Session) -> None:
     """Accuracy benchmark: all models, 2 workers, real data (tens of minutes)."""
     _shared_env(session)
     session.run(_bin("python"), "benchmarks/accuracy.py", *session.posargs, external=True)
+
+
+INTEGRATION_WORKDIR = ROOT / ".distml-integration"
+KIND_CONTEXT = "kind-dist-ml"  # the kind cluster `invoke up --runtime kind` makes: dist-ml
+
+
+def _integration_steps(mode: str, data_dir: str | None) -> list[list[str]]:
+    """The lifecycle, as ``invoke`` argument lists, in order."""
+    source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
+    return [
+        ["up", "--runtime", "kind", "--serving-mode", mode, *source],
+        ["train-all", "--epochs", "1", "--steps-per-epoch", "5"],
+        ["deploy"],
+        ["loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"],
+    ]
+
+
+def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
+    """Print cluster state after a failure and keep it in the work dir's diagnostics/.
+
+    Every command is tolerant (any exit code, even a missing program), so diagnostics
+    never mask the error that brought us here.
+    """
+    out_dir = INTEGRATION_WORKDIR / "diagnostics"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    kubectl = ["kubectl", "--context", KIND_CONTEXT]
+    commands = {
+        "invoke-status": ([_bin("invoke"), "status"], None),
+        "pods": ([*kubectl, "get", "pods", "-A", "-o", "wide"], None),
+        "events": ([*kubectl, "get", "events", "-A", "--sort-by=.lastTimestamp"], 100),
+        "describe": ([*kubectl, "describe", "tfjobs,inferenceservices", "-n", "kubeflow"], None),
+        "kind-export-logs": (
+            ["kind", "export", "logs", str(out_dir / "kind-logs"), "--name", "dist-ml"],
+            None,
+        ),
+    }
+    for name, (cmd, tail) in commands.items():
+        try:
+            text = session.run(*cmd, env=env, external=True, silent=True, success_codes=range(256))
+        except Exception as e:  # a diagnostic must never raise
+            text = f"(could not run {' '.join(cmd)}: {e})"
+        text = str(text or "")
+        (out_dir / f"{name}.txt").write_text(text)
+        lines = text.splitlines()[-tail:] if tail else text.splitlines()
+        print(f"----- {' '.join(cmd)}" + (f" (last {tail} lines)" if tail else ""), flush=True)
+        print("\n".join(lines), flush=True)
+    session.log(f"diagnostics kept in {out_dir}")
+
+
+@nox.session(venv_backend="none", default=False, tags=["cluster"])
+def integration(session: nox.Session) -> None:
+    """The lifecycle on a kind cluster (Docker + kind + kubectl; tens of minutes).
+
+    ``nox -s integration -- [knative|standard] [--keep-cluster]``; the serving mode also
+    comes from DISTML_SERVING_MODE (default knative). Fails, never skips, when a piece is
+    missing.
+    """
+    modes = [a for a in session.posargs if a in ("knative", "standard")]
+    unknown = [a for a in session.posargs if a not in ("knative", "standard", "--keep-cluster")]
+    if unknown or len(modes) > 1:
+        session.error(
+            f"unknown arguments {' '.join(unknown or modes)}: "
+            "usage: nox -s integration -- [knative|standard] [--keep-cluster]"
+        )
+    mode = modes[0] if modes else os.environ.get("DISTML_SERVING_MODE") or "knative"
+    if mode not in ("knative", "standard"):
+        session.error(f"DISTML_SERVING_MODE={mode!r}: use knative or standard")
+    keep = "--keep-cluster" in session.posargs
+
+    # Before any install or cluster: Docker (daemon), kind, kubectl, memory (stdlib only).
+    sys.path.insert(0, str(ROOT))
+    from k8s.preflight import preflight
+
+    check = preflight("kind", mode)
+    for note in check.notes:
+        session.log(f"note: {note}")
+    if check.problems:
+        session.error(
+            "the integration tier needs Docker, kind and kubectl on this machine; it never "
+            "installs them itself. Missing or insufficient:\n"
+            + "\n".join(f"  - {p}" for p in check.problems)
+        )
+    session.log("found: " + ", ".join(f"{k} {v}" for k, v in check.versions.items()))
+
+    _shared_env(session)
+    data_dir = os.environ.get("DISTML_DATA_DIR") or None
+    env = {"INVOKE_RUNTIME": "kind", "INVOKE_WORKDIR": str(INTEGRATION_WORKDIR)}
+    if data_dir:
+        env["DISTML_DATA_DIR"] = data_dir
+    passed = False
+    try:
+        for step in _integration_steps(mode, data_dir):
+            session.run(_bin("invoke"), *step, env=env, external=True)
+        passed = True
+    except CommandFailed:
+        _integration_diagnostics(session, env)
+        raise
+    finally:  # always: tear down (keep the cluster on --keep-cluster)
+        down = ["down", "--keep-cluster"] if keep else ["down"]
+        if passed:
+            session.run(_bin("invoke"), *down, env=env, external=True)
+        else:  # clean up, but never hide the original failure
+            try:
+                session.run(_bin("invoke"), *down, env=env, external=True, success_codes=range(256))
+            except Exception as e:
+                session.warn(f"invoke {' '.join(down)} failed too: {e}")

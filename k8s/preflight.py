@@ -1,0 +1,276 @@
+"""Preflight: everything a cluster runtime needs, checked before anything is created.
+
+``preflight(provider, serving_mode)`` runs a handful of read-only commands (``docker
+info``, ``<provider> version``, ``kubectl version --client``) and reads the inotify limits,
+then returns a :class:`Preflight`: ``problems`` (each line names the missing or too-small
+piece and how to fix it; any problem means "do not start"), ``notes`` (worth printing,
+never fatal) and the ``versions`` it found. It never raises for what it finds on the
+machine; only an unknown provider or serving mode (a caller's bug) raises ``ValueError``.
+
+``python -m k8s.preflight PROVIDER SERVING_MODE`` prints the result (``error:`` and
+``note:`` lines) and exits 1 when there are problems; it needs only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from k8s import versions
+from k8s.settings import PROVIDERS, SERVING_MODES
+
+Run = Callable[[Sequence[str]], tuple[int, str, str]]
+
+MIN_CPUS = 4
+# Docker Desktop's VM reports a little less than the memory it was given (8 GB set ->
+# MemTotal about 7.7 GiB): accept that much shortfall rather than reject a right setting.
+MEMORY_SLACK = 0.9
+# What kind's docs ask for on Linux hosts ("too many open files" otherwise).
+MIN_INOTIFY = {"max_user_instances": 512, "max_user_watches": 524288}
+INOTIFY_DIR = Path("/proc/sys/fs/inotify")
+
+DOCKER_URL = "https://docs.docker.com/get-docker/"
+KUBECTL_URL = "https://kubernetes.io/docs/tasks/tools/"
+INSTALL_URLS = {
+    "k3d": "https://k3d.io/#installation",
+    "kind": "https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
+    "minikube": "https://minikube.sigs.k8s.io/docs/start/",
+}
+MINIMUMS = {
+    "k3d": versions.MIN_K3D,
+    "kind": versions.MIN_KIND,
+    "minikube": versions.MIN_MINIKUBE,
+    "kubectl": versions.MIN_KUBECTL,
+}
+VERSION_COMMANDS = {
+    "k3d": ["k3d", "version"],  # "k3d version v5.8.3\nk3s version v1.31.5-k3s1 (default)"
+    "kind": ["kind", "version"],  # "kind v0.29.0 go1.24.2 linux/amd64"
+    "minikube": ["minikube", "version", "--short"],  # "v1.36.0"
+}
+VERSION_PATTERNS = {
+    "k3d": re.compile(r"k3d version v?(\d+)\.(\d+)\.(\d+)"),
+    "kind": re.compile(r"kind v?(\d+)\.(\d+)\.(\d+)"),
+    "minikube": re.compile(r"(?:^|\s)v?(\d+)\.(\d+)\.(\d+)"),
+    "kubectl": re.compile(r"^v?(\d+)\.(\d+)\.(\d+)"),  # gitVersion: v1.33.1, v1.32.4-gke.1
+}
+DOCKER_INFO_FORMAT = "{{.ServerVersion}} {{.MemTotal}} {{.NCPU}}"
+
+
+@dataclass
+class Preflight:
+    """What the preflight found: problems fail, notes are only printed."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        """``error: ...`` then ``note: ...`` lines, for printing."""
+        return [f"error: {p}" for p in self.problems] + [f"note: {n}" for n in self.notes]
+
+
+def run_command(cmd: Sequence[str], timeout: float = 20.0) -> tuple[int, str, str]:
+    """Run ``cmd``; ``(returncode, stdout, stderr)``. Never raises for a failed command."""
+    try:
+        p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as e:
+        return 127, "", str(e)
+    except subprocess.TimeoutExpired:
+        return 124, "", f"no answer within {timeout:.0f} s"
+    except OSError as e:
+        return 126, "", str(e)
+    return p.returncode, p.stdout, p.stderr
+
+
+def fmt(version: tuple[int, ...]) -> str:
+    return ".".join(str(n) for n in version)
+
+
+def parse_version(tool: str, output: str) -> tuple[int, int, int] | None:
+    """The first ``X.Y.Z`` version of ``tool`` in its ``version`` output, else None."""
+    if tool == "kubectl":
+        try:
+            output = json.loads(output)["clientVersion"]["gitVersion"]
+        except (ValueError, KeyError, TypeError):
+            return None
+    m = VERSION_PATTERNS[tool].search(output.strip())
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0][:limit] if lines else "(no output)"
+
+
+def _check_docker(result: Preflight, run: Run, docker: str, serving_mode: str) -> None:
+    rc, out, err = run([docker, "info", "--format", DOCKER_INFO_FORMAT])
+    fields = out.strip("\n").split(" ")
+    if rc == 0 and fields[0] == "" and len(fields) > 1:  # old clients: exit 0, no server
+        rc, err = 1, err or "Cannot connect to the Docker daemon (no server version)"
+    if rc != 0:
+        text = f"{err}\n{out}"
+        low = text.lower()
+        if "permission denied" in low:
+            result.problems.append(
+                f"Docker: permission denied on the Docker socket ({_first_line(text)}): add "
+                "your user to the docker group (`sudo usermod -aG docker $USER`, then log out "
+                "and back in, or `newgrp docker`)"
+            )
+        elif (
+            "cannot connect to the docker daemon" in low
+            or "is the docker daemon running" in low
+            or "error during connect" in low
+            or "no answer within" in low
+        ):
+            result.problems.append(
+                f"Docker: the daemon is not running ({_first_line(text)}): start Docker "
+                "(Docker Desktop, or `sudo systemctl start docker`)"
+            )
+        else:
+            result.problems.append(
+                f"Docker: `{docker} info` failed ({_first_line(text)}): start Docker (Docker "
+                f"Desktop, or `sudo systemctl start docker`); install it from {DOCKER_URL}"
+            )
+        return
+    try:
+        server, mem_total, ncpu = fields[0], int(fields[1]), int(fields[2])
+    except (IndexError, ValueError):
+        result.notes.append(
+            f"Docker: could not read memory and CPUs from `{docker} info` "
+            f"({_first_line(out)!r}); not checked"
+        )
+        return
+    result.versions["docker"] = server
+    gib = mem_total / 2**30
+    result.versions["docker_memory_gib"] = f"{gib:.1f}"
+    result.versions["docker_cpus"] = str(ncpu)
+    need = versions.MIN_MEMORY_GIB[serving_mode]
+    if gib < need * MEMORY_SLACK:
+        fix = "give Docker more memory (Docker Desktop: Settings > Resources > Memory)"
+        if serving_mode == "knative" and gib >= versions.MIN_MEMORY_GIB["standard"] * MEMORY_SLACK:
+            fix = (
+                "use `--serving-mode standard` (no Istio/Knative; needs "
+                f"{versions.MIN_MEMORY_GIB['standard']} GiB), or {fix}"
+            )
+        result.problems.append(
+            f"Docker memory: {gib:.1f} GiB available, --serving-mode {serving_mode} needs "
+            f"{need} GiB: {fix}"
+        )
+    if ncpu < MIN_CPUS:
+        result.notes.append(
+            f"Docker has {ncpu} CPU(s); at least {MIN_CPUS} are advised: with fewer, pods may "
+            'stay Pending ("Insufficient cpu") and scale-out stays small (Docker Desktop: '
+            "Settings > Resources > CPUs)"
+        )
+
+
+def _check_tool(
+    result: Preflight, tool: str, cmd: list[str], run: Run, which: Callable[[str], str | None]
+) -> None:
+    url = KUBECTL_URL if tool == "kubectl" else INSTALL_URLS[tool]
+    need = fmt(MINIMUMS[tool])
+    if which(cmd[0]) is None:
+        result.problems.append(f"{tool}: not found on PATH: install {tool} >= {need} ({url})")
+        return
+    rc, out, err = run(cmd)
+    if rc != 0:
+        result.problems.append(
+            f"{tool}: `{' '.join(cmd)}` failed ({_first_line(err or out)}): reinstall "
+            f"{tool} >= {need} ({url})"
+        )
+        return
+    found = parse_version(tool, out)
+    if found is None:
+        result.notes.append(
+            f"{tool}: could not read a version from `{' '.join(cmd)}` "
+            f"(output: {_first_line(out)!r}); not checked: distml needs {tool} >= {need} ({url})"
+        )
+        return
+    result.versions[tool] = fmt(found)
+    if found < MINIMUMS[tool]:
+        result.problems.append(
+            f"{tool}: version {fmt(found)} found, distml needs >= {need}: upgrade it ({url})"
+        )
+
+
+def _check_inotify(result: Preflight, inotify_dir: Path) -> None:
+    for name, want in MIN_INOTIFY.items():
+        path = inotify_dir / name
+        try:
+            have = int(path.read_text().strip())
+        except (OSError, ValueError):
+            continue  # not Linux (or not readable): nothing to say
+        if have < want:
+            result.notes.append(
+                f"inotify: fs.inotify.{name} is {have}, below {want}: cluster pods may fail "
+                f'with "too many open files"; raise it with `sudo sysctl fs.inotify.{name}='
+                f"{want}` (persist in /etc/sysctl.d/)"
+            )
+
+
+def preflight(
+    provider: str,
+    serving_mode: str,
+    *,
+    run: Run = run_command,
+    which: Callable[[str], str | None] = shutil.which,
+    docker: str = "docker",
+    inotify_dir: Path | None = None,
+) -> Preflight:
+    """Check Docker, the provider's CLI, kubectl, Docker's memory/CPUs and inotify limits.
+
+    ``run(cmd) -> (returncode, stdout, stderr)`` and ``which`` are seams for tests;
+    ``inotify_dir`` defaults to /proc/sys/fs/inotify on Linux (skipped elsewhere).
+    """
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown provider {provider!r}; valid: {', '.join(PROVIDERS)}")
+    if serving_mode not in SERVING_MODES:
+        raise ValueError(
+            f"unknown serving mode {serving_mode!r}; valid: {', '.join(SERVING_MODES)}"
+        )
+    result = Preflight()
+    if which(docker) is None:
+        result.problems.append(
+            f"Docker: `{docker}` not found on PATH: install Docker ({DOCKER_URL}; Linux: "
+            "Docker Engine or your distribution's docker.io)"
+        )
+    else:
+        _check_docker(result, run, docker, serving_mode)
+    _check_tool(result, provider, VERSION_COMMANDS[provider], run, which)
+    _check_tool(result, "kubectl", ["kubectl", "version", "--client", "-o", "json"], run, which)
+    if inotify_dir is None and sys.platform.startswith("linux"):
+        inotify_dir = INOTIFY_DIR
+    if inotify_dir is not None:
+        _check_inotify(result, inotify_dir)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in PROVIDERS or args[1] not in SERVING_MODES:
+        print(
+            f"usage: python -m k8s.preflight {{{','.join(PROVIDERS)}}} "
+            f"{{{','.join(SERVING_MODES)}}}",
+            file=sys.stderr,
+        )
+        return 2
+    result = preflight(args[0], args[1])
+    for line in result.lines():
+        print(line)
+    found = ", ".join(f"{k} {v}" for k, v in result.versions.items())
+    print(f"found: {found or 'nothing'}")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
