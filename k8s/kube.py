@@ -1,0 +1,360 @@
+"""The one client seam: every read and write the cluster path makes goes through ``Kube``.
+
+- ``ApiKube``: the real thing, the ``kubernetes`` Python client, kubeconfig loaded lazily
+  for one named context (never the user's current context by accident).
+- ``DryKube``: ``invoke --dry``: prints each object it would apply, touches nothing.
+- tests use ``tests/fakekube.py``: an in-memory cluster whose objects tests script.
+
+Objects are plain dicts (what the builders in ``k8s.manifests`` return).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+
+class KubeError(RuntimeError):
+    """A cluster call failed; the message says which call and why."""
+
+
+class Kube(Protocol):
+    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply (field manager ``distml``, conflicts forced); return the result.
+
+        ``dry_run=True`` asks the API server to validate and admit it without persisting
+        (``dryRun=All``): how the webhook readiness probe works.
+        """
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Objects of a kind (empty when none, or when the kind is not installed)."""
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete with foreground propagation; False when it did not exist."""
+
+    def logs(self, pod: str, namespace: str, container: str | None = None, tail: int = 40) -> str:
+        """The last ``tail`` lines of a container's log ('' when there is none yet)."""
+
+    def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
+        """Events in a namespace, optionally only those whose involvedObject is ``name``;
+        oldest first."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def describe(kind: str, name: str | None, namespace: str | None = None) -> str:
+    """``Kind ns/name`` (or ``Kind name`` for cluster-scoped objects)."""
+    where = f"{namespace}/{name}" if namespace else (name or "")
+    return f"{kind} {where}".rstrip()
+
+
+def _meta(obj: dict[str, Any]) -> tuple[str, str, str, str | None]:
+    meta = obj.get("metadata") or {}
+    return (
+        obj.get("apiVersion", ""),
+        obj.get("kind", ""),
+        meta.get("name", ""),
+        meta.get("namespace"),
+    )
+
+
+def _api_message(exc: BaseException) -> str:
+    """The API server's own message (the ``Status`` body's ``message``), else the reason."""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            data = json.loads(body)
+        except (TypeError, ValueError):
+            data = None
+        if isinstance(data, dict) and data.get("message"):
+            return str(data["message"])
+        return str(body).strip()[:500]
+    status, reason = getattr(exc, "status", None), getattr(exc, "reason", None)
+    if status is not None or reason:
+        return f"HTTP {status} {reason or ''}".strip()
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _event_time(event: dict[str, Any]) -> datetime:
+    meta = event.get("metadata") or {}
+    for stamp in (
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        event.get("firstTimestamp"),
+        meta.get("creationTimestamp"),
+    ):
+        if not stamp:
+            continue
+        if isinstance(stamp, datetime):
+            when = stamp
+        else:
+            try:
+                when = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+            except ValueError:
+                continue
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return datetime.min.replace(tzinfo=UTC)
+
+
+def sort_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Oldest first, by lastTimestamp / eventTime / firstTimestamp / creationTimestamp."""
+    return sorted(events, key=_event_time)
+
+
+# --------------------------------------------------------------------------- ApiKube
+
+
+class ApiKube:
+    """The real cluster, through the ``kubernetes`` client, for one kubeconfig context.
+
+    Lazy: constructing it imports and loads nothing; the first call loads the kubeconfig
+    (``$KUBECONFIG`` or ``~/.kube/config``) for ``context`` and discovers the API.
+    """
+
+    FIELD_MANAGER = "distml"
+
+    def __init__(self, context: str, out: Callable[[str], Any] = print) -> None:
+        self.context = context
+        self.out = out
+        self._dyn: Any = None  # kubernetes.dynamic.DynamicClient
+        self._core: Any = None  # kubernetes.client.CoreV1Api
+        self._api_client: Any = None
+
+    def __repr__(self) -> str:
+        return f"ApiKube(context={self.context!r})"
+
+    # -- plumbing
+
+    def _connect(self) -> None:
+        if self._dyn is not None:
+            return
+        try:
+            from kubernetes import client, config
+            from kubernetes.config.config_exception import ConfigException
+            from kubernetes.dynamic import DynamicClient
+        except ImportError as exc:  # pragma: no cover - kubernetes is a dependency
+            raise KubeError(
+                f"the kubernetes Python client is not installed ({exc}); run `pip install -e .`"
+            ) from exc
+        config_file = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        try:
+            api_client = config.new_client_from_config(
+                config_file=config_file, context=self.context
+            )
+        except (ConfigException, OSError, ValueError, TypeError) as exc:
+            raise KubeError(
+                f"no kubeconfig context {self.context}; run `invoke up` first "
+                f"(kubeconfig {config_file}: {exc})"
+            ) from exc
+        try:
+            dyn = DynamicClient(api_client)
+        except Exception as exc:  # discovery: ApiException, urllib3 errors, OSError
+            raise KubeError(
+                f"cannot reach the API server of kubeconfig context {self.context}: "
+                f"{_api_message(exc)}; is the cluster running? (`invoke up`)"
+            ) from exc
+        self._api_client = api_client
+        self._core = client.CoreV1Api(api_client)
+        self._dyn = dyn
+
+    def _resource(self, call: str, api_version: str, kind: str, what: str) -> Any:
+        """The dynamic resource for apiVersion/kind, or None when the kind is not installed."""
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        self._connect()
+        try:
+            return self._dyn.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            return None
+        except Exception as exc:
+            raise KubeError(f"{call} {what}: API discovery failed: {_api_message(exc)}") from exc
+
+    def _fail(self, call: str, what: str, exc: BaseException) -> KubeError:
+        return KubeError(f"{call} {what} failed: {_api_message(exc)}")
+
+    @staticmethod
+    def _status(exc: BaseException) -> int | None:
+        return getattr(exc, "status", None)
+
+    @staticmethod
+    def _errors() -> tuple[type[BaseException], ...]:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        return (ApiException, urllib3.exceptions.HTTPError, OSError)
+
+    # -- the Protocol
+
+    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        api_version, kind, name, namespace = _meta(obj)
+        what = describe(kind, name, namespace)
+        call = "apply (dry run)" if dry_run else "apply"
+        resource = self._resource(call, api_version, kind, what)
+        if resource is None:
+            raise KubeError(
+                f"{call} {what} failed: the kind {kind} ({api_version}) is not installed in "
+                f"context {self.context}; run `invoke up` first"
+            )
+        try:
+            result = self._dyn.server_side_apply(
+                resource,
+                body=obj,
+                name=name,
+                namespace=namespace if resource.namespaced else None,
+                field_manager=self.FIELD_MANAGER,
+                force_conflicts=True,
+                dry_run="All" if dry_run else None,
+            )
+        except self._errors() as exc:
+            raise self._fail(call, what, exc) from exc
+        return result.to_dict() if hasattr(result, "to_dict") else dict(result or {})
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        what = describe(kind, name, namespace)
+        resource = self._resource("get", api_version, kind, what)
+        if resource is None:
+            return None
+        try:
+            result = self._dyn.get(
+                resource, name=name, namespace=namespace if resource.namespaced else None
+            )
+        except self._errors() as exc:
+            if self._status(exc) == 404:
+                return None
+            raise self._fail("get", what, exc) from exc
+        return result.to_dict()
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        what = f"{kind} in {namespace or 'all namespaces'}"
+        if label_selector:
+            what += f" ({label_selector})"
+        resource = self._resource("list", api_version, kind, what)
+        if resource is None:
+            return []
+        try:
+            result = self._dyn.get(
+                resource,
+                namespace=namespace if resource.namespaced else None,
+                label_selector=label_selector,
+            )
+        except self._errors() as exc:
+            if self._status(exc) == 404:
+                return []
+            raise self._fail("list", what, exc) from exc
+        return list(result.to_dict().get("items") or [])
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        what = describe(kind, name, namespace)
+        resource = self._resource("delete", api_version, kind, what)
+        if resource is None:
+            return False
+        try:
+            self._dyn.delete(
+                resource,
+                name=name,
+                namespace=namespace if resource.namespaced else None,
+                propagation_policy="Foreground",
+            )
+        except self._errors() as exc:
+            if self._status(exc) == 404:
+                return False
+            raise self._fail("delete", what, exc) from exc
+        return True
+
+    def logs(self, pod: str, namespace: str, container: str | None = None, tail: int = 40) -> str:
+        what = describe("Pod", pod, namespace) + (f" container {container}" if container else "")
+        self._connect()
+        try:
+            text = self._core.read_namespaced_pod_log(
+                name=pod, namespace=namespace, container=container, tail_lines=tail
+            )
+        except self._errors() as exc:
+            if self._status(exc) in (400, 404):  # not started yet, or gone
+                return ""
+            raise self._fail("logs", what, exc) from exc
+        return text if isinstance(text, str) else (text or b"").decode("utf-8", "replace")
+
+    def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
+        what = f"events in {namespace}" + (f" for {name}" if name else "")
+        self._connect()
+        try:
+            result = self._core.list_namespaced_event(
+                namespace=namespace,
+                field_selector=f"involvedObject.name={name}" if name else None,
+            )
+        except self._errors() as exc:
+            raise self._fail("list", what, exc) from exc
+        items = self._api_client.sanitize_for_serialization(result).get("items") or []
+        return sort_events(items)
+
+
+# --------------------------------------------------------------------------- DryKube
+
+
+class DryKube:
+    """``invoke --dry``: prints what it would apply or delete; touches nothing."""
+
+    def __init__(self, out: Callable[[str], Any] = print) -> None:
+        self.out = out
+
+    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Print ``would apply Kind ns/name`` and the object as YAML; return it unchanged.
+
+        A ``dry_run`` apply (a readiness probe, e.g. for a webhook) prints nothing: the
+        object it probes with is printed when it is really applied.
+        """
+        import yaml
+
+        if dry_run:
+            return obj
+        _, kind, name, namespace = _meta(obj)
+        self.out(f"would apply {describe(kind, name, namespace)}")
+        self.out(yaml.safe_dump(obj, sort_keys=False).rstrip("\n"))
+        return obj
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        return None
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return []
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        self.out(f"would delete {describe(kind, name, namespace)}")
+        return False
+
+    def logs(self, pod: str, namespace: str, container: str | None = None, tail: int = 40) -> str:
+        return ""
+
+    def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
+        return []
