@@ -18,7 +18,10 @@ from invoke import Collection, Exit, task
 
 ROOT = Path(__file__).resolve().parent
 MODEL_HELP = "cnn, cnn_dropout, cnn_batchnorm"
-RUNTIME_HELP = "auto (default: k3d when Docker + k3d are there, else local), local, k3d, kind"
+RUNTIME_HELP = (
+    "auto (default: k3d when Docker + k3d are there, else local), local, k3d, kind, minikube"
+)
+CLUSTER_RUNTIMES = ("k3d", "kind", "minikube")
 
 
 def _workdir(c):
@@ -31,7 +34,6 @@ def _workdir(c):
 def _runtime(c, requested, *, for_up=False):
     """Pick the runtime (one line says which and why) and return its implementation."""
     from runtime import RuntimeError_, select_runtime
-    from runtime.local import LocalRuntime
 
     wd = _workdir(c)
     requested = requested or str(c.config.runtime)
@@ -44,7 +46,35 @@ def _runtime(c, requested, *, for_up=False):
     except RuntimeError_ as e:
         raise Exit(f"error: {e}", code=2) from e
     print(f"runtime: {name} ({why})", flush=True)
+    if name in CLUSTER_RUNTIMES:
+        from runtime.cluster import ClusterRuntime
+
+        return ClusterRuntime(
+            c,
+            name,
+            wd,
+            ROOT,
+            service=str(c.config.service),
+            namespace=str(c.config.namespace),
+            cluster=str(c.config.cluster),
+            ingress_port=int(c.config.ingress_port),
+            docker=str(c.config.docker),
+            out=_out,
+        )
+    if c.config.run.dry:
+        raise Exit(
+            "error: --dry is supported by the cluster runtimes (k3d, kind, minikube) and by "
+            "build/lock-image; the local runtime runs processes, not objects: see "
+            "`invoke --help TASK` and the README's pod contract for the commands it runs",
+            code=2,
+        )
+    from runtime.local import LocalRuntime
+
     return LocalRuntime(wd, service=str(c.config.service), out=_out)
+
+
+def _is_cluster(rt):
+    return not rt.__class__.__name__.startswith("Local")
 
 
 def _out(line):
@@ -60,7 +90,9 @@ def _call(fn, *args, **kwargs):
     except RuntimeError_ as e:
         raise Exit(f"error: {e}", code=1) from e
     except KeyboardInterrupt:
-        print("\ninterrupted: every process this task started has been stopped", file=sys.stderr)
+        owner = getattr(fn, "__self__", None)
+        note = getattr(owner, "interrupt_note", "every process this task started has been stopped")
+        print(f"\ninterrupted: {note}", file=sys.stderr)
         raise Exit(code=130) from None
     if code:
         raise Exit(code=code)
@@ -88,23 +120,46 @@ def _float(flag, value, default=None):
     help={
         "runtime": RUNTIME_HELP,
         "source-dir": "directory holding the four Fashion-MNIST .gz files (else: "
-        "DISTML_DATA_DIR, Debian's dataset-fashion-mnist, ~/.keras/datasets, download)",
-        "serving-mode": "knative or standard (cluster runtimes only)",
+        "DISTML_DATA_DIR, Debian's dataset-fashion-mnist, ~/.keras/datasets, download); "
+        "on a cluster they are copied into the volume (offline clusters)",
+        "serving-mode": "cluster: knative (default; Istio + Knative, request-based "
+        "autoscaling) or standard (HPA on CPU; lighter)",
+        "base": "cluster: build the image's base locally ('local': debootstrap)",
+        "base-image": "cluster: base image for the project image",
     }
 )
-def up(c, runtime=None, source_dir=None, serving_mode=None):
-    """Set up the runtime: work dir, volume, dataset (idempotent)."""
+def up(c, runtime=None, source_dir=None, serving_mode=None, base=None, base_image=None):
+    """Set up the runtime: cluster, operators, image, volume, dataset (idempotent)."""
     rt = _runtime(c, runtime, for_up=True)
-    if serving_mode:
-        print("note: --serving-mode applies to cluster runtimes; the local runtime ignores it")
-    _call(rt.up, source_dir=source_dir or c.config.source_dir or None)
+    source_dir = source_dir or c.config.source_dir or None
+    if _is_cluster(rt):
+        _call(
+            rt.up,
+            source_dir=source_dir,
+            serving_mode=serving_mode,
+            base=base,
+            base_image=base_image,
+        )
+        return
+    if serving_mode or base or base_image:
+        print("note: --serving-mode/--base/--base-image apply to cluster runtimes; ignored")
+    _call(rt.up, source_dir=source_dir)
 
 
-def _train(c, runtime, models, workers, parallel, profile, epochs, steps_per_epoch, max_restarts):
+def _train(
+    c, runtime, models, workers, parallel, profile, epochs, steps_per_epoch, max_restarts, gpus
+):
     rt = _runtime(c, runtime)
+    extra = {}
+    gpus = _int("--gpus-per-worker", gpus, 0)
+    if _is_cluster(rt):
+        extra["gpus_per_worker"] = gpus
+    elif gpus:
+        raise Exit("error: --gpus-per-worker applies to cluster runtimes only", code=2)
     _call(
         rt.train,
         models,
+        **extra,
         workers=_int("--workers", workers, int(c.config.workers)),
         parallel=_int("--parallel", parallel),
         profile=profile or str(c.config.profile),
@@ -122,6 +177,8 @@ TRAIN_HELP = {
     "epochs": "override the profile's epochs",
     "steps-per-epoch": "override the profile's steps per epoch",
     "max-restarts": "restart a job's workers together up to this many times (default 2)",
+    "gpus-per-worker": "cluster: nvidia.com/gpu limit per worker (needs a GPU base image: "
+    "see README)",
 }
 
 
@@ -139,10 +196,22 @@ def train_all(
     epochs=None,
     steps_per_epoch=None,
     max_restarts=None,
+    gpus_per_worker=None,
 ):
     """Train every model variant, one multi-worker job each, in parallel."""
     models = list(model_type) or MODEL_HELP.split(", ")
-    _train(c, runtime, models, workers, parallel, profile, epochs, steps_per_epoch, max_restarts)
+    _train(
+        c,
+        runtime,
+        models,
+        workers,
+        parallel,
+        profile,
+        epochs,
+        steps_per_epoch,
+        max_restarts,
+        gpus_per_worker,
+    )
 
 
 @task(help={"model-type": f"the model to train: {MODEL_HELP}", **TRAIN_HELP})
@@ -156,24 +225,37 @@ def train(
     epochs=None,
     steps_per_epoch=None,
     max_restarts=None,
+    gpus_per_worker=None,
 ):
     """Train one model variant as a multi-worker job."""
     if not model_type:
         raise Exit(f"error: --model-type is required ({MODEL_HELP})", code=2)
     _train(
-        c, runtime, [model_type], workers, parallel, profile, epochs, steps_per_epoch, max_restarts
+        c,
+        runtime,
+        [model_type],
+        workers,
+        parallel,
+        profile,
+        epochs,
+        steps_per_epoch,
+        max_restarts,
+        gpus_per_worker,
     )
 
 
 @task(
     help={
         "runtime": RUNTIME_HELP,
-        "predictor": "kserve (default: the project's server) or tfserving (cluster only)",
+        "predictor": "kserve (default: the project's server, python -m ml.serve) or tfserving "
+        "(KServe's TF Serving runtime; cluster only)",
         "min-accuracy": "refuse to publish a winner below this test accuracy (0-1)",
         "force": "publish the winner even if worse than what is serving",
-        "target": "autoscaling target, concurrent requests per replica (cluster only)",
-        "min-replicas": "minimum predictor replicas (cluster only)",
-        "max-replicas": "maximum predictor replicas (cluster only)",
+        "target": "cluster: autoscaling target, concurrent requests per replica (default 1)",
+        "min-replicas": "cluster: minimum predictor replicas (default 1)",
+        "max-replicas": "cluster: maximum predictor replicas (default 8)",
+        "container-concurrency": "cluster: hard limit of requests per replica (default: none)",
+        "request-logger": "cluster: log every request/response to a message-dumper pod",
         "http-port": "local runtime: the server's port on 127.0.0.1 (default 8080)",
     }
 )
@@ -186,20 +268,38 @@ def deploy(
     target=None,
     min_replicas=None,
     max_replicas=None,
+    container_concurrency=None,
+    request_logger=False,
     http_port=None,
 ):
     """Select the most accurate model, publish it and serve it."""
     rt = _runtime(c, runtime)
     if predictor not in ("kserve", "tfserving"):
         raise Exit(f"error: --predictor must be kserve or tfserving, got {predictor!r}", code=2)
-    if predictor != "kserve" or any(v is not None for v in (target, min_replicas, max_replicas)):
+    min_acc = _float("--min-accuracy", min_accuracy, 0.0)
+    if _is_cluster(rt):
+        _call(
+            rt.deploy,
+            predictor=predictor,
+            min_accuracy=min_acc,
+            force=force,
+            target=_int("--target", target),
+            min_replicas=_int("--min-replicas", min_replicas),
+            max_replicas=_int("--max-replicas", max_replicas),
+            container_concurrency=_int("--container-concurrency", container_concurrency),
+            request_logger=request_logger,
+        )
+        return
+    cluster_only = (target, min_replicas, max_replicas, container_concurrency)
+    if predictor != "kserve" or request_logger or any(v is not None for v in cluster_only):
         print(
-            "note: --predictor tfserving, --target and --min/--max-replicas apply to cluster "
-            "runtimes; the local runtime serves with one ml.serve process"
+            "note: --predictor tfserving, --target, --min/--max-replicas, "
+            "--container-concurrency and --request-logger apply to cluster runtimes; the "
+            "local runtime serves with one ml.serve process"
         )
     _call(
         rt.deploy,
-        min_accuracy=_float("--min-accuracy", min_accuracy, 0.0),
+        min_accuracy=min_acc,
         force=force,
         http_port=_int("--http-port", http_port, int(c.config.http_port)),
     )
@@ -218,7 +318,8 @@ def rollback(c, runtime=None):
         "duration": "how long, e.g. 30s, 2m (default 30s)",
         "spawn-rate": "users started per second (default: all at once)",
         "max-failure-ratio": "fail when more than this share of requests fail (default 0)",
-        "expect-scale-out": "fail unless ready predictor replicas rose (cluster runtimes)",
+        "expect-scale-out": "cluster runtimes: fail unless ready predictor replicas rose "
+        "(default on; --no-expect-scale-out turns it off; the local runtime never scales)",
     }
 )
 def loadtest(
@@ -228,10 +329,12 @@ def loadtest(
     duration="30s",
     spawn_rate=None,
     max_failure_ratio=None,
-    expect_scale_out=False,
+    expect_scale_out=True,
 ):
     """Load-test the served model with Locust; report and chart."""
     rt = _runtime(c, runtime)
+    if not _is_cluster(rt):
+        expect_scale_out = None  # one server process: there is nothing to scale
     _call(
         rt.loadtest,
         concurrency=_int("--concurrency", concurrency, 5),
@@ -244,20 +347,82 @@ def loadtest(
 
 @task(help={"runtime": RUNTIME_HELP})
 def status(c, runtime=None):
-    """Show dataset, candidates, serving version, server and last load test."""
+    """Show what runs: cluster, operators, jobs, model server / ISVC, replicas, last load test."""
     _call(_runtime(c, runtime).status)
 
 
 @task(
     help={
         "runtime": RUNTIME_HELP,
-        "purge": "also delete the work dir (only a directory distml made)",
+        "purge": "also delete the work dir (only a directory distml made) and, on a "
+        "cluster runtime, the images `up` built",
         "keep-cluster": "cluster runtimes: keep the cluster",
     }
 )
 def down(c, runtime=None, purge=False, keep_cluster=False):
-    """Stop everything the runtime started; --purge also deletes the work dir."""
-    _call(_runtime(c, runtime).down, purge=purge)
+    """Remove what `up` made (the cluster); --purge also deletes built images and the work dir."""
+    rt = _runtime(c, runtime)
+    if _is_cluster(rt):
+        _call(rt.down, purge=purge, keep_cluster=keep_cluster)
+    else:
+        if keep_cluster:
+            print("note: --keep-cluster applies to cluster runtimes; ignored")
+        _call(rt.down, purge=purge)
+
+
+@task(
+    help={
+        "runtime": "k3d (default), kind or minikube: the cluster to render for",
+        "out": "directory to write the YAML files into (default: <workdir>/manifests)",
+        "model-type": f"models to render TFJobs for (repeatable; default all: {MODEL_HELP})",
+        "serving-mode": "knative (default) or standard",
+        "predictor": "kserve (default) or tfserving",
+        "source-dir": "render the loader pod and the offline ingest (as `up --source-dir`)",
+    },
+    iterable=["model_type"],
+)
+def render(
+    c,
+    runtime=None,
+    out=None,
+    model_type=None,
+    serving_mode=None,
+    predictor="kserve",
+    source_dir=False,
+):
+    """Write every manifest up/train-all/deploy apply, as YAML, in apply order (no cluster)."""
+    from runtime.cluster import ClusterError, ClusterRuntime
+
+    name = runtime or str(c.config.runtime)
+    name = "k3d" if name in ("auto", "local") else name
+    if name not in CLUSTER_RUNTIMES:
+        raise Exit(f"error: --runtime must be one of {', '.join(CLUSTER_RUNTIMES)}", code=2)
+    wd = _workdir(c)
+    rt = ClusterRuntime(
+        c,
+        name,
+        wd,
+        ROOT,
+        service=str(c.config.service),
+        namespace=str(c.config.namespace),
+        cluster=str(c.config.cluster),
+        ingress_port=int(c.config.ingress_port),
+        out=_out,
+    )
+    target = Path(out) if out else wd.root / "manifests"
+    try:
+        written = rt.render(
+            target,
+            models=list(model_type) or MODEL_HELP.split(", "),
+            serving_mode=serving_mode or "knative",
+            predictor=predictor,
+            source_dir=bool(source_dir),
+        )
+    except ClusterError as e:
+        raise Exit(f"error: {e}", code=2) from e
+    for path in written:
+        print(path)
+    print(f"{len(written)} files in {target} ({name}); apply order = file order")
 
 
 def _image_call(fn, *args, **kwargs):
@@ -310,7 +475,9 @@ def lock_image(c, base_image=None):
     )
 
 
-ns = Collection(up, train_all, train, deploy, rollback, loadtest, status, down, build, lock_image)
+ns = Collection(
+    up, train_all, train, deploy, rollback, loadtest, status, down, render, build, lock_image
+)
 ns.configure(
     {
         "runtime": "auto",
@@ -322,5 +489,9 @@ ns.configure(
         "max_restarts": 2,
         "http_port": 8080,
         "docker": "",
+        # Cluster runtimes.
+        "namespace": "kubeflow",
+        "cluster": "dist-ml",
+        "ingress_port": 8080,
     }
 )

@@ -339,11 +339,15 @@ def _write_chart(out_dir: Path, summary: dict[str, Any], t0: float) -> None:
         ready = [r["ready"] for r in replicas]
         ax.step(ts, ready, where="post", marker=".", color="tab:purple", label="ready replicas")
         ax.axhline(summary["replicas_start"], ls="--", lw=1, color="tab:gray", label="at start")
+        expected = summary.get("replicas_expected")
+        if expected:
+            ax.axhline(expected, ls=":", lw=1.5, color="tab:red", label="autoscaler target")
         ax.set_title(
-            f"Ready replicas (start {summary['replicas_start']}, peak {summary['replicas_peak']})"
+            f"Ready replicas (start {summary['replicas_start']}, peak {summary['replicas_peak']}"
+            + (f", expected {expected})" if expected else ")")
         )
         ax.set_ylabel("replicas")
-        ax.set_ylim(bottom=0, top=max(ready) + 1)
+        ax.set_ylim(bottom=0, top=max([*ready, expected or 0]) + 1)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
         ax.grid(alpha=0.3)
@@ -389,6 +393,7 @@ def run_loadtest(
     spawn_rate: float | None = None,
     host_header: str | None = None,
     replica_sampler: Callable[[], int] | None = None,
+    expected_replicas: int | None = None,
     log: Callable[[str], Any] = print,
     timeout_margin_s: float = DEFAULT_TIMEOUT_MARGIN_S,
 ) -> dict[str, Any]:
@@ -397,7 +402,8 @@ def run_loadtest(
     ``concurrency`` users, each with one request in flight (no wait time), spawned at
     ``spawn_rate`` users/s (default: all at once) for ``duration``. ``replica_sampler``
     (optional) returns the number of ready replicas; it is called once a second during the
-    run. Writes Locust's CSVs, ``summary.json`` and ``chart.png`` into ``out_dir``.
+    run; ``expected_replicas`` (what the autoscaler should reach) is drawn beside it.
+    Writes Locust's CSVs, ``summary.json`` and ``chart.png`` into ``out_dir``.
 
     Raises ``ValueError``/``FileNotFoundError`` for bad arguments, ``RuntimeError`` when
     Locust itself fails, ``TimeoutError`` when it overruns ``duration + timeout_margin_s``;
@@ -524,6 +530,7 @@ def run_loadtest(
     summary["replicas_start"] = samples[0]["ready"] if samples else None
     summary["replicas_peak"] = max(s["ready"] for s in samples) if samples else None
     summary["replicas_end"] = samples[-1]["ready"] if samples else None
+    summary["replicas_expected"] = expected_replicas
     summary["files"] = {
         "stats_csv": STATS_CSV,
         "history_csv": HISTORY_CSV,

@@ -1,4 +1,4 @@
-"""Runtimes: where the pod contract runs (local processes now; k3d/kind clusters later).
+"""Runtimes: where the pod contract runs: local processes, or a k3d/kind/minikube cluster.
 
 Nothing here imports TensorFlow or ``ml`` at import time: ``invoke --list`` stays fast.
 """
@@ -9,10 +9,10 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
-RUNTIMES = ("auto", "local", "k3d", "kind")
-# The cluster runtimes (k3d, kind) are not in this version yet; ``auto`` only picks a
-# runtime that exists, so it never hands a user a half-built path.
-CLUSTER_RUNTIMES_READY = False
+RUNTIMES = ("auto", "local", "k3d", "kind", "minikube")
+# A switch kept for forks that want to ship without the cluster path: when False, ``auto``
+# never picks a cluster and asking for one is refused with a clear message.
+CLUSTER_RUNTIMES_READY = True
 
 
 class RuntimeError_(RuntimeError):
@@ -42,7 +42,7 @@ def select_runtime(
     ready = CLUSTER_RUNTIMES_READY if cluster_ready is None else cluster_ready
     if requested not in RUNTIMES:
         raise RuntimeError_(f"unknown runtime {requested!r}; valid: {', '.join(RUNTIMES)}")
-    if requested in ("k3d", "kind"):
+    if requested in ("k3d", "kind", "minikube"):
         if not ready:
             raise RuntimeError_(
                 f"the {requested} runtime is not available in this version of distml yet; "

@@ -65,17 +65,18 @@ def extra_ca_files(env: dict[str, str] | None = None) -> list[Path]:
 
 
 def find_docker(
-    c: Any, configured: str = "", which: Callable[[str], str | None] = shutil.which
+    c: Any, configured: str = "", which: Callable[[str], str | None] | None = None
 ) -> str:
     """A Docker client that can do BuildKit builds (``RUN --mount=type=secret``).
 
     Docker >= 23 clients need the buildx plugin for BuildKit; older clients (Debian's
     docker.io 20.10) build with ``DOCKER_BUILDKIT=1`` on their own.
     """
+    which = which or shutil.which
     candidates = [configured] if configured else [which("docker") or "", "/usr/bin/docker"]
     tried = []
     for docker in dict.fromkeys(p for p in candidates if p):
-        if not Path(docker).exists() and which(docker) is None:
+        if which(docker) is None:  # shutil.which takes absolute paths too
             tried.append(f"{docker}: not found")
             continue
         if c.run(f"{docker} buildx version", hide=True, warn=True).ok:

@@ -303,28 +303,8 @@ class LocalRuntime:
 
     # ------------------------------------------------------------------ serve
     def _write_sample(self, source_dir: str | None = None) -> Path:
-        """A real test image as PNG and as a ready-to-send request body (no TensorFlow)."""
-        request = self.wd.root / "sample-request.json"
-        if request.is_file():
-            return request
-        from ml.data import CLASS_NAMES, DataError, locate_raw_files, read_idx
-
         source_dir = source_dir or self.wd.load_state().get("source_dir")
-        try:
-            raw = locate_raw_files(source_dir, log=lambda m: None)
-        except DataError as e:
-            raise UserError(f"cannot write the sample request: {e}") from e
-        images = read_idx(raw / "t10k-images-idx3-ubyte.gz")
-        labels = read_idx(raw / "t10k-labels-idx1-ubyte.gz")
-        png = encode_png_gray(images[0])
-        (self.wd.root / "sample.png").write_bytes(png)
-        body = {"instances": [{"b64": base64.b64encode(png).decode()}], "return_class_names": True}
-        request.write_text(json.dumps(body) + "\n")
-        self.out(
-            f"sample input: {self.wd.root / 'sample.png'} (test image 0, class "
-            f"{CLASS_NAMES[int(labels[0])]})"
-        )
-        return request
+        return write_sample_request(self.wd.root, source_dir, self.out)
 
     def _start_server(self, http_port: int, ready_timeout: float) -> dict[str, Any]:
         if not port_is_free(http_port):
@@ -647,3 +627,40 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def write_sample_request(
+    root: Path, source_dir: str | None, out: Out, *, synthetic_ok: bool = False
+) -> Path:
+    """A real test image as PNG and as a ready-to-send request body (no TensorFlow).
+
+    With ``synthetic_ok`` (a cluster that downloaded the data itself, none on this
+    machine), a drawn 28x28 image stands in: the load test needs a valid request, not a
+    particular answer.
+    """
+    request = root / "sample-request.json"
+    if request.is_file():
+        return request
+    from ml.data import CLASS_NAMES, DataError, locate_raw_files, read_idx
+
+    try:
+        raw = locate_raw_files(source_dir, log=lambda m: None)
+    except DataError as e:
+        if not synthetic_ok:
+            raise UserError(f"cannot write the sample request: {e}") from e
+        import numpy as np
+
+        pixels = np.zeros((28, 28), np.uint8)
+        pixels[6:22, 4:24] = 255
+        png, what = encode_png_gray(pixels), "a drawn stand-in: no Fashion-MNIST files here"
+    else:
+        images = read_idx(raw / "t10k-images-idx3-ubyte.gz")
+        labels = read_idx(raw / "t10k-labels-idx1-ubyte.gz")
+        png = encode_png_gray(images[0])
+        what = f"test image 0, class {CLASS_NAMES[int(labels[0])]}"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "sample.png").write_bytes(png)
+    body = {"instances": [{"b64": base64.b64encode(png).decode()}], "return_class_names": True}
+    request.write_text(json.dumps(body) + "\n")
+    out(f"sample input: {root / 'sample.png'} ({what})")
+    return request

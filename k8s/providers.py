@@ -1,0 +1,240 @@
+"""Cluster providers: k3d (the lab, default), kind (integration tests), minikube.
+
+Each provider knows its CLI commands; every command goes through ``c.run`` so
+``invoke --dry`` prints it and tests check it as an exact string. Read-only queries
+(does the cluster exist, is the image on the node) run even under ``--dry``: they touch
+nothing, and they make the dry run print what a real run would do.
+
+All three make a single-node cluster on purpose: the PVC is ReadWriteOnce on a
+node-local StorageClass (local-path / standard), so every pod that mounts it (workers,
+selection, predictors) must land on the node of its first consumer. A multi-node cluster
+needs RWX storage instead (README: "One node, on purpose").
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from k8s import versions
+
+CLUSTER_NAME = "dist-ml"
+
+
+def _query(c: Any, cmd: str) -> tuple[bool, str]:
+    """Run a read-only command (also under --dry); (ok, stdout)."""
+    result = c.run(cmd, hide=True, warn=True, dry=False)
+    return bool(result.ok), result.stdout or ""
+
+
+def _node_has_image(c: Any, docker: str, node: str, image: str) -> bool:
+    ok, out = _query(c, f"{docker} exec {node} crictl images -o json")
+    if not ok:
+        return False
+    try:
+        images = json.loads(out).get("images", [])
+    except ValueError:
+        return False
+    repo, _, tag = image.partition(":")
+    wanted = {image, f"docker.io/library/{image}", f"docker.io/{image}"}
+    return any(wanted & set(i.get("repoTags") or []) for i in images) or any(
+        t.endswith(f"/{repo}:{tag}") for i in images for t in i.get("repoTags") or []
+    )
+
+
+@dataclass
+class Provider:
+    """What differs between k3d, kind and minikube."""
+
+    name: str
+    cluster: str = CLUSTER_NAME
+    ingress_port: int = 8080  # host port the cluster's ingress (gateway / LB) answers on
+    ingress_node_port: int = 31080
+    docker: str = "docker"
+
+    @property
+    def context(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def install_hint(self) -> str:
+        raise NotImplementedError
+
+    def exists(self, c: Any) -> bool:
+        raise NotImplementedError
+
+    def create(self, c: Any, workdir: Path) -> None:
+        raise NotImplementedError
+
+    def delete(self, c: Any) -> None:
+        raise NotImplementedError
+
+    def has_image(self, c: Any, image: str) -> bool:
+        raise NotImplementedError
+
+    def import_image(self, c: Any, image: str, workdir: Path) -> None:
+        raise NotImplementedError
+
+    def ingress_url(self, c: Any) -> str:
+        """Where the cluster's ingress answers from the host."""
+        return f"http://localhost:{self.ingress_port}"
+
+    def kubectl(self, args: str) -> str:
+        return f"kubectl --context {self.context} {args}"
+
+    def _save(self, c: Any, image: str, workdir: Path) -> str:
+        """Save the image to a tar: importing a tar works with Docker's containerd image
+        store too, where a direct import fails with `content digest ... not found`."""
+        tar = workdir / "build" / "distml-image.tar"
+        if not c.config.run.dry:
+            tar.parent.mkdir(parents=True, exist_ok=True)
+        c.run(f"{self.docker} save -o {shlex.quote(str(tar))} {image}")
+        return shlex.quote(str(tar))
+
+
+class K3d(Provider):
+    @property
+    def context(self) -> str:
+        return f"k3d-{self.cluster}"
+
+    @property
+    def node(self) -> str:
+        return f"k3d-{self.cluster}-server-0"
+
+    @property
+    def install_hint(self) -> str:
+        return "install k3d: https://k3d.io/#installation"
+
+    def exists(self, c: Any) -> bool:
+        ok, out = _query(c, "k3d cluster list -o json")
+        try:
+            return ok and any(x.get("name") == self.cluster for x in json.loads(out or "[]"))
+        except ValueError:
+            return False
+
+    def create(self, c: Any, workdir: Path) -> None:
+        # Traefik off: Istio's gateway (knative mode) or our LoadBalancer Service (standard
+        # mode) takes port 80 through k3s's ServiceLB, mapped to the host's ingress port.
+        c.run(
+            f"k3d cluster create {self.cluster} --image {versions.K3S_IMAGE} "
+            "--servers 1 --agents 0 "
+            "--k3s-arg '--disable=traefik@server:*' "
+            f"-p '{self.ingress_port}:80@loadbalancer' --wait --timeout 300s"
+        )
+
+    def delete(self, c: Any) -> None:
+        c.run(f"k3d cluster delete {self.cluster}")
+
+    def has_image(self, c: Any, image: str) -> bool:
+        return _node_has_image(c, self.docker, self.node, image)
+
+    def import_image(self, c: Any, image: str, workdir: Path) -> None:
+        tar = self._save(c, image, workdir)
+        c.run(f"k3d image import {tar} -c {self.cluster}")
+        c.run(f"rm -f {tar}")
+
+
+class Kind(Provider):
+    @property
+    def context(self) -> str:
+        return f"kind-{self.cluster}"
+
+    @property
+    def node(self) -> str:
+        return f"{self.cluster}-control-plane"
+
+    @property
+    def install_hint(self) -> str:
+        return "install kind: https://kind.sigs.k8s.io/docs/user/quick-start/#installation"
+
+    def exists(self, c: Any) -> bool:
+        ok, out = _query(c, "kind get clusters")
+        return ok and self.cluster in out.split()
+
+    def config_yaml(self) -> str:
+        # kind has no LoadBalancer: the ingress (Istio gateway or our Service) is a
+        # NodePort, mapped to the host port here; mappings can only be set at creation.
+        return (
+            "kind: Cluster\n"
+            "apiVersion: kind.x-k8s.io/v1alpha4\n"
+            "nodes:\n"
+            "  - role: control-plane\n"
+            "    extraPortMappings:\n"
+            f"      - containerPort: {self.ingress_node_port}\n"
+            f"        hostPort: {self.ingress_port}\n"
+            "        protocol: TCP\n"
+        )
+
+    def create(self, c: Any, workdir: Path) -> None:
+        config = workdir / "kind-config.yaml"
+        if not c.config.run.dry:
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_text(self.config_yaml())
+        c.run(
+            f"kind create cluster --name {self.cluster} --image {versions.KIND_NODE_IMAGE} "
+            f"--config {shlex.quote(str(config))} --wait 300s"
+        )
+
+    def delete(self, c: Any) -> None:
+        c.run(f"kind delete cluster --name {self.cluster}")
+
+    def has_image(self, c: Any, image: str) -> bool:
+        return _node_has_image(c, self.docker, self.node, image)
+
+    def import_image(self, c: Any, image: str, workdir: Path) -> None:
+        tar = self._save(c, image, workdir)
+        c.run(f"kind load image-archive {tar} --name {self.cluster}")
+        c.run(f"rm -f {tar}")
+
+
+class Minikube(Provider):
+    @property
+    def context(self) -> str:
+        return self.cluster
+
+    @property
+    def install_hint(self) -> str:
+        return "install minikube: https://minikube.sigs.k8s.io/docs/start/"
+
+    def exists(self, c: Any) -> bool:
+        ok, out = _query(c, "minikube profile list -o json")
+        try:
+            valid = json.loads(out or "{}").get("valid") or []
+        except ValueError:
+            return False
+        return ok and any(p.get("Name") == self.cluster for p in valid)
+
+    def create(self, c: Any, workdir: Path) -> None:
+        c.run(
+            f"minikube start -p {self.cluster} --driver docker "
+            f"--kubernetes-version {versions.MINIKUBE_KUBERNETES_VERSION} --cpus 4 --memory 8g"
+        )
+
+    def delete(self, c: Any) -> None:
+        c.run(f"minikube delete -p {self.cluster}")
+
+    def has_image(self, c: Any, image: str) -> bool:
+        ok, out = _query(c, f"minikube -p {self.cluster} image ls")
+        return ok and any(line.endswith(image) for line in out.split())
+
+    def import_image(self, c: Any, image: str, workdir: Path) -> None:
+        c.run(f"minikube -p {self.cluster} image load {image}")
+
+    def ingress_url(self, c: Any) -> str:
+        ok, out = _query(c, f"minikube -p {self.cluster} ip")
+        host = out.strip() if ok and out.strip() else "MINIKUBE_IP"
+        return f"http://{host}:{self.ingress_node_port}"
+
+
+PROVIDERS = {"k3d": K3d, "kind": Kind, "minikube": Minikube}
+
+
+def provider(name: str, **kwargs: Any) -> Provider:
+    try:
+        return PROVIDERS[name](name=name, **kwargs)
+    except KeyError:
+        valid = ", ".join(PROVIDERS)
+        raise ValueError(f"unknown cluster provider {name!r}; valid: {valid}") from None
