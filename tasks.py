@@ -61,20 +61,14 @@ def _runtime(c, requested, *, for_up=False):
             docker=str(c.config.docker),
             out=_out,
         )
-    if c.config.run.dry:
-        raise Exit(
-            "error: --dry is supported by the cluster runtimes (k3d, kind, minikube) and by "
-            "build/lock-image; the local runtime runs processes, not objects: see "
-            "`invoke --help TASK` and the README's pod contract for the commands it runs",
-            code=2,
-        )
-    from runtime.local import LocalRuntime
+    from runtime.local import DryLocalRuntime, LocalRuntime
 
-    return LocalRuntime(wd, service=str(c.config.service), out=_out)
+    cls = DryLocalRuntime if c.config.run.dry else LocalRuntime
+    return cls(wd, service=str(c.config.service), out=_out)
 
 
 def _is_cluster(rt):
-    return not rt.__class__.__name__.startswith("Local")
+    return getattr(rt, "is_cluster", False)
 
 
 def _out(line):

@@ -248,6 +248,12 @@ def preflight(
         _check_docker(result, run, docker, serving_mode)
     _check_tool(result, provider, VERSION_COMMANDS[provider], run, which)
     _check_tool(result, "kubectl", ["kubectl", "version", "--client", "-o", "json"], run, which)
+    if which("git") is None:
+        # `kubectl apply -k github.com/...?ref=` (the training operator) clones with git.
+        result.problems.append(
+            "git: not found on PATH: `kubectl apply -k` fetches the training operator's "
+            "kustomization with git; install git (https://git-scm.com/downloads)"
+        )
     if inotify_dir is None and sys.platform.startswith("linux"):
         inotify_dir = INOTIFY_DIR
     if inotify_dir is not None:

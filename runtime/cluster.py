@@ -60,6 +60,8 @@ def _conditions_true(obj: dict[str, Any] | None) -> set[str]:
 class ClusterRuntime:
     """One distml deployment on one local cluster."""
 
+    is_cluster = True
+
     interrupt_note = (
         "jobs already submitted keep running in the cluster: `invoke status` shows them, "
         "`invoke down --keep-cluster` removes them"

@@ -139,6 +139,56 @@ class LocalRuntime:
     def serving_dir(self) -> Path:
         return self.wd.volume / "serving" / self.service
 
+    # ------------------------------------------------------------------ the pod contract
+    def ingest_command(self, source_dir: str | None = None) -> list[str]:
+        cmd = python_command("ml.ingest", "--volume", str(self.wd.volume))
+        if source_dir:
+            cmd += ["--source-dir", str(Path(source_dir).expanduser().resolve())]
+        return cmd
+
+    def train_command(
+        self, model: str, profile: str, epochs: int | None, steps_per_epoch: int | None
+    ) -> list[str]:
+        cmd = python_command(
+            "ml.train",
+            "--volume",
+            str(self.wd.volume),
+            "--model-type",
+            model,
+            "--profile",
+            profile,
+            "--log-every",
+            "5",
+        )
+        if epochs is not None:
+            cmd += ["--epochs", str(epochs)]
+        if steps_per_epoch is not None:
+            cmd += ["--steps-per-epoch", str(steps_per_epoch)]
+        return cmd
+
+    def select_command(
+        self, min_accuracy: float = 0.0, force: bool = False, rollback: bool = False
+    ) -> list[str]:
+        cmd = python_command(
+            "ml.select", "--volume", str(self.wd.volume), "--service", self.service
+        )
+        if rollback:
+            return [*cmd, "--rollback"]
+        return [*cmd, "--min-accuracy", str(min_accuracy), *(["--force"] if force else [])]
+
+    def serve_command(self, http_port: int) -> list[str]:
+        return python_command(
+            "ml.serve",
+            "--model-dir",
+            str(self.serving_dir),
+            "--model-name",
+            self.service,
+            "--host",
+            "127.0.0.1",
+            "--http-port",
+            str(http_port),
+        )
+
     def _require_up(self) -> None:
         if not self.wd.exists() or not self.wd.load_state().get("up"):
             raise UserError(f"the local runtime is not set up in {self.wd.root}; run `invoke up`")
@@ -177,9 +227,7 @@ class LocalRuntime:
             raise UserError("preflight failed:\n  - " + "\n  - ".join(problems))
         created = self.wd.create()
         self.out(f"work dir {self.wd.root} ({'created' if created else 'exists'})")
-        cmd = python_command("ml.ingest", "--volume", str(self.wd.volume))
-        if source_dir:
-            cmd += ["--source-dir", str(Path(source_dir).expanduser().resolve())]
+        cmd = self.ingest_command(source_dir)
         self.out("ingest: python " + " ".join(cmd[1:]))
         code, output = _run_step(cmd, self.out, self.wd.logs / "ingest.log")
         if code != 0:
@@ -228,21 +276,7 @@ class LocalRuntime:
         parallel = parallel or len(models)
         jobs = []
         for model in models:
-            cmd = python_command(
-                "ml.train",
-                "--volume",
-                str(self.wd.volume),
-                "--model-type",
-                model,
-                "--profile",
-                profile,
-                "--log-every",
-                "5",
-            )
-            if epochs is not None:
-                cmd += ["--epochs", str(epochs)]
-            if steps_per_epoch is not None:
-                cmd += ["--steps-per-epoch", str(steps_per_epoch)]
+            cmd = self.train_command(model, profile, epochs, steps_per_epoch)
             jobs.append(Job(name=model, command=cmd))
         from runtime.display import JobDisplay
 
@@ -313,17 +347,7 @@ class LocalRuntime:
                 "or stop what listens there"
             )
         log_path = self.wd.logs / "serve.log"
-        cmd = python_command(
-            "ml.serve",
-            "--model-dir",
-            str(self.serving_dir),
-            "--model-name",
-            self.service,
-            "--host",
-            "127.0.0.1",
-            "--http-port",
-            str(http_port),
-        )
+        cmd = self.serve_command(http_port)
         with log_path.open("a") as log:
             proc = subprocess.Popen(
                 cmd,
@@ -401,17 +425,7 @@ class LocalRuntime:
         self._require_up()
         if not 0.0 <= min_accuracy <= 1.0:
             raise UserError(f"--min-accuracy is a fraction between 0 and 1, got {min_accuracy}")
-        cmd = python_command(
-            "ml.select",
-            "--volume",
-            str(self.wd.volume),
-            "--service",
-            self.service,
-            "--min-accuracy",
-            str(min_accuracy),
-        )
-        if force:
-            cmd.append("--force")
+        cmd = self.select_command(min_accuracy, force)
         self.out("select: python " + " ".join(cmd[1:]))
         code, _ = _run_step(cmd, self.out, self.wd.logs / "select.log")
         report_path = self.wd.volume / "reports" / "selection.json"
@@ -454,9 +468,7 @@ class LocalRuntime:
 
     def rollback(self, ready_timeout: float = 120.0) -> int:
         self._require_up()
-        cmd = python_command(
-            "ml.select", "--volume", str(self.wd.volume), "--service", self.service, "--rollback"
-        )
+        cmd = self.select_command(rollback=True)
         code, _ = _run_step(cmd, self.out, self.wd.logs / "select.log")
         if code != 0:
             raise UserError("rollback failed (see above)")
@@ -664,3 +676,81 @@ def write_sample_request(
     request.write_text(json.dumps(body) + "\n")
     out(f"sample input: {root / 'sample.png'} ({what})")
     return request
+
+
+class DryLocalRuntime(LocalRuntime):
+    """``invoke --dry`` on the local runtime: prints the commands each task would run, in
+    order, and touches nothing (no work dir, no process). ``status`` only reads, so it
+    runs as usual."""
+
+    def _say(self, what: str, cmd: Sequence[str], env: str = "") -> None:
+        self.out(f"would run ({what}): {env}python " + " ".join(cmd[1:]))
+
+    def up(self, source_dir: str | None = None) -> int:
+        self.out(f"would create the work dir {self.wd.root} (volume {self.wd.volume})")
+        self._say("ingest", self.ingest_command(source_dir))
+        return 0
+
+    def train(
+        self,
+        models: Sequence[str],
+        *,
+        workers: int = 2,
+        parallel: int | None = None,
+        profile: str = "quick",
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        max_restarts: int = 2,
+        **_: Any,
+    ) -> int:
+        workers_at = [f"127.0.0.1:<port{i}>" for i in range(workers)]
+        self.out(
+            f"would run {len(models)} job(s) x {workers} worker(s), {parallel or len(models)} at "
+            f"a time, restarting a job's workers together up to {max_restarts} time(s); each "
+            "worker gets free 127.0.0.1 ports:"
+        )
+        for model in models:
+            cmd = self.train_command(model, profile, epochs, steps_per_epoch)
+            for i in range(workers):
+                config = json.dumps(
+                    {"cluster": {"worker": workers_at}, "task": {"type": "worker", "index": i}}
+                )
+                self._say(f"{model} worker {i}", cmd, env=f"TF_CONFIG='{config}' ")
+        return 0
+
+    def deploy(
+        self, *, min_accuracy: float = 0.0, force: bool = False, http_port: int = 8080, **_: Any
+    ) -> int:
+        self._say("selection", self.select_command(min_accuracy, force))
+        if self._server() is None:
+            self._say("model server, in the background", self.serve_command(http_port))
+        else:
+            self.out("the running model server would pick up the new version by itself")
+        return 0
+
+    def rollback(self, **_: Any) -> int:
+        self._say("rollback", self.select_command(rollback=True))
+        return 0
+
+    def loadtest(self, *, concurrency: int = 5, duration: str = "30s", **_: Any) -> int:
+        server = self._server()
+        url = server["url"] if server else "http://127.0.0.1:<http-port>"
+        self.out(
+            f"would run Locust headless in its own process: {concurrency} user(s), no wait "
+            f"time, for {duration}, against {url}/v1/models/{self.service}:predict; results "
+            f"in {self.wd.reports / 'loadtest'}"
+        )
+        return 0
+
+    def down(self, purge: bool = False) -> int:
+        state = self.wd.load_state()
+        server = state.get("server")
+        if server:
+            self.out(f"would stop the model server (pid {server.get('pid')})")
+        for pid in state.get("train_pids") or []:
+            self.out(f"would stop training worker pid {pid}")
+        if purge and self.wd.exists():
+            self.out(f"would remove {self.wd.root}")
+        elif not (server or state.get("train_pids")):
+            self.out("nothing is running" + (" and there is no work dir" if purge else ""))
+        return 0

@@ -42,7 +42,7 @@ class Machine:
             "kubectl": (0, kubectl_json(), ""),
         }
         self.answers.update(answers)
-        self.path = set(self.answers)
+        self.path = set(self.answers) | {"git"}
         self.calls: list[list[str]] = []
 
     def run(self, cmd):
@@ -139,8 +139,15 @@ def test_everything_missing_one_line_each(inotify):
     m = Machine()
     m.path.clear()
     problems = m.check("k3d", "knative", inotify).problems
-    assert len(problems) == 3
-    assert [p.split(":")[0] for p in problems] == ["Docker", "k3d", "kubectl"]
+    assert len(problems) == 4
+    assert [p.split(":")[0] for p in problems] == ["Docker", "k3d", "kubectl", "git"]
+
+
+def test_git_missing_is_named_because_kubectl_apply_k_needs_it(inotify):
+    m = Machine()
+    m.path.discard("git")
+    problem = one(m.check("k3d", "knative", inotify).problems)
+    assert problem.startswith("git: not found on PATH") and "kubectl apply -k" in problem
 
 
 def test_docker_client_path_is_used(inotify):

@@ -353,3 +353,34 @@ def test_a_server_that_does_not_come_up_is_not_left_behind(local_rt, monkeypatch
     assert port_is_free(port)
     pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
     assert [pid for pid in pids if script in cmdline(pid) and is_alive(pid)] == []
+
+
+# ---------------------------------------------------------------- --dry on the local runtime
+def test_dry_local_runtime_prints_each_command_in_order_and_touches_nothing(tmp_path):
+    from runtime.local import DryLocalRuntime
+
+    wd = Workdir.at(tmp_path / "wd")
+    lines: list[str] = []
+    rt = DryLocalRuntime(wd, out=lines.append)
+    assert rt.up(source_dir=str(tmp_path)) == 0
+    assert rt.train(["cnn", "cnn_dropout"], workers=2, epochs=1) == 0
+    assert rt.deploy(min_accuracy=0.5, force=True, http_port=8181) == 0
+    assert rt.loadtest(concurrency=3) == 0
+    assert rt.down(purge=True) == 0
+    runs = [line for line in lines if line.startswith("would run (")]
+    assert [r.split(")")[0] for r in runs] == [
+        "would run (ingest",
+        "would run (cnn worker 0",
+        "would run (cnn worker 1",
+        "would run (cnn_dropout worker 0",
+        "would run (cnn_dropout worker 1",
+        "would run (selection",
+        "would run (model server, in the background",
+    ]
+    assert runs[0].endswith(f"python -m ml.ingest --volume {wd.volume} --source-dir {tmp_path}")
+    assert '"task": {"type": "worker", "index": 1}' in runs[2]
+    assert runs[2].endswith("--model-type cnn --profile quick --log-every 5 --epochs 1")
+    assert runs[5].endswith("--min-accuracy 0.5 --force")
+    assert runs[6].endswith("--host 127.0.0.1 --http-port 8181")
+    assert any("3 user(s), no wait time" in line for line in lines)
+    assert not wd.root.exists()  # nothing was created, nothing started
