@@ -16,9 +16,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from runtime import RuntimeError_
 
-class KubeError(RuntimeError):
-    """A cluster call failed; the message says which call and why."""
+
+class KubeError(RuntimeError_):
+    """A cluster call failed; the message says which call and why (a task prints it as
+    ``error: ...`` and exits non-zero, like every other user-fixable failure)."""
 
 
 class Kube(Protocol):

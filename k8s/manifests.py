@@ -51,6 +51,7 @@ COMMON_LABELS = {
     "app.kubernetes.io/managed-by": MANAGED_BY,
 }
 MODEL_LABEL = "distml/model"
+IMAGE_ANNOTATION = "distml/image"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # The label KServe puts on every predictor pod of an InferenceService.
 ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"
@@ -566,6 +567,15 @@ def serving_runtime(s: Settings) -> dict[str, Any]:
         ],
         "env": _env(_base_env()),
         "ports": [{"containerPort": PREDICTOR_PORT, "name": "http1", "protocol": "TCP"}],
+        # Ready only once a model version has loaded (the server answers 503 until then):
+        # without this, KServe/Knative fall back to a TCP probe and route requests to a
+        # pod that is still loading the SavedModel, which fails them during scale-out.
+        "readinessProbe": {
+            "httpGet": {"path": f"/v1/models/{s.service}", "port": PREDICTOR_PORT},
+            "periodSeconds": 2,
+            "failureThreshold": 2,
+            "timeoutSeconds": 2,
+        },
         "resources": s.predictor_resources.as_dict(),
         # A ServingRuntime has no pod-level securityContext: all of it goes here.
         "securityContext": _container_security_context(run_as=PROJECT_UID),
@@ -588,12 +598,16 @@ def inference_service(s: Settings) -> dict[str, Any]:
     """The KServe InferenceService serving ``pvc://<volume>/serving/<service>``."""
     if s.serving_mode == "knative":
         annotations = {
+            # The project image: a new build changes this, which rolls the predictor (the
+            # ServingRuntime's image alone does not).
+            IMAGE_ANNOTATION: s.image,
             "serving.kserve.io/deploymentMode": "Knative",
             # Knative's KPA: concurrent requests per replica before it adds one.
             "autoscaling.knative.dev/target": str(s.target),
         }
     else:
         annotations = {
+            IMAGE_ANNOTATION: s.image,
             "serving.kserve.io/deploymentMode": "Standard",
             # KServe's webhook checks scaleMetric/scaleTarget against the HPA rules only
             # with this class named explicitly (else it applies Knative's, refusing cpu).

@@ -22,6 +22,26 @@ from k8s.providers import Provider
 from k8s.settings import Settings
 from k8s.waits import retry, wait_deployments_available
 
+# kubectl failures that no amount of retrying fixes (a wrong URL, a flag this kubectl
+# does not know, a manifest it cannot parse): fail at once with kubectl's own message.
+PERMANENT_KUBECTL_ERRORS = (
+    "unable to read url",
+    "404 not found",
+    "unknown flag",
+    "unknown shorthand flag",
+    "error parsing",
+    "error validating",
+    "couldn't get version/kind",
+)
+NO_MATCH_TRIES = 5
+
+
+class PermanentError(KubeError):
+    """A failure retrying cannot fix."""
+
+    permanent = True
+
+
 # Knative resolves image tags to digests through a registry; a locally imported image
 # has none, so the revision would never become ready (RevisionMissing). These registries
 # are skipped ("distml:<hash>" is docker.io/library/distml:<hash>).
@@ -57,10 +77,23 @@ class Installer:
     def kubectl_retrying(self, args: str, what: str) -> None:
         """kubectl apply, retried through webhook races until the deadline."""
 
+        tries = {"no matches": 0}
+
         def attempt() -> None:
             result = self.kubectl(args, warn=True)
-            if not result.ok:
-                raise KubeError(f"{what}: kubectl exited {result.exited}: {result.stderr[-300:]}")
+            if result.ok:
+                return
+            err = (result.stderr or result.stdout or "").strip()
+            message = f"{what}: kubectl exited {result.exited}: {err[-400:]}"
+            low = err.lower()
+            if "no matches for kind" in low:
+                # CRDs applied a moment ago may not be served yet; a few tries, not forever.
+                tries["no matches"] += 1
+                if tries["no matches"] > NO_MATCH_TRIES:
+                    raise PermanentError(message)
+            elif any(p in low for p in PERMANENT_KUBECTL_ERRORS):
+                raise PermanentError(message)
+            raise KubeError(message)
 
         if self.dry:
             self.kubectl(args)
@@ -121,30 +154,46 @@ class Installer:
         self.kubectl_retrying(f"apply -l knative.dev/crd-install=true -f {url}", label)
         self.kubectl_retrying(f"apply -f {url}", label)
         self.wait("istio-system")
-        if self.provider.name != "k3d":
-            # No LoadBalancer on kind/minikube: expose the gateway on the node port the
-            # host's ingress port is mapped to.
-            port = self.settings.ingress_node_port
-            patch = {"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}}
-            self.kubectl(
-                f"-n istio-system patch service istio-ingressgateway -p "
-                f"{shlex.quote(json.dumps(patch))}"
-            )
+
+    def gateway_node_port(self) -> None:
+        """kind/minikube have no LoadBalancer: expose Istio's gateway on the node port the
+        host's ingress port is mapped to (checked on every `up`: a run that stopped halfway
+        must not leave it unreachable)."""
+        port = self.settings.ingress_node_port
+        svc = self.kube.get("v1", "Service", "istio-ingressgateway", "istio-system") or {}
+        spec = svc.get("spec") or {}
+        ports = {p.get("port"): p.get("nodePort") for p in spec.get("ports") or []}
+        if spec.get("type") == "NodePort" and ports.get(80) == port:
+            return
+        patch = {"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}}
+        self.out(f"Istio gateway: exposing port 80 on node port {port}")
+        body = shlex.quote(json.dumps(patch))
+        self.kubectl(f"-n istio-system patch service istio-ingressgateway -p {body}")
 
     def knative(self) -> None:
         label = f"Knative Serving {versions.KNATIVE_VERSION}"
-        if self.present(label, "knative-serving", "net-istio-controller"):
+        if not self.present(label, "knative-serving", "net-istio-controller"):
+            self.kubectl_retrying(f"apply -f {versions.KNATIVE_SERVING_CRDS_URL}", label)
+            self.kubectl_retrying(f"apply -f {versions.KNATIVE_SERVING_CORE_URL}", label)
+            self.kubectl_retrying(f"apply -f {versions.NET_ISTIO_URL}", label)
+            self.wait("knative-serving")
+        self.configmap("knative-serving", "config-domain", {KNATIVE_DOMAIN: ""})
+        self.configmap(
+            "knative-serving",
+            "config-deployment",
+            {"registries-skipping-tag-resolving": SKIP_TAG_RESOLVING},
+        )
+
+    def configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Merge ``data`` into a ConfigMap unless it already holds it (so a second `up` is
+        quiet, and a run that stopped halfway gets it on the next `up`)."""
+        cm = self.kube.get("v1", "ConfigMap", name, namespace) or {}
+        have = cm.get("data") or {}
+        if all(have.get(k) == v for k, v in data.items()):
             return
-        self.kubectl_retrying(f"apply -f {versions.KNATIVE_SERVING_CRDS_URL}", label)
-        self.kubectl_retrying(f"apply -f {versions.KNATIVE_SERVING_CORE_URL}", label)
-        self.kubectl_retrying(f"apply -f {versions.NET_ISTIO_URL}", label)
-        self.wait("knative-serving")
-        for configmap, data in (
-            ("config-domain", {KNATIVE_DOMAIN: ""}),
-            ("config-deployment", {"registries-skipping-tag-resolving": SKIP_TAG_RESOLVING}),
-        ):
-            patch = shlex.quote(json.dumps({"data": data}))
-            self.kubectl(f"-n knative-serving patch configmap {configmap} --type merge -p {patch}")
+        self.out(f"configuring {namespace}/{name}: {', '.join(data)}")
+        patch = shlex.quote(json.dumps({"data": data}))
+        self.kubectl(f"-n {namespace} patch configmap {name} --type merge -p {patch}")
 
     def metrics_server(self) -> None:
         label = f"metrics-server {versions.METRICS_SERVER_VERSION}"
@@ -154,7 +203,8 @@ class Installer:
             self.c.run(f"minikube -p {self.provider.cluster} addons enable metrics-server")
         else:
             self.kubectl_retrying(f"apply -f {versions.METRICS_SERVER_URL}", label)
-            # kind's kubelets serve self-signed certificates.
+            # kind's kubelets serve self-signed certificates. Added once, right after the
+            # install (a JSON-patch "add" on every `up` would repeat the flag).
             arg = [
                 {
                     "op": "add",
@@ -172,24 +222,31 @@ class Installer:
         label = f"KServe {versions.KSERVE_VERSION}"
         if self.present(label, "kserve", "kserve-controller-manager"):
             return
+        # The release's kserve.yaml leaves out its Namespace (it is made for Helm-style
+        # installs), and its CRDs are published on their own.
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": "kserve", "labels": manifests.labels()},
+            }
+        )
+        self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_CRDS_URL}", label)
         # cert-manager's webhook may still refuse the Certificate objects: retried.
         self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_URL}", label)
         self.wait("kserve", ["kserve-controller-manager"])
         self.kubectl_retrying(
             f"apply --server-side -f {versions.KSERVE_CLUSTER_RESOURCES_URL}", label
         )
-        if self.settings.serving_mode == "standard":
-            deploy = json.dumps({"defaultDeploymentMode": "Standard"})
-            patch = shlex.quote(json.dumps({"data": {"deploy": deploy}}))
-            self.kubectl(
-                f"-n kserve patch configmap inferenceservice-config --type merge -p {patch}"
-            )
+        # No default-mode patch: every InferenceService names its mode in an annotation.
 
     def all(self) -> None:
         self.training_operator()
         self.cert_manager()
         if self.settings.serving_mode == "knative":
             self.istio()
+            if self.provider.name != "k3d":
+                self.gateway_node_port()
             self.knative()
         elif self.provider.name != "k3d":  # k3s bundles metrics-server
             self.metrics_server()

@@ -166,7 +166,15 @@ def _check_docker(result: Preflight, run: Run, docker: str, serving_mode: str) -
             f"Docker memory: {gib:.1f} GiB available, --serving-mode {serving_mode} needs "
             f"{need} GiB: {fix}"
         )
-    if ncpu < MIN_CPUS:
+    need_cpus = versions.MIN_CPUS[serving_mode]
+    if ncpu < need_cpus:
+        result.problems.append(
+            f"Docker CPUs: {ncpu} available, --serving-mode {serving_mode} needs {need_cpus}: "
+            "the control plane and operators take about a CPU, and a TFJob's workers must all "
+            "run at once (Docker Desktop: Settings > Resources > CPUs)"
+            + ("; or use `--serving-mode standard`" if serving_mode == "knative" else "")
+        )
+    elif ncpu < MIN_CPUS:
         result.notes.append(
             f"Docker has {ncpu} CPU(s); at least {MIN_CPUS} are advised: with fewer, pods may "
             'stay Pending ("Insufficient cpu") and scale-out stays small (Docker Desktop: '

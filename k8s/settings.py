@@ -49,7 +49,7 @@ class Settings:
     train_deadline_s: int = 3600  # runPolicy.activeDeadlineSeconds
     gpus_per_worker: int = 0
     worker_resources: Resources = field(
-        default_factory=lambda: Resources("500m", "1", "1Gi", "2Gi")
+        default_factory=lambda: Resources("250m", "1", "768Mi", "2Gi")
     )
     # Serving.
     predictor: str = "kserve"
@@ -59,7 +59,7 @@ class Settings:
     container_concurrency: int | None = None
     request_logger: bool = False
     predictor_resources: Resources = field(
-        default_factory=lambda: Resources("250m", "1", "768Mi", "1536Mi")
+        default_factory=lambda: Resources("250m", "1", "512Mi", "1536Mi")
     )
     ingress_node_port: int = 31080  # kind: the node port the host's ingress port maps to
 

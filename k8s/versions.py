@@ -15,7 +15,7 @@ MINIKUBE_KUBERNETES_VERSION = "v1.33.1"
 
 # Minimum CLI versions the preflight accepts.
 MIN_K3D = (5, 6, 0)
-MIN_KIND = (0, 27, 0)
+MIN_KIND = (0, 29, 0)  # kindest/node:v1.33.1 is kind v0.29's node image
 MIN_MINIKUBE = (1, 35, 0)
 MIN_KUBECTL = (1, 30, 0)
 
@@ -29,6 +29,9 @@ TRAINING_OPERATOR_KUSTOMIZE = (
 
 # KServe and its dependencies.
 KSERVE_VERSION = "v0.20.0"
+KSERVE_CRDS_URL = (
+    f"https://github.com/kserve/kserve/releases/download/{KSERVE_VERSION}/kserve-crds.yaml"
+)
 KSERVE_URL = f"https://github.com/kserve/kserve/releases/download/{KSERVE_VERSION}/kserve.yaml"
 KSERVE_CLUSTER_RESOURCES_URL = (
     f"https://github.com/kserve/kserve/releases/download/{KSERVE_VERSION}/"
@@ -68,3 +71,6 @@ MESSAGE_DUMPER_IMAGE = "gcr.io/knative-releases/knative.dev/eventing/cmd/event_d
 # Memory the Docker engine should have for each serving mode (GiB): Istio + Knative +
 # KServe + cert-manager + the training operator + 6 training pods, or without Istio/Knative.
 MIN_MEMORY_GIB = {"knative": 8, "standard": 4}
+# CPUs Docker must have: below these a TFJob's two workers or the serving stack cannot all
+# be scheduled (Pending pods, a job that waits forever).
+MIN_CPUS = {"knative": 4, "standard": 2}

@@ -23,6 +23,7 @@ from runtime import RuntimeError_
 
 POLL_S = 2.0  # default polling interval
 STUCK_S = 60.0  # a pod in one of STUCK_REASONS for this long will not recover on its own
+UNSCHEDULABLE_S = 300.0  # a worker the scheduler keeps refusing: its job cannot progress
 API_GRACE_S = 30.0  # how long polls may keep failing with KubeError before a wait gives up
 MISSING_GRACE_S = 30.0  # how long an awaited object may be missing before a wait gives up
 EVENTS_SHOWN = 8
@@ -762,7 +763,7 @@ def _crashlooping(pods: Iterable[dict[str, Any]], max_restarts: int) -> list[str
             if waiting.get("reason") == "CrashLoopBackOff" and count > max_restarts:
                 found.append(
                     f"pod {_name(pod)} container {cs.get('name')} is in CrashLoopBackOff after "
-                    f"{count} restarts (more than --max-restarts {max_restarts})"
+                    f"{count} restarts (allowed: {max_restarts})"
                 )
     return found
 
@@ -813,12 +814,15 @@ def wait_tfjobs(
     clock: Clock = time,
     out: Out = print,
     on_update: Callable[[list[TFJobRow]], Any] | None = None,
+    unschedulable_after: float = UNSCHEDULABLE_S,
 ) -> dict[str, str]:
     """Wait until every TFJob is Succeeded or Failed; return name → "Succeeded"/"Failed".
 
-    A worker in CrashLoopBackOff with more than ``max_restarts`` restarts, or stuck pulling its
-    image for ``stuck_after`` seconds, counts as its job failing. The failure report of each
-    failed job is printed when it fails (before ``cleanPodPolicy`` removes the evidence).
+    A worker in CrashLoopBackOff with more than ``max_restarts`` restarts, stuck pulling its
+    image for ``stuck_after`` seconds, or refused by the scheduler for ``unschedulable_after``
+    seconds (its peers would wait for it forever), counts as its job failing. The failure
+    report of each failed job is printed when it fails (before ``cleanPodPolicy`` removes
+    the evidence).
     ``on_update(rows)`` is called whenever a row changed.
     """
     names = list(names)
@@ -826,6 +830,7 @@ def wait_tfjobs(
     deadline = _Deadline(clock, timeout, interval)
     api = _ApiErrors(clock, out, what)
     stuck = {n: _Stuck(clock, stuck_after) for n in names}
+    refused_since: dict[str, float] = {}
     missing = _Missing(clock)
     finished: dict[str, str] = {}
     rows: dict[str, TFJobRow] = {n: TFJobRow(n, "Pending") for n in names}
@@ -849,6 +854,18 @@ def wait_tfjobs(
                 reason = ""
                 if state not in TERMINAL:
                     problems = _crashlooping(pods, max_restarts) + stuck[name].update(pods)
+                    refused = _unschedulable(kube, namespace, pods)
+                    if not refused:
+                        refused_since.pop(name, None)
+                    elif (
+                        clock.monotonic() - refused_since.setdefault(name, clock.monotonic())
+                        >= unschedulable_after
+                    ):
+                        problems.append(
+                            f"{refused[0]} (for {_secs(unschedulable_after)}; a TFJob needs all "
+                            "its workers running at once: lower --workers, train fewer jobs "
+                            "at once with --parallel, or give Docker more CPU)"
+                        )
                     if problems:
                         state, reason = "Failed", problems[0]
                 elif state == "Failed":
@@ -940,6 +957,16 @@ def isvc_failure_report(kube: Kube, namespace: str, name: str, tail: int = 40) -
     return _with_hints(lines)
 
 
+CRASHLOOP_RESTARTS = 3  # a predictor that crashed this often will not come up by itself
+
+
+def _observed(obj: dict[str, Any] | None) -> bool:
+    """The controller has seen the latest spec (so Ready is about it, not the last one)."""
+    generation = ((obj or {}).get("metadata") or {}).get("generation")
+    observed = _status(obj).get("observedGeneration")
+    return generation is None or observed is None or observed >= generation
+
+
 def wait_isvc_ready(
     kube: Kube,
     namespace: str,
@@ -964,7 +991,7 @@ def wait_isvc_ready(
     while True:
         try:
             isvc = kube.get(ISVC_API, "InferenceService", name, namespace)
-            if is_true(isvc, "Ready"):
+            if is_true(isvc, "Ready") and _observed(isvc):
                 url = str(_status(isvc).get("url") or "")
                 progress.update(f"InferenceService {name}: Ready at {url}")
                 return url
@@ -975,7 +1002,8 @@ def wait_isvc_ready(
                     next_step=f"kubectl -n {namespace} get inferenceservices; `invoke serve` "
                     "creates it",
                 )
-            stuck_now = stuck.update(_predictor_pods(kube, namespace, name))
+            pods = _predictor_pods(kube, namespace, name)
+            stuck_now = stuck.update(pods) + _crashlooping(pods, CRASHLOOP_RESTARTS)
             api.ok()
         except KubeError as exc:
             api.failed(exc)
@@ -989,6 +1017,8 @@ def wait_isvc_ready(
             ready = condition(isvc, "Ready")
             if isvc is None:
                 status = "not found yet"
+            elif not _observed(isvc):
+                status = "the controller has not reconciled the latest change yet"
             elif ready is None:
                 status = "no Ready condition yet"
             else:
@@ -1047,7 +1077,8 @@ def retry(
 ) -> T:
     """Call ``fn`` until it does not raise one of ``retry_on`` (webhook races: cert-manager,
     the training-operator's validating webhook); one line per retry; WaitError after
-    ``timeout`` with the last error."""
+    ``timeout`` with the last error. An exception with a true ``permanent`` attribute is
+    raised at once: retrying cannot fix it."""
     deadline = _Deadline(clock, timeout, interval)
     attempt = 0
     while True:
@@ -1055,6 +1086,8 @@ def retry(
         try:
             return fn()
         except retry_on as exc:
+            if getattr(exc, "permanent", False):
+                raise
             if deadline.expired():
                 raise WaitError(
                     f"gave up on {what} after {_secs(deadline.elapsed())} and {attempt} "

@@ -83,6 +83,7 @@ class ClusterRuntime:
         kube: Kube | None = None,
         clock: Any = time,
         preflight: Callable[..., Any] | None = None,
+        port_free: Callable[[int], bool] | None = None,
     ) -> None:
         self.c = c
         self.wd = workdir
@@ -97,6 +98,7 @@ class ClusterRuntime:
         self.clock = clock
         self._kube = kube
         self._preflight = preflight
+        self._port_free = port_free
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -232,6 +234,7 @@ class ClusterRuntime:
         if p.exists(self.c):
             self.out(f"cluster {p.cluster}: already exists, reused")
         else:
+            self._check_ingress_port()
             self.out(f"cluster {p.cluster}: creating (one node; the PVC is ReadWriteOnce)")
             p.create(self.c, self.wd.root)
 
@@ -263,6 +266,25 @@ class ClusterRuntime:
             )
         self.out(f"{p.name} cluster {p.cluster} ready; next: invoke train-all")
         return 0
+
+    def _check_ingress_port(self) -> None:
+        """The new cluster maps a host port to its ingress: it must be free (k3d/kind fail
+        late and obscurely with "port is already allocated")."""
+        if self.provider.name == "minikube":
+            return  # reached on `minikube ip`, no host port
+        from runtime.procs import port_is_free
+
+        port = self.provider.ingress_port
+        free = self._port_free or (lambda p: port_is_free(p, "0.0.0.0"))
+        if not free(port):
+            message = (
+                f"host port {port} is in use, and the new cluster's ingress needs it: stop "
+                "what holds it (`invoke down` for a local model server), or pick another "
+                "port with INVOKE_INGRESS_PORT=18080 (or ingress_port in invoke.yaml)"
+            )
+            if not self.dry:
+                raise ClusterError(message)
+            self.out(f"note (a real run would stop here): {message}")
 
     def _check_source_dir(self, source_dir: str | None) -> str | None:
         if not source_dir:
@@ -423,11 +445,7 @@ class ClusterRuntime:
             gpus_per_worker=gpus_per_worker,
             train_deadline_s=deadline_s,
         )
-        if state.get("image") and state["image"] != s.image and not self.dry:
-            raise ClusterError(
-                f"the code changed since `invoke up` imported {state['image']} (now "
-                f"{s.image}); run `invoke up` again to build and import it"
-            )
+        self._check_image(state, s)
         self.out("== dataset")
         self._ingest(s, state.get("source_dir"))
         jobs = [manifests.tfjob(s, m) for m in models]
@@ -483,6 +501,14 @@ class ClusterRuntime:
         self.out("next: invoke deploy")
         return 0
 
+    def _check_image(self, state: dict[str, Any], s: Settings) -> None:
+        """Pods run the image `up` imported: refuse to run code the cluster does not have."""
+        if state.get("image") and state["image"] != s.image and not self.dry:
+            raise ClusterError(
+                f"the code changed since `invoke up` imported {state['image']} (now "
+                f"{s.image}); run `invoke up` again to build and import it"
+            )
+
     def _show_jobs(self, rows: Sequence[Any]) -> None:
         """Live status: one line per job whenever a job's state or replica counts change."""
         elapsed = self.clock.monotonic() - self._train_started
@@ -506,7 +532,7 @@ class ClusterRuntime:
         request_logger: bool = False,
         timeout: float = 600,
     ) -> int:
-        self._require_up()
+        state = self._require_up()
         if predictor not in PREDICTORS:
             raise ClusterError(f"--predictor must be one of {', '.join(PREDICTORS)}")
         if not 0.0 <= min_accuracy <= 1.0:
@@ -519,6 +545,7 @@ class ClusterRuntime:
             container_concurrency=container_concurrency,
             request_logger=request_logger,
         )
+        self._check_image(state, s)
         self.out("== selection")
         self._select(s, manifests.selection_job(s, min_accuracy=min_accuracy, force=force))
         self.out(f"== serving ({s.serving_mode} mode, {predictor} predictor)")
@@ -787,12 +814,12 @@ class ClusterRuntime:
                     "not deleting it"
                 )
         elif self.wd.exists() and not self.dry:
-            keep = {"serving_mode": state.get("serving_mode")} if keep_cluster else {}
+            # The volume is gone either way: the next task needs `invoke up` (quick when the
+            # cluster and its operators were kept).
             self.wd.update_state(
-                up=bool(keep_cluster and state.get("up")),
+                up=False,
                 deployed=False,
-                **({} if keep_cluster else {"serving_mode": None}),
-                **keep,
+                serving_mode=state.get("serving_mode") if keep_cluster else None,
             )
         return 0
 
@@ -814,10 +841,15 @@ class ClusterRuntime:
                 name = obj["metadata"]["name"]
                 if self.kube.delete(api, kind, name, ns):
                     gone.append(f"{kind} {name}")
-        if self.kube.delete("v1", "PersistentVolumeClaim", s.volume, ns):
+        if self._get("v1", "PersistentVolumeClaim", s.volume) is not None:
+            # Waited for: an `up` right after must not re-apply a claim that is going away.
+            self._delete_and_wait("v1", "PersistentVolumeClaim", s.volume, timeout=300)
             gone.append(f"PersistentVolumeClaim {s.volume} (its data with it)")
         self.out("deleted: " + (", ".join(gone) if gone else "nothing (none found)"))
-        self.out(f"kept the cluster {self.provider.cluster} and its operators")
+        self.out(
+            f"kept the cluster {self.provider.cluster} and its operators; `invoke up` makes "
+            "the volume and dataset again"
+        )
 
     # ------------------------------------------------------------------ render
     def render(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from invoke import Config, MockContext, Result
 
 from k8s import manifests
 from k8s.preflight import Preflight
+from runtime import RuntimeError_
 from runtime.cluster import ClusterError, ClusterRuntime, expected_replicas
 from runtime.image import image_tag
 from runtime.workdir import Workdir
@@ -60,9 +62,31 @@ def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
 
     def hooked(command, *args, **kwargs):
         result = inner(command, *args, **kwargs)
+        if dry:
+            return result
         for needle, (ns, name) in OPERATOR_DEPLOYMENTS.items():
-            if not dry and needle in command and " apply " in command:
+            if needle in command and " apply " in command:
                 _available(fake, ns, name)
+        words = shlex.split(command)
+        if "patch" in words and "configmap" in words:  # what the API server would store
+            ns, name = words[words.index("-n") + 1], words[words.index("configmap") + 1]
+            cm = fake.get("v1", "ConfigMap", name, ns) or {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": ns},
+            }
+            cm.setdefault("data", {}).update(json.loads(words[words.index("-p") + 1])["data"])
+            fake.put(cm)
+        if "patch" in words and "istio-ingressgateway" in words:
+            spec = json.loads(words[words.index("-p") + 1])["spec"]
+            fake.put(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": "istio-ingressgateway", "namespace": "istio-system"},
+                    "spec": spec,
+                }
+            )
         return result
 
     c.run = Mock(wraps=hooked)
@@ -137,6 +161,7 @@ def runtime(c, wd, fake, provider="k3d", lines=None, problems=()):
         preflight=lambda *a, **k: Preflight(
             problems=list(problems), versions={"k3d": "5.8.3", "kubectl": "1.33.1"}
         ),
+        port_free=lambda port: True,  # whatever else this machine runs on 8080
     )
 
 
@@ -165,6 +190,8 @@ KNATIVE_INSTALL = [
     KC + "-n knative-serving patch configmap config-deployment --type merge -p "
     '\'{"data": {"registries-skipping-tag-resolving": '
     '"kind.local,ko.local,dev.local,docker.io,index.docker.io"}}\'',
+    KC + "apply --server-side -f https://github.com/kserve/kserve/releases/download/v0.20.0/"
+    "kserve-crds.yaml",
     KC + "apply --server-side -f https://github.com/kserve/kserve/releases/download/v0.20.0/"
     "kserve.yaml",
     KC + "apply --server-side -f https://github.com/kserve/kserve/releases/download/v0.20.0/"
@@ -200,7 +227,12 @@ def test_up_on_an_empty_machine_runs_every_step_in_order(wd, fake):
         f"k3d image import {tar} -c dist-ml",
         f"rm -f {tar}",
     ]
-    assert kinds(fake) == ["Namespace", "PersistentVolumeClaim", "Job"]
+    assert [f"{o['kind']}/{o['metadata']['name']}" for o in fake.applied] == [
+        "Namespace/kubeflow",
+        "Namespace/kserve",  # kserve.yaml does not carry its own Namespace
+        "PersistentVolumeClaim/strategy-volume",
+        "Job/distml-ingest",
+    ]
     # The training operator's webhook was probed with a server-side dry-run TFJob.
     assert [o["kind"] for o in fake.dry_runs] == ["TFJob"]
     state = wd.load_state()
@@ -294,7 +326,29 @@ def test_kind_standard_mode_installs_metrics_server_and_exposes_a_node_port(wd, 
     assert any("--kubelet-insecure-tls" in cmd for cmd in cmds)
     assert not any("istio" in cmd or "knative" in cmd for cmd in cmds)
     assert any(cmd.startswith("kind load image-archive") for cmd in cmds)
-    assert "defaultDeploymentMode" in next(cmd for cmd in cmds if "inferenceservice-config" in cmd)
+    # No cluster-wide default-mode patch: the InferenceService names its mode itself.
+    assert not any("inferenceservice-config" in cmd for cmd in cmds)
+
+
+def kind_results(clusters: str = "") -> dict:
+    return {
+        "kind get clusters": Result(clusters),
+        "docker exec dist-ml-control-plane crictl images -o json": Result('{"images": []}'),
+        re.compile(r"^(kind|kubectl|docker|rm -f) .*"): OK,
+    }
+
+
+def test_kind_knative_exposes_the_gateway_on_the_mapped_node_port_once(wd, fake):
+    c = make_ctx(fake, kind_results())
+    assert runtime(c, wd, fake, provider="kind").up() == 0
+    patch = [cmd for cmd in commands(c) if "istio-ingressgateway" in cmd]
+    assert patch == [
+        "kubectl --context kind-dist-ml -n istio-system patch service istio-ingressgateway -p "
+        '\'{"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 31080}]}}\''
+    ]
+    c2 = make_ctx(fake, kind_results("dist-ml\n"))
+    assert runtime(c2, wd, fake, provider="kind").up() == 0
+    assert not any("patch" in cmd for cmd in commands(c2))
 
 
 def test_switching_serving_mode_on_a_set_up_cluster_is_refused(wd, fake):
@@ -644,3 +698,71 @@ def test_status_without_a_cluster_says_how_to_make_one(wd, fake):
     assert runtime(c, wd, fake, lines=lines).status() == 0
     assert any("not found (run `invoke up`)" in line for line in lines)
     assert fake.calls == [] or all(call[0] != "apply" for call in fake.calls)
+
+
+def test_a_busy_ingress_port_stops_up_before_the_cluster_is_created(wd, fake):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        c = make_ctx(fake, k3d_results(exists=False, imported=False))
+        rt = ClusterRuntime(
+            c,
+            "k3d",
+            wd,
+            REPO,
+            ingress_port=port,
+            out=lambda _: None,
+            kube=fake,
+            clock=fake.clock,
+            preflight=lambda *a, **k: Preflight(),
+        )
+        with pytest.raises(ClusterError, match=f"host port {port} is in use"):
+            rt.up()
+    assert not any("cluster create" in cmd for cmd in commands(c))
+
+
+def test_a_permanent_kubectl_error_fails_up_at_once_with_kubectls_message(wd, fake):
+    bad = (
+        "error: unable to read URL "
+        '"https://github.com/kserve/kserve/releases/download/v0.20.0/kserve-crds.yaml", '
+        "server reported 404 Not Found, status code=404"
+    )
+    # The specific pattern comes first: MockContext takes the first that matches.
+    results = {
+        re.compile(r".*kserve-crds\.yaml$"): Result(stderr=bad, exited=1),
+        **k3d_results(exists=False, imported=False),
+    }
+    c = make_ctx(fake, results)
+    started = fake.clock.now
+    with pytest.raises(RuntimeError_, match="404 Not Found"):  # the task prints `error: ...`
+        runtime(c, wd, fake).up()
+    assert fake.clock.now - started < 5  # no 600 s of retries
+    assert sum("kserve-crds.yaml" in cmd for cmd in commands(c)) == 1
+
+
+def test_a_webhook_race_is_retried_until_it_passes(wd, fake):
+    refused = Result(
+        stderr='Error from server (InternalError): failed calling webhook "webhook.cert-manager'
+        '.io": connection refused',
+        exited=1,
+    )
+    attempts = iter([refused, refused, OK])
+    c = make_ctx(fake, k3d_results(exists=False, imported=False))
+    inner = c.run
+
+    def flaky(command, *args, **kwargs):
+        if command.endswith("kserve.yaml"):
+            result = next(attempts)
+            if result.ok:
+                _available(fake, "kserve", "kserve-controller-manager")
+            return result
+        return inner(command, *args, **kwargs)
+
+    c.run = Mock(wraps=flaky)
+    lines = []
+    assert runtime(c, wd, fake, lines=lines).up() == 0
+    assert sum(cmd.endswith("/kserve.yaml") for cmd in commands(c)) == 3
+    assert any("not ready yet" in line and "connection refused" in line for line in lines)

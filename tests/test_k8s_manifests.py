@@ -700,3 +700,13 @@ def test_dns_name_refuses_nothing(text) -> None:
 @pytest.mark.parametrize("name", ["", "-a", "a-", "A", "a_b", "a" * 64, "a.b"])
 def test_is_dns_label_rejects(name) -> None:
     assert not m.is_dns_label(name)
+
+
+def test_predictor_is_ready_only_when_a_model_answers():
+    from k8s.settings import Settings
+
+    s = Settings(image="distml:0123456789ab")
+    container = m.serving_runtime(s)["spec"]["containers"][0]
+    probe = container["readinessProbe"]["httpGet"]
+    assert probe == {"path": "/v1/models/tf-mnist", "port": 8080}
+    assert container["ports"][0]["containerPort"] == 8080

@@ -415,7 +415,15 @@ def test_tfjobs_timeout_shows_the_pending_worker(fake: FakeKube) -> None:
     fake.set_log("cnn-worker-0", "Waiting for the cluster, timeout = inf")
 
     with pytest.raises(WaitError) as info:
-        wait_tfjobs(fake, NS, ["cnn"], timeout=300, clock=fake.clock, out=lambda _: None)
+        wait_tfjobs(
+            fake,
+            NS,
+            ["cnn"],
+            timeout=300,
+            clock=fake.clock,
+            out=lambda _: None,
+            unschedulable_after=10_000,
+        )
 
     message = str(info.value)
     assert "timed out after 300s waiting for TFJobs cnn in kubeflow" in message
@@ -428,6 +436,28 @@ def test_tfjobs_timeout_shows_the_pending_worker(fake: FakeKube) -> None:
     assert "Warning FailedScheduling: 0/1 nodes are available" in info.value.diagnostics
     assert "lower --workers or give Docker more CPU" in message
     assert fake.clock.now == 300
+
+
+def test_a_worker_the_scheduler_keeps_refusing_fails_its_job_early(fake: FakeKube) -> None:
+    fake.set_status(TF, "TFJob", NS, "cnn", tfjob_status("Created", "Running", active=1))
+    worker(fake, "cnn", 0)
+    worker(fake, "cnn", 1, phase="Pending", ready=False, unschedulable=INSUFFICIENT_CPU)
+    fake.add_event(NS, "cnn-worker-1", "FailedScheduling", INSUFFICIENT_CPU)
+    lines: list[str] = []
+    result = wait_tfjobs(
+        fake,
+        NS,
+        ["cnn"],
+        timeout=3600,
+        clock=fake.clock,
+        out=lines.append,
+        unschedulable_after=120,
+    )
+    assert result == {"cnn": "Failed"}
+    assert 120 <= fake.clock.now < 130  # not the hour-long deadline
+    text = "\n".join(lines)
+    assert "pod cnn-worker-1 cannot be scheduled: 0/1 nodes are available" in text
+    assert "needs all its workers running at once" in text
 
 
 def test_tfjob_crashloop_past_max_restarts_counts_as_failed(fake: FakeKube) -> None:
@@ -462,7 +492,7 @@ def test_tfjob_crashloop_past_max_restarts_counts_as_failed(fake: FakeKube) -> N
     text = "\n".join(lines)
     assert (
         "TFJob cnn failed: pod cnn-worker-1 container tensorflow is in CrashLoopBackOff after "
-        "3 restarts (more than --max-restarts 2)"
+        "3 restarts (allowed: 2)"
     ) in text
     assert "OSError: /trained_model is not writable" in text
     assert "a container keeps crashing" in text
@@ -1113,3 +1143,53 @@ def test_api_kube_unreachable_server_is_a_kube_error(
         KubeError, match="cannot reach the API server of kubeconfig context k3d-other"
     ):
         kube.list("v1", "Pod", NS)
+
+
+def test_isvc_ready_for_an_older_generation_is_not_ready_yet(fake: FakeKube) -> None:
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "tf-mnist", "namespace": NS, "generation": 2},
+        "status": {
+            "observedGeneration": 1,
+            "url": "http://tf-mnist.kubeflow.example.com",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    fake.put(isvc)
+    fake.at(
+        20,
+        lambda: fake.set_status(
+            "serving.kserve.io/v1beta1",
+            "InferenceService",
+            NS,
+            "tf-mnist",
+            {**isvc["status"], "observedGeneration": 2},
+        ),
+    )
+    url = wait_isvc_ready(fake, NS, "tf-mnist", timeout=60, clock=fake.clock, out=lambda _: None)
+    assert url == "http://tf-mnist.kubeflow.example.com"
+    assert fake.clock.now >= 20  # the stale Ready of generation 1 was not taken
+
+
+def test_a_crashlooping_predictor_fails_the_isvc_wait_early(fake: FakeKube) -> None:
+    fake.put(
+        {
+            "apiVersion": "serving.kserve.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": "tf-mnist", "namespace": NS},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]},
+        }
+    )
+    fake.add_pod(
+        NS,
+        "tf-mnist-predictor-1",
+        {"serving.kserve.io/inferenceservice": "tf-mnist"},
+        ready=False,
+        waiting_reason="CrashLoopBackOff",
+        restart_count=5,
+        container="kserve-container",
+    )
+    with pytest.raises(WaitError, match="CrashLoopBackOff after 5 restarts"):
+        wait_isvc_ready(fake, NS, "tf-mnist", timeout=600, clock=fake.clock, out=lambda _: None)
+    assert fake.clock.now < 600

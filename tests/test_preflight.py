@@ -279,11 +279,19 @@ def test_docker_desktop_reports_a_bit_less_than_set(inotify):
     assert m.check("kind", "knative", inotify).ok
 
 
-def test_few_cpus_is_a_note_not_a_problem(inotify):
+def test_too_few_cpus_for_the_mode_is_a_problem_a_few_more_a_note(inotify):
     m = Machine(docker=(0, f"28.2.2 {16 * GIB} 2\n", ""))
-    result = m.check("kind", "knative", inotify)
+    problem = one(m.check("kind", "knative", inotify).problems)
+    assert "Docker CPUs: 2 available, --serving-mode knative needs 4" in problem
+    assert "--serving-mode standard" in problem
+    result = m.check("kind", "standard", inotify)  # 2 is enough to run, not to scale far
     assert result.ok
     assert "2 CPU(s)" in one(result.notes) and "Insufficient cpu" in result.notes[0]
+    assert one(
+        Machine(docker=(0, f"28.2.2 {16 * GIB} 1\n", ""))
+        .check("kind", "standard", inotify)
+        .problems
+    ).startswith("Docker CPUs: 1 available")
 
 
 def test_unreadable_docker_info_is_a_note(inotify):
