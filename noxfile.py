@@ -124,7 +124,11 @@ def bench(session: nox.Session) -> None:
 
 
 INTEGRATION_WORKDIR = ROOT / ".distml-integration"
-KIND_CONTEXT = "kind-dist-ml"  # the kind cluster `invoke up --runtime kind` makes: dist-ml
+# Its own cluster and host port: a developer's `dist-ml` cluster (k3d or kind) or a local
+# model server on 8080 is neither reused nor deleted by the integration run.
+INTEGRATION_CLUSTER = "distml-it"
+INTEGRATION_INGRESS_PORT = "18080"
+KIND_CONTEXT = f"kind-{INTEGRATION_CLUSTER}"
 
 
 def _integration_steps(mode: str, data_dir: str | None) -> list[list[str]]:
@@ -132,7 +136,8 @@ def _integration_steps(mode: str, data_dir: str | None) -> list[list[str]]:
     source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
     return [
         ["up", "--runtime", "kind", "--serving-mode", mode, *source],
-        ["train-all", "--epochs", "1", "--steps-per-epoch", "5"],
+        # One job at a time: a CI runner's CPUs hold one TFJob's workers next to the stack.
+        ["train-all", "--epochs", "1", "--steps-per-epoch", "5", "--parallel", "1"],
         ["deploy"],
         ["loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"],
     ]
@@ -153,7 +158,7 @@ def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
         "events": ([*kubectl, "get", "events", "-A", "--sort-by=.lastTimestamp"], 100),
         "describe": ([*kubectl, "describe", "tfjobs,inferenceservices", "-n", "kubeflow"], None),
         "kind-export-logs": (
-            ["kind", "export", "logs", str(out_dir / "kind-logs"), "--name", "dist-ml"],
+            ["kind", "export", "logs", str(out_dir / "kind-logs"), "--name", INTEGRATION_CLUSTER],
             None,
         ),
     }
@@ -207,7 +212,12 @@ def integration(session: nox.Session) -> None:
 
     _shared_env(session)
     data_dir = os.environ.get("DISTML_DATA_DIR") or None
-    env = {"INVOKE_RUNTIME": "kind", "INVOKE_WORKDIR": str(INTEGRATION_WORKDIR)}
+    env = {
+        "INVOKE_RUNTIME": "kind",
+        "INVOKE_WORKDIR": str(INTEGRATION_WORKDIR),
+        "INVOKE_CLUSTER": INTEGRATION_CLUSTER,
+        "INVOKE_INGRESS_PORT": INTEGRATION_INGRESS_PORT,
+    }
     if data_dir:
         env["DISTML_DATA_DIR"] = data_dir
     passed = False

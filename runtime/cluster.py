@@ -434,8 +434,9 @@ class ClusterRuntime:
             raise ClusterError(
                 f"unknown model type {unknown[0]!r}; valid: {', '.join(MODEL_TYPES)}"
             )
-        if parallel is not None:
-            self.out("note: --parallel applies to the local runtime; the cluster runs all jobs")
+        parallel = parallel or len(models)
+        if parallel < 1:
+            raise ClusterError(f"--parallel must be at least 1, got {parallel}")
         s = self.settings(
             workers=workers,
             profile=profile,
@@ -465,31 +466,38 @@ class ClusterRuntime:
                     )
                 )
                 self._delete_and_wait("kubeflow.org/v1", "TFJob", name)
-        for job in jobs:  # submitted together: they run in parallel
-            self._apply(job)
-            self.out(f"TFJob {job['metadata']['name']}: submitted")
+        waves = [jobs[i : i + parallel] for i in range(0, len(jobs), parallel)]
+        if len(waves) > 1:
+            self.out(f"{parallel} job(s) at a time (--parallel), {len(waves)} waves")
+        from k8s.waits import WaitError, wait_tfjobs
+
+        results: dict[str, str] = {}
+        started = self._train_started = self.clock.monotonic()
+        self._shown: dict[str, Any] = {}
+        for wave in waves:
+            for job in wave:  # submitted together: they run in parallel
+                self._apply(job)
+                self.out(f"TFJob {job['metadata']['name']}: submitted")
+            if self.dry:
+                continue
+            try:
+                results |= wait_tfjobs(
+                    self.kube,
+                    self.namespace,
+                    [j["metadata"]["name"] for j in wave],
+                    timeout=deadline_s + 120,
+                    max_restarts=max_restarts,
+                    clock=self.clock,
+                    out=self.out,
+                    on_update=self._show_jobs,
+                )
+            except WaitError as e:
+                raise ClusterError(f"training did not finish: {e}") from e
         if self.dry:
             return 0
-        from k8s.waits import WaitError, tfjob_failure_report, wait_tfjobs
-
-        started = self._train_started = self.clock.monotonic()
-        try:
-            results = wait_tfjobs(
-                self.kube,
-                self.namespace,
-                names,
-                timeout=deadline_s + 120,
-                max_restarts=max_restarts,
-                clock=self.clock,
-                out=self.out,
-                on_update=self._show_jobs,
-            )
-        except WaitError as e:
-            raise ClusterError(f"training did not finish: {e}") from e
         self.out(f"training finished in {self.clock.monotonic() - started:.0f} s")
-        failed = [n for n, st in results.items() if st != "Succeeded"]
-        for name in failed:
-            self.out(tfjob_failure_report(self.kube, self.namespace, name))
+        # wait_tfjobs printed each failed job's report (conditions, events, log tails).
+        failed = [n for n in names if results.get(n) != "Succeeded"]
         self.wd.update_state(trained=sorted(set(models) | set(state.get("trained") or [])))
         if failed:
             model = failed[0].removeprefix("train-").replace("-", "_")
@@ -510,9 +518,12 @@ class ClusterRuntime:
             )
 
     def _show_jobs(self, rows: Sequence[Any]) -> None:
-        """Live status: one line per job whenever a job's state or replica counts change."""
+        """Live status: a line for each job whose state or replica counts changed."""
         elapsed = self.clock.monotonic() - self._train_started
         for r in rows:
+            if self._shown.get(r.name) == r:
+                continue
+            self._shown[r.name] = r
             self.out(
                 f"[{elapsed:6.0f}s] {r.name:<22} {r.state:<10} workers: active {r.active}, "
                 f"succeeded {r.succeeded}, failed {r.failed}; restarts {r.restarts}"
@@ -733,13 +744,19 @@ class ClusterRuntime:
             )
         )
         if exists:
-            for label, ns, dep in (
+            components = [
                 ("training operator", "kubeflow", "training-operator"),
                 ("cert-manager", "cert-manager", "cert-manager-webhook"),
-                ("knative serving", "knative-serving", "controller"),
-                ("istio", "istio-system", "istiod"),
                 ("kserve", "kserve", "kserve-controller-manager"),
-            ):
+            ]
+            if state.get("serving_mode", "knative") == "knative":
+                components[2:2] = [
+                    ("istio", "istio-system", "istiod"),
+                    ("knative serving", "knative-serving", "controller"),
+                ]
+            from k8s.waits import tfjob_state
+
+            for label, ns, dep in components:
                 try:
                     ok = deployment_available(self.kube, ns, dep)
                 except KubeError as e:
@@ -748,14 +765,13 @@ class ClusterRuntime:
                 rows.append((label, "available" if ok else "not installed / not available"))
             else:
                 for job in self.kube.list("kubeflow.org/v1", "TFJob", self.namespace):
-                    cond = (job.get("status") or {}).get("conditions") or [{}]
                     workers = ((job.get("status") or {}).get("replicaStatuses") or {}).get(
                         "Worker", {}
                     )
                     rows.append(
                         (
                             f"TFJob {job['metadata']['name']}",
-                            f"{cond[-1].get('type', 'Pending')}; workers "
+                            f"{tfjob_state(job)}; workers "
                             + ", ".join(f"{k} {v}" for k, v in sorted(workers.items())),
                         )
                     )

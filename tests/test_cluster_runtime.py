@@ -766,3 +766,14 @@ def test_a_webhook_race_is_retried_until_it_passes(wd, fake):
     assert runtime(c, wd, fake, lines=lines).up() == 0
     assert sum(cmd.endswith("/kserve.yaml") for cmd in commands(c)) == 3
     assert any("not ready yet" in line and "connection refused" in line for line in lines)
+
+
+def test_parallel_runs_the_jobs_in_waves(wd, fake):
+    set_up(wd, fake)
+    lines = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.train(["cnn", "cnn_dropout"], parallel=1) == 0
+    assert "1 job(s) at a time (--parallel), 2 waves" in lines
+    first_done = next(i for i, x in enumerate(lines) if "train-cnn " in x and "Succeeded" in x)
+    second_submitted = lines.index("TFJob train-cnn-dropout: submitted")
+    assert first_done < second_submitted
