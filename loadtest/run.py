@@ -341,7 +341,9 @@ def _write_chart(out_dir: Path, summary: dict[str, Any], t0: float) -> None:
         ax.axhline(summary["replicas_start"], ls="--", lw=1, color="tab:gray", label="at start")
         expected = summary.get("replicas_expected")
         if expected:
-            ax.axhline(expected, ls=":", lw=1.5, color="tab:red", label="autoscaler target")
+            ax.axhline(
+                expected, ls=":", lw=1.5, color="tab:red", label="expected peak (autoscaler)"
+            )
         ax.set_title(
             f"Ready replicas (start {summary['replicas_start']}, peak {summary['replicas_peak']}"
             + (f", expected {expected})" if expected else ")")

@@ -499,6 +499,9 @@ class ClusterRuntime:
         # wait_tfjobs printed each failed job's report (conditions, events, log tails).
         failed = [n for n in names if results.get(n) != "Succeeded"]
         self.wd.update_state(trained=sorted(set(models) | set(state.get("trained") or [])))
+        done = [m for m, n in zip(models, names, strict=True) if results.get(n) == "Succeeded"]
+        if done:
+            self._fetch_training_results(s, done)
         if failed:
             model = failed[0].removeprefix("train-").replace("-", "_")
             self.out(
@@ -508,6 +511,51 @@ class ClusterRuntime:
             return 1
         self.out("next: invoke deploy")
         return 0
+
+    def _fetch_training_results(self, s: Settings, models: Sequence[str]) -> None:
+        """Copy each candidate's metrics.json off the PVC (through the loader pod) for the
+        accuracy table and the training-curves chart. Best effort: training succeeded."""
+        local = self.wd.root / "cluster-volume"
+        try:
+            self._delete_and_wait("v1", "Pod", LOADER_POD)
+            self._apply(manifests.loader_pod(s))
+            self._wait_pod_running(LOADER_POD, timeout=180)
+            for model in models:
+                target = local / "candidates" / model / "metrics.json"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                src = f"{LOADER_POD}:{s.mount_path}/candidates/{model}/metrics.json"
+                self.c.run(
+                    self.provider.kubectl(
+                        f"-n {shlex.quote(self.namespace)} cp {src} {shlex.quote(str(target))}"
+                    ),
+                    hide=True,
+                )
+        except (RuntimeError_, OSError) as e:
+            self.out(f"note: could not copy the training metrics off the volume ({e})")
+            return
+        finally:
+            self.kube.delete("v1", "Pod", LOADER_POD, self.namespace)
+        rows = [("model", "test acc (last epoch)", "epochs")]
+        for model in models:
+            path = local / "candidates" / model / "metrics.json"
+            if path.is_file():
+                metrics = json.loads(path.read_text())
+                acc = (metrics.get("final") or {}).get("val_accuracy")
+                rows.append(
+                    (
+                        model,
+                        "-" if acc is None else f"{acc:.4f}",
+                        str(len(metrics.get("history") or [])),
+                    )
+                )
+        width = [max(len(r[i]) for r in rows) for i in range(3)]
+        for r in rows:
+            self.out("  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)).rstrip())
+        from runtime.charts import training_curves
+
+        chart = training_curves(local, self.wd.reports / "training-curves.png")
+        if chart:
+            self.out(f"training curves: {chart}")
 
     def _check_image(self, state: dict[str, Any], s: Settings) -> None:
         """Pods run the image `up` imported: refuse to run code the cluster does not have."""

@@ -56,7 +56,9 @@ def _available(fake: FakeKube, namespace: str, name: str) -> None:
 
 
 def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
-    """A MockContext whose kubectl installs make the operators' Deployments appear."""
+    """A MockContext whose kubectl installs make the operators' Deployments appear, and
+    whose `kubectl cp` of a candidate's metrics.json off the volume delivers one."""
+    results = {**results, re.compile(r"^kubectl .* cp distml-data-loader:.*"): OK}
     c = MockContext(config=Config(overrides={"run": {"dry": dry}}), run=results, repeat=True)
     inner = c.run
 
@@ -68,6 +70,11 @@ def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
             if needle in command and " apply " in command:
                 _available(fake, ns, name)
         words = shlex.split(command)
+        if "cp" in words and words[words.index("cp") + 1].startswith("distml-data-loader:"):
+            target = Path(words[words.index("cp") + 2])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            history = [{"epoch": 1, "loss": 0.9, "accuracy": 0.7, "val_accuracy": 0.81}]
+            target.write_text(json.dumps({"history": history, "final": history[-1]}))
         if "patch" in words and "configmap" in words:  # what the API server would store
             ns, name = words[words.index("-n") + 1], words[words.index("configmap") + 1]
             cm = fake.get("v1", "ConfigMap", name, ns) or {
@@ -428,6 +435,10 @@ def test_train_all_submits_one_tfjob_per_model_together_and_waits(wd, fake):
     assert all(j["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2 for j in tfjobs)
     assert any("Succeeded" in line for line in lines)
     assert lines[-1] == "next: invoke deploy"
+    # The candidates' metrics came off the volume: accuracy table and training curves.
+    assert any(line.startswith("cnn ") and "0.8100" in line for line in lines)
+    assert (wd.reports / "training-curves.png").stat().st_size > 5_000
+    assert ("v1", "Pod", "kubeflow", "distml-data-loader") in fake.deleted
     assert "dataset: already prepared" in "\n".join(lines)  # ingest Job completed in up
 
 

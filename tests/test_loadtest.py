@@ -366,6 +366,7 @@ def test_replica_sampler_is_recorded_and_charted(tmp_path, ok_run):
             tmp_path / "out",
             duration="2s",
             replica_sampler=sampler,
+            expected_replicas=8,
             log=lambda _: None,
         )
     samples = summary["replicas"]
@@ -374,6 +375,8 @@ def test_replica_sampler_is_recorded_and_charted(tmp_path, ok_run):
     assert {s["ready"] for s in samples[1:]} == {3}
     assert [s["t_s"] for s in samples] == sorted(s["t_s"] for s in samples)
     assert summary["replicas_start"] == 1 and summary["replicas_peak"] == 3
+    assert summary["replicas_expected"] == 8  # what the autoscaler should reach, charted
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["replicas_expected"] == 8
     assert lt.check(summary, expect_scale_out=True) == []
     # The chart gets a third panel: taller than the two-panel chart of ok_run.
     assert png_size(tmp_path / "out" / "chart.png")[1] > png_size(ok_run[1] / "chart.png")[1]
