@@ -941,7 +941,15 @@ class ClusterRuntime:
             path.write_text(yaml.safe_dump(obj, sort_keys=False))
             written.append(path)
         ops = out_dir / "00-operators.sh"
-        ops.write_text(self._operator_script(s))
+        script = self._operator_script(s)
+        if hasattr(self.provider, "config_yaml"):  # kind: the cluster config the script uses
+            config = out_dir / "kind-config.yaml"
+            config.write_text(self.provider.config_yaml())
+            script = script.replace(
+                shlex.quote(str(self.wd.root / "kind-config.yaml")), config.name
+            )
+            written.append(config)
+        ops.write_text(script)
         written.insert(0, ops)
         return written
 
@@ -960,9 +968,23 @@ class ClusterRuntime:
                 commands.append(command)
                 return Result()
 
+        import yaml
+
+        kubectl = self.provider.kubectl
+
+        class RecordingKube(DryKube):
+            """Objects the installer applies itself (the kserve Namespace) become commands."""
+
+            def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+                if not dry_run:
+                    body = yaml.safe_dump(obj, sort_keys=False).rstrip()
+                    commands.append(f"{kubectl('apply --server-side -f -')} <<'EOF'\n{body}\nEOF")
+                return obj
+
         c = Recorder(Config(overrides={"run": {"dry": True}}))
         self.provider.create(c, self.wd.root)
-        Installer(c, DryKube(lambda _: None), self.provider, s, lambda _: None, self.clock).all()
+        quiet = lambda _: None  # noqa: E731
+        Installer(c, RecordingKube(quiet), self.provider, s, quiet, self.clock).all()
         header = (
             "#!/bin/sh\n# What `invoke up` runs on an empty machine before applying the "
             f"numbered manifests ({self.provider.name}, {s.serving_mode} mode).\n"

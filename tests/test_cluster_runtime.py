@@ -666,7 +666,13 @@ def test_render_writes_every_object_in_apply_order_and_each_is_valid(
 ):
     wd = Workdir.at(tmp_path / "wd")
     rt = ClusterRuntime(make_ctx(fake, {}), provider, wd, REPO, out=lambda _: None)
-    files = rt.render(tmp_path / "out", serving_mode=mode)
+    written = rt.render(tmp_path / "out", serving_mode=mode)
+    if provider == "kind":  # the cluster config the script's `kind create cluster` uses
+        assert written[-1].name == "kind-config.yaml"
+        assert "--config kind-config.yaml" in written[0].read_text()
+        assert "hostPort: 8080" in written[-1].read_text()
+        written = written[:-1]
+    files = written
     names = [p.name for p in files]
     assert names[0] == "00-operators.sh"
     assert names[1:] == sorted(names[1:])
