@@ -47,24 +47,28 @@ def _runtime(c, requested, *, for_up=False):
         raise Exit(f"error: {e}", code=2) from e
     print(f"runtime: {name} ({why})", flush=True)
     if name in CLUSTER_RUNTIMES:
-        from runtime.cluster import ClusterRuntime
-
-        return ClusterRuntime(
-            c,
-            name,
-            wd,
-            ROOT,
-            service=str(c.config.service),
-            namespace=str(c.config.namespace),
-            cluster=str(c.config.cluster),
-            ingress_port=int(c.config.ingress_port),
-            docker=str(c.config.docker),
-            out=_out,
-        )
+        return _cluster_runtime(c, name, wd)
     from runtime.local import DryLocalRuntime, LocalRuntime
 
     cls = DryLocalRuntime if c.config.run.dry else LocalRuntime
     return cls(wd, service=str(c.config.service), out=_out)
+
+
+def _cluster_runtime(c, name, wd):
+    from runtime.cluster import ClusterRuntime
+
+    return ClusterRuntime(
+        c,
+        name,
+        wd,
+        ROOT,
+        service=str(c.config.service),
+        namespace=str(c.config.namespace),
+        cluster=str(c.config.cluster),
+        ingress_port=int(c.config.ingress_port),
+        docker=str(c.config.docker),
+        out=_out,
+    )
 
 
 def _is_cluster(rt):
@@ -385,24 +389,14 @@ def render(
     source_dir=False,
 ):
     """Write every manifest up/train-all/deploy apply, as YAML, in apply order (no cluster)."""
-    from runtime.cluster import ClusterError, ClusterRuntime
+    from runtime.cluster import ClusterError
 
     name = runtime or str(c.config.runtime)
     name = "k3d" if name in ("auto", "local") else name
     if name not in CLUSTER_RUNTIMES:
         raise Exit(f"error: --runtime must be one of {', '.join(CLUSTER_RUNTIMES)}", code=2)
     wd = _workdir(c)
-    rt = ClusterRuntime(
-        c,
-        name,
-        wd,
-        ROOT,
-        service=str(c.config.service),
-        namespace=str(c.config.namespace),
-        cluster=str(c.config.cluster),
-        ingress_port=int(c.config.ingress_port),
-        out=_out,
-    )
+    rt = _cluster_runtime(c, name, wd)
     target = Path(out) if out else wd.root / "manifests"
     try:
         written = rt.render(

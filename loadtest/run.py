@@ -559,6 +559,18 @@ def run_loadtest(
 # --------------------------------------------------------------------------- verdict
 
 
+def check_flags(concurrency: int, duration: str | int, max_failure_ratio: float) -> None:
+    """The load test's flags, checked before anything starts: ValueError naming the flag."""
+    if concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+    if not 0.0 <= max_failure_ratio <= 1.0:
+        raise ValueError(f"--max-failure-ratio is between 0 and 1, got {max_failure_ratio}")
+    try:
+        parse_duration(duration)
+    except ValueError as e:
+        raise ValueError(f"--duration: {e}") from e
+
+
 def check(
     summary: dict[str, Any], max_failure_ratio: float = 0.0, expect_scale_out: bool = False
 ) -> list[str]:

@@ -702,16 +702,12 @@ class ClusterRuntime:
         state = self._require_up()
         if expect_scale_out is None:
             expect_scale_out = True
-        if concurrency < 1:
-            raise ClusterError(f"--concurrency must be at least 1, got {concurrency}")
-        if not 0.0 <= max_failure_ratio <= 1.0:
-            raise ClusterError(f"--max-failure-ratio is between 0 and 1, got {max_failure_ratio}")
-        from loadtest.run import check, parse_duration, run_loadtest
+        from loadtest.run import check, check_flags, run_loadtest
 
         try:
-            parse_duration(duration)
+            check_flags(concurrency, duration, max_failure_ratio)
         except ValueError as e:
-            raise ClusterError(f"--duration: {e}") from e
+            raise ClusterError(str(e)) from e
         s = self.settings(target=state.get("target"), max_replicas=state.get("max_replicas"))
         isvc = self._get("serving.kserve.io/v1beta1", "InferenceService", s.service)
         if isvc is None and not self.dry:

@@ -497,19 +497,15 @@ class LocalRuntime:
                 "server process and never scales out; drop the flag or use a "
                 "cluster runtime"
             )
-        if concurrency < 1:
-            raise UserError(f"--concurrency must be at least 1, got {concurrency}")
-        if not 0.0 <= max_failure_ratio <= 1.0:
-            raise UserError(f"--max-failure-ratio is between 0 and 1, got {max_failure_ratio}")
+        from loadtest.run import check, check_flags, run_loadtest
+
+        try:
+            check_flags(concurrency, duration, max_failure_ratio)
+        except ValueError as e:
+            raise UserError(str(e)) from e
         server = self._server()
         if server is None:
             raise UserError("no model server is running; run `invoke deploy` first")
-        from loadtest.run import check, parse_duration, run_loadtest
-
-        try:
-            parse_duration(duration)
-        except ValueError as e:
-            raise UserError(f"--duration: {e}") from e
         self.out(
             "scale-out is checked only on a cluster: the local runtime runs one server "
             "process, so this measures throughput and latency only"
