@@ -794,3 +794,21 @@ def test_parallel_runs_the_jobs_in_waves(wd, fake):
     first_done = next(i for i, x in enumerate(lines) if "train-cnn " in x and "Succeeded" in x)
     second_submitted = lines.index("TFJob train-cnn-dropout: submitted")
     assert first_done < second_submitted
+
+
+def test_ctrl_c_on_a_cluster_says_the_jobs_keep_running(wd, fake, capsys):
+    import tasks
+    from invoke import Exit
+
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+
+    def interrupted_train(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    rt.train = interrupted_train.__get__(rt)  # a bound method, as tasks calls it
+    with pytest.raises(Exit) as info:
+        tasks._call(rt.train, ["cnn"])
+    assert info.value.code == 130
+    err = capsys.readouterr().err
+    assert "jobs already submitted keep running in the cluster" in err
+    assert "invoke down --keep-cluster" in err
