@@ -377,6 +377,8 @@ class ClusterRuntime:
                 "offline: `invoke up --source-dir DIR`)"
             )
         logs = self._run_job(manifests.ingest_job(s, in_volume), 1800, "ingest")
+        if self.dry:
+            return
         for line in logs.splitlines()[-5:]:
             self.out(f"  ingest: {line}")
         self.out(f"dataset: prepared on {s.volume}")

@@ -797,8 +797,9 @@ def test_parallel_runs_the_jobs_in_waves(wd, fake):
 
 
 def test_ctrl_c_on_a_cluster_says_the_jobs_keep_running(wd, fake, capsys):
-    import tasks
     from invoke import Exit
+
+    import tasks
 
     rt = runtime(make_ctx(fake, {}), wd, fake)
 
