@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 import shutil
 import time
@@ -41,6 +42,7 @@ RAW_DIR = manifests.RAW_DATA_SUBDIR  # under the volume, for --source-dir on off
 INGEST_JOB = manifests.INGEST_JOB
 LOADER_POD = manifests.LOADER_POD
 KPA_TARGET_UTILISATION = 0.7  # Knative's default container-concurrency-target-percentage
+_STATE_LINE = re.compile(r"^TFJob \S+: \w+ \(workers active ")
 
 
 class ClusterError(RuntimeError_):
@@ -490,7 +492,7 @@ class ClusterRuntime:
                     timeout=deadline_s + 120,
                     max_restarts=max_restarts,
                     clock=self.clock,
-                    out=self.out,
+                    out=self._not_state_lines,
                     on_update=self._show_jobs,
                 )
             except WaitError as e:
@@ -566,6 +568,11 @@ class ClusterRuntime:
                 f"the code changed since `invoke up` imported {state['image']} (now "
                 f"{s.image}); run `invoke up` again to build and import it"
             )
+
+    def _not_state_lines(self, line: str) -> None:
+        """wait_tfjobs' own state-change lines: _show_jobs already shows them, with times."""
+        if not _STATE_LINE.match(line):
+            self.out(line)
 
     def _show_jobs(self, rows: Sequence[Any]) -> None:
         """Live status: a line for each job whose state or replica counts changed."""
