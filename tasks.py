@@ -128,6 +128,8 @@ def _float(flag, value, default=None):
 )
 def up(c, runtime=None, source_dir=None, serving_mode=None, base=None, base_image=None):
     """Set up the runtime: cluster, operators, image, volume, dataset (idempotent)."""
+    if serving_mode not in (None, "knative", "standard"):
+        raise Exit(f"error: --serving-mode must be knative or standard, got {serving_mode!r}", 2)
     rt = _runtime(c, runtime, for_up=True)
     source_dir = source_dir or c.config.source_dir or None
     if _is_cluster(rt):
