@@ -20,7 +20,7 @@ from k8s import manifests, versions
 from k8s.kube import Kube, KubeError
 from k8s.providers import Provider
 from k8s.settings import Settings
-from k8s.waits import retry, wait_deployments_available
+from k8s.waits import is_true, retry, wait_deployments_available
 
 # kubectl failures that no amount of retrying fixes (a wrong URL, a flag this kubectl
 # does not know, a manifest it cannot parse): fail at once with kubectl's own message.
@@ -52,9 +52,7 @@ KNATIVE_DOMAIN = "example.com"
 
 
 def deployment_available(kube: Kube, namespace: str, name: str) -> bool:
-    dep = kube.get("apps/v1", "Deployment", name, namespace)
-    conditions = ((dep or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
+    return is_true(kube.get("apps/v1", "Deployment", name, namespace), "Available")
 
 
 @dataclass

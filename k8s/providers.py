@@ -38,11 +38,9 @@ def _node_has_image(c: Any, docker: str, node: str, image: str) -> bool:
         images = json.loads(out).get("images", [])
     except ValueError:
         return False
-    repo, _, tag = image.partition(":")
-    wanted = {image, f"docker.io/library/{image}", f"docker.io/{image}"}
-    return any(wanted & set(i.get("repoTags") or []) for i in images) or any(
-        t.endswith(f"/{repo}:{tag}") for i in images for t in i.get("repoTags") or []
-    )
+    # The node lists an imported `distml:<hash>` as `docker.io/library/distml:<hash>`.
+    tags = (t for i in images for t in i.get("repoTags") or [])
+    return any(t == image or t.endswith(f"/{image}") for t in tags)
 
 
 @dataclass

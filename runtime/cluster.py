@@ -17,8 +17,10 @@ import re
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -28,6 +30,16 @@ from k8s.kube import DryKube, Kube, KubeError
 from k8s.operators import Installer, deployment_available
 from k8s.providers import Provider, provider
 from k8s.settings import MODEL_TYPES, PREDICTORS, SERVING_MODES, Settings
+from k8s.waits import (
+    TERMINAL,
+    ReplicaCounter,
+    WaitError,
+    is_true,
+    tfjob_state,
+    wait_isvc_ready,
+    wait_job,
+    wait_tfjobs,
+)
 from runtime import RuntimeError_
 from runtime.workdir import MARKER, Workdir
 
@@ -52,11 +64,6 @@ class ClusterError(RuntimeError_):
 def expected_replicas(concurrency: int, target: int, max_replicas: int) -> int:
     """What Knative's KPA should reach: ceil(in flight / (target x 70%)), capped."""
     return min(max_replicas, math.ceil(concurrency / (target * KPA_TARGET_UTILISATION)))
-
-
-def _conditions_true(obj: dict[str, Any] | None) -> set[str]:
-    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
-    return {c.get("type") for c in conditions if c.get("status") == "True"}
 
 
 class ClusterRuntime:
@@ -118,7 +125,9 @@ class ClusterRuntime:
                 self._kube = ApiKube(self.provider.context, out=self.out)
         return self._kube
 
+    @cached_property
     def image(self) -> str:
+        """The project image's tag: a hash of the build context, computed once per task."""
         from runtime.image import image_tag
 
         return image_tag(self.root)
@@ -126,7 +135,7 @@ class ClusterRuntime:
     def settings(self, **changes: Any) -> Settings:
         state = self.wd.load_state()
         base = Settings(
-            image=self.image(),
+            image=self.image,
             provider=self.provider.name,
             namespace=self.namespace,
             service=self.service,
@@ -178,8 +187,6 @@ class ClusterRuntime:
 
     def _run_job(self, job: dict[str, Any], timeout: float, what: str) -> str:
         """Replace a batch Job of the same name, wait for it, return its log tail."""
-        from k8s.waits import WaitError, wait_job
-
         name = job["metadata"]["name"]
         self._delete_and_wait("batch/v1", "Job", name)
         self._apply(job)
@@ -228,7 +235,8 @@ class ClusterRuntime:
         self._run_preflight(mode)
         if not self.dry:
             self.wd.create()
-        self.wd.update_state(serving_mode=mode) if not self.dry else None
+        if not self.dry:
+            self.wd.update_state(serving_mode=mode)
         s = self.settings(serving_mode=mode)
         p = self.provider
 
@@ -357,7 +365,8 @@ class ClusterRuntime:
                 )
             except ImageError as e:
                 raise ClusterError(str(e)) from e
-            self.wd.update_state(built_images=[image]) if not self.dry else None
+            if not self.dry:
+                self.wd.update_state(built_images=[image])
         if self.provider.has_image(self.c, image):
             self.out(f"image {image}: already imported into the cluster")
         else:
@@ -366,7 +375,7 @@ class ClusterRuntime:
 
     def _ingest(self, s: Settings, source: str | None) -> None:
         job = self._get("batch/v1", "Job", INGEST_JOB)
-        if "Complete" in _conditions_true(job):
+        if is_true(job, "Complete"):
             self.out(f"dataset: already prepared on {s.volume} (Job {INGEST_JOB} completed)")
             return
         in_volume = None
@@ -385,20 +394,28 @@ class ClusterRuntime:
             self.out(f"  ingest: {line}")
         self.out(f"dataset: prepared on {s.volume}")
 
+    @contextmanager
+    def _loader(self, s: Settings, timeout: float) -> Iterator[Callable[[str], str]]:
+        """A short-lived pod that mounts the PVC, for `kubectl cp` in or out of it; yields
+        ``kubectl -n <ns> ...`` for commands against it, and always deletes it."""
+        self._delete_and_wait("v1", "Pod", LOADER_POD)
+        try:
+            self._apply(manifests.loader_pod(s))
+            if not self.dry:
+                self._wait_pod_running(LOADER_POD, timeout=timeout)
+            ns = shlex.quote(self.namespace)
+            yield lambda args: self.provider.kubectl(f"-n {ns} {args}")
+        finally:
+            self.kube.delete("v1", "Pod", LOADER_POD, self.namespace)
+
     def _copy_into_volume(self, s: Settings, source: str, target: str) -> None:
         """Offline clusters: a loader pod mounts the PVC; kubectl cp puts the files in."""
         self.out(f"dataset: copying {source} into {s.volume}:{RAW_DIR} through a loader pod")
-        self._delete_and_wait("v1", "Pod", LOADER_POD)
-        self._apply(manifests.loader_pod(s))
-        if not self.dry:
-            self._wait_pod_running(LOADER_POD, timeout=300)
-        k = self.provider.kubectl
-        ns = shlex.quote(self.namespace)
-        self.c.run(k(f"-n {ns} exec {LOADER_POD} -- mkdir -p {target}"))
-        for name in RAW_FILES:
-            src = shlex.quote(str(Path(source) / name))
-            self.c.run(k(f"-n {ns} cp {src} {LOADER_POD}:{target}/{name}"))
-        self.kube.delete("v1", "Pod", LOADER_POD, self.namespace)
+        with self._loader(s, timeout=300) as k:
+            self.c.run(k(f"exec {LOADER_POD} -- mkdir -p {target}"))
+            for name in RAW_FILES:
+                src = shlex.quote(str(Path(source) / name))
+                self.c.run(k(f"cp {src} {LOADER_POD}:{target}/{name}"))
 
     def _wait_pod_running(self, name: str, timeout: float) -> None:
         deadline = self.clock.monotonic() + timeout
@@ -460,12 +477,12 @@ class ClusterRuntime:
             name = job["metadata"]["name"]
             old = self._get("kubeflow.org/v1", "TFJob", name)
             if old is not None:
-                done = _conditions_true(old) & {"Succeeded", "Failed"}
+                old_state = tfjob_state(old)
                 self.out(
                     f"TFJob {name}: replacing the "
                     + (
-                        f"{'/'.join(sorted(done)).lower()} job"
-                        if done
+                        f"{old_state.lower()} job"
+                        if old_state in TERMINAL
                         else "running job (the new one resumes from its last completed epoch)"
                     )
                 )
@@ -473,8 +490,6 @@ class ClusterRuntime:
         waves = [jobs[i : i + parallel] for i in range(0, len(jobs), parallel)]
         if len(waves) > 1:
             self.out(f"{parallel} job(s) at a time (--parallel), {len(waves)} waves")
-        from k8s.waits import WaitError, wait_tfjobs
-
         results: dict[str, str] = {}
         started = self._train_started = self.clock.monotonic()
         self._shown: dict[str, Any] = {}
@@ -521,24 +536,15 @@ class ClusterRuntime:
         accuracy table and the training-curves chart. Best effort: training succeeded."""
         local = self.wd.root / "cluster-volume"
         try:
-            self._delete_and_wait("v1", "Pod", LOADER_POD)
-            self._apply(manifests.loader_pod(s))
-            self._wait_pod_running(LOADER_POD, timeout=180)
-            for model in models:
-                target = local / "candidates" / model / "metrics.json"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                src = f"{LOADER_POD}:{s.mount_path}/candidates/{model}/metrics.json"
-                self.c.run(
-                    self.provider.kubectl(
-                        f"-n {shlex.quote(self.namespace)} cp {src} {shlex.quote(str(target))}"
-                    ),
-                    hide=True,
-                )
+            with self._loader(s, timeout=180) as k:
+                for model in models:
+                    target = local / "candidates" / model / "metrics.json"
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    src = f"{LOADER_POD}:{s.mount_path}/candidates/{model}/metrics.json"
+                    self.c.run(k(f"cp {src} {shlex.quote(str(target))}"), hide=True)
         except (RuntimeError_, OSError) as e:
             self.out(f"note: could not copy the training metrics off the volume ({e})")
             return
-        finally:
-            self.kube.delete("v1", "Pod", LOADER_POD, self.namespace)
         rows = [("model", "test acc (last epoch)", "epochs")]
         for model in models:
             path = local / "candidates" / model / "metrics.json"
@@ -640,8 +646,6 @@ class ClusterRuntime:
             self._apply_reporting(manifests.ingress_service(s))
         if self.dry:
             return 0
-        from k8s.waits import WaitError, wait_isvc_ready
-
         try:
             url = wait_isvc_ready(
                 self.kube,
@@ -740,7 +744,6 @@ class ClusterRuntime:
         )
         if self.dry:
             return 0
-        from k8s.waits import ReplicaCounter
         from runtime.local import write_sample_request
 
         counter = ReplicaCounter(self.kube, self.namespace, s.service)
@@ -807,8 +810,6 @@ class ClusterRuntime:
                     ("istio", "istio-system", "istiod"),
                     ("knative serving", "knative-serving", "controller"),
                 ]
-            from k8s.waits import tfjob_state
-
             for label, ns, dep in components:
                 try:
                     ok = deployment_available(self.kube, ns, dep)
@@ -832,10 +833,8 @@ class ClusterRuntime:
                 if isvc is None:
                     rows.append(("InferenceService", "not deployed"))
                 else:
-                    ready = "Ready" in _conditions_true(isvc)
+                    ready = is_true(isvc, "Ready")
                     url = (isvc.get("status") or {}).get("url", "-")
-                    from k8s.waits import ReplicaCounter
-
                     replicas = ReplicaCounter(self.kube, self.namespace, self.service)()
                     rows.append(
                         (

@@ -19,7 +19,7 @@ from invoke import Config, MockContext, Result
 from k8s import manifests
 from k8s.preflight import Preflight
 from runtime import RuntimeError_
-from runtime.cluster import ClusterError, ClusterRuntime, expected_replicas
+from runtime.cluster import RAW_FILES, ClusterError, ClusterRuntime, expected_replicas
 from runtime.image import image_tag
 from runtime.workdir import Workdir
 from tests.fakekube import FakeClock, FakeKube, conditions_status
@@ -283,14 +283,14 @@ def test_source_dir_is_checked_then_copied_into_the_volume(wd, fake, tmp_path):
         runtime(make_ctx(fake, {}), wd, fake).up(source_dir=str(tmp_path))
     src = tmp_path / "data"
     src.mkdir()
-    for name in manifests_raw_files():
+    for name in RAW_FILES:
         (src / name).write_bytes(b"x")
     c = make_ctx(fake, k3d_results(exists=True, imported=True))
     assert runtime(c, wd, fake).up(source_dir=str(src)) == 0
     cp = [cmd for cmd in commands(c) if " cp " in cmd]
     assert cp == [
         f"{KC}-n kubeflow cp {src / n} distml-data-loader:/trained_model/raw/fashion-mnist/{n}"
-        for n in manifests_raw_files()
+        for n in RAW_FILES
     ]
     ingest = fake.obj("batch/v1", "Job", "distml-ingest", "kubeflow")
     assert ingest["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == [
@@ -300,15 +300,8 @@ def test_source_dir_is_checked_then_copied_into_the_volume(wd, fake, tmp_path):
     assert ("v1", "Pod", "kubeflow", "distml-data-loader") in fake.deleted
 
 
-def manifests_raw_files():
-    from runtime.cluster import RAW_FILES
-
-    return RAW_FILES
-
-
 def test_raw_file_names_match_the_pod_side():
     from ml.data import FILES
-    from runtime.cluster import RAW_FILES
 
     assert set(RAW_FILES) == set(FILES)
 
