@@ -172,7 +172,7 @@ def _train(
 TRAIN_HELP = {
     "runtime": RUNTIME_HELP,
     "workers": "worker processes (TFJob Worker replicas) per job (default 2)",
-    "parallel": "how many jobs run at once (default: all)",
+    "parallel": "how many jobs run at once (default: all; on a cluster, all that fit the node)",
     "profile": "quick (3 x 70 steps, default) or full",
     "epochs": "override the profile's epochs",
     "steps-per-epoch": "override the profile's steps per epoch",

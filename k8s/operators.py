@@ -22,8 +22,21 @@ from k8s.providers import Provider
 from k8s.settings import Settings
 from k8s.waits import is_true, retry, wait_deployments_available
 
+# kubectl failures that go away by themselves: the API server or a webhook is starting or
+# blipping. Checked first: "error validating data: failed to download openapi ...
+# connection refused" is a transient failure that also contains "error validating".
+TRANSIENT_KUBECTL_ERRORS = (
+    "failed to download openapi",
+    "connection refused",
+    "was refused",  # "The connection to the server 127.0.0.1:6443 was refused"
+    "i/o timeout",
+    "the server is currently unable to handle the request",
+    "no endpoints available",
+    "failed calling webhook",
+)
 # kubectl failures that no amount of retrying fixes (a wrong URL, a flag this kubectl
-# does not know, a manifest it cannot parse): fail at once with kubectl's own message.
+# does not know, a manifest it cannot parse, a schema or field error, an empty selection):
+# fail at once with kubectl's own message.
 PERMANENT_KUBECTL_ERRORS = (
     "unable to read url",
     "404 not found",
@@ -31,9 +44,26 @@ PERMANENT_KUBECTL_ERRORS = (
     "unknown shorthand flag",
     "error parsing",
     "error validating",
+    "strict decoding error",
+    "unknown field",
     "couldn't get version/kind",
+    "no objects passed to apply",
+    "denied the request",  # an admission webhook refused the object itself
 )
 NO_MATCH_TRIES = 5
+
+
+def classify_kubectl_error(text: str) -> str:
+    """ "transient", "permanent" or "no-match" (CRDs not served yet) for kubectl's stderr.
+    Anything unrecognised is transient: retried until the deadline, never given up early."""
+    low = text.lower()
+    if "no matches for kind" in low:
+        return "no-match"
+    if any(p in low for p in TRANSIENT_KUBECTL_ERRORS):
+        return "transient"
+    if any(p in low for p in PERMANENT_KUBECTL_ERRORS):
+        return "permanent"
+    return "transient"
 
 
 class PermanentError(KubeError):
@@ -49,6 +79,19 @@ SKIP_TAG_RESOLVING = "kind.local,ko.local,dev.local,docker.io,index.docker.io"
 # Knative's default domain (svc.cluster.local) is not served by the ingress gateway:
 # a real domain makes the ISVC URL routable; requests carry it as the Host header.
 KNATIVE_DOMAIN = "example.com"
+ISTIOD_CONTAINER = "discovery"  # istiod's container in net-istio's Istio profile
+
+
+def components(provider: str, serving_mode: str) -> tuple[str, ...]:
+    """The install steps `up` runs, in order: ``Installer`` methods. Pure, so the capacity
+    sums and the install-plan tests follow the same plan."""
+    steps = ["training_operator", "cert_manager"]
+    if serving_mode == "knative":
+        # k3d: k3s's ServiceLB gives the gateway's LoadBalancer port 80; elsewhere a NodePort.
+        steps += ["istio", *([] if provider == "k3d" else ["gateway_node_port"]), "knative"]
+    elif provider != "k3d":  # k3s bundles metrics-server
+        steps.append("metrics_server")
+    return (*steps, "kserve")
 
 
 def deployment_available(kube: Kube, namespace: str, name: str) -> bool:
@@ -83,13 +126,13 @@ class Installer:
                 return
             err = (result.stderr or result.stdout or "").strip()
             message = f"{what}: kubectl exited {result.exited}: {err[-400:]}"
-            low = err.lower()
-            if "no matches for kind" in low:
+            kind = classify_kubectl_error(err)
+            if kind == "no-match":
                 # CRDs applied a moment ago may not be served yet; a few tries, not forever.
                 tries["no matches"] += 1
                 if tries["no matches"] > NO_MATCH_TRIES:
                     raise PermanentError(message)
-            elif any(p in low for p in PERMANENT_KUBECTL_ERRORS):
+            elif kind == "permanent":
                 raise PermanentError(message)
             raise KubeError(message)
 
@@ -145,13 +188,43 @@ class Installer:
         self.wait("cert-manager")
 
     def istio(self) -> None:
-        label = f"Istio (net-istio {versions.KNATIVE_VERSION})"
-        if self.present(label, "istio-system", "istiod"):
-            return
-        url = versions.NET_ISTIO_ISTIO_URL
-        self.kubectl_retrying(f"apply -l knative.dev/crd-install=true -f {url}", label)
-        self.kubectl_retrying(f"apply -f {url}", label)
-        self.wait("istio-system")
+        label = f"Istio {versions.ISTIO_VERSION} (net-istio {versions.KNATIVE_VERSION})"
+        installed = self.present(label, "istio-system", "istiod")
+        if not installed:
+            self.kubectl_retrying(f"apply -f {versions.ISTIO_URL}", label)
+        self.istiod_requests()
+        if not installed:
+            self.wait("istio-system")
+
+    def istiod_requests(self) -> None:
+        """istiod asks for 500m / 2 GiB and its HPA (60% CPU) for up to 3 replicas: on one
+        node, one istiod with KServe's small-cluster requests. Checked on every `up`."""
+        deployment = self.kube.get("apps/v1", "Deployment", "istiod", "istio-system") or {}
+        spec = (deployment.get("spec") or {}).get("template", {}).get("spec") or {}
+        have = {
+            c.get("name"): (c.get("resources") or {}).get("requests")
+            for c in spec.get("containers") or []
+        }
+        if have.get(ISTIOD_CONTAINER) != versions.ISTIOD_REQUESTS:
+            self.out(f"Istio: istiod requests {versions.ISTIOD_REQUESTS} (one-node lab)")
+            container = {
+                "name": ISTIOD_CONTAINER,
+                "resources": {"requests": versions.ISTIOD_REQUESTS},
+            }
+            patch = {"spec": {"template": {"spec": {"containers": [container]}}}}
+            self.kubectl(
+                "-n istio-system patch deployment istiod -p " + shlex.quote(json.dumps(patch))
+            )
+        hpa = (
+            self.kube.get("autoscaling/v2", "HorizontalPodAutoscaler", "istiod", "istio-system")
+            or {}
+        )
+        if (hpa.get("spec") or {}).get("maxReplicas") != 1:
+            self.out("Istio: istiod autoscaler capped at 1 replica (one-node lab)")
+            self.kubectl(
+                "-n istio-system patch hpa istiod --type merge -p "
+                + shlex.quote(json.dumps({"spec": {"maxReplicas": 1}}))
+            )
 
     def gateway_node_port(self) -> None:
         """kind/minikube have no LoadBalancer: expose Istio's gateway on the node port the
@@ -232,20 +305,14 @@ class Installer:
         self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_CRDS_URL}", label)
         # cert-manager's webhook may still refuse the Certificate objects: retried.
         self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_URL}", label)
-        self.wait("kserve", ["kserve-controller-manager"])
+        # All of them: the cluster resources include LLMInferenceServiceConfigs, which
+        # llmisvc-controller-manager's webhook admits (failurePolicy Fail).
+        self.wait("kserve")
         self.kubectl_retrying(
             f"apply --server-side -f {versions.KSERVE_CLUSTER_RESOURCES_URL}", label
         )
         # No default-mode patch: every InferenceService names its mode in an annotation.
 
     def all(self) -> None:
-        self.training_operator()
-        self.cert_manager()
-        if self.settings.serving_mode == "knative":
-            self.istio()
-            if self.provider.name != "k3d":
-                self.gateway_node_port()
-            self.knative()
-        elif self.provider.name != "k3d":  # k3s bundles metrics-server
-            self.metrics_server()
-        self.kserve()
+        for step in components(self.provider.name, self.settings.serving_mode):
+            getattr(self, step)()

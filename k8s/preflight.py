@@ -19,18 +19,15 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from k8s import versions
-from k8s.settings import PROVIDERS, SERVING_MODES
+from k8s import capacity, versions
+from k8s.capacity import Need
+from k8s.settings import MODEL_TYPES, PROVIDERS, SERVING_MODES, Settings
 
 Run = Callable[[Sequence[str]], tuple[int, str, str]]
 
-MIN_CPUS = 4
-# Docker Desktop's VM reports a little less than the memory it was given (8 GB set ->
-# MemTotal about 7.7 GiB): accept that much shortfall rather than reject a right setting.
-MEMORY_SLACK = 0.9
 # What kind's docs ask for on Linux hosts ("too many open files" otherwise).
 MIN_INOTIFY = {"max_user_instances": 512, "max_user_watches": 524288}
 INOTIFY_DIR = Path("/proc/sys/fs/inotify")
@@ -112,7 +109,9 @@ def _first_line(text: str, limit: int = 200) -> str:
     return lines[0][:limit] if lines else "(no output)"
 
 
-def _check_docker(result: Preflight, run: Run, docker: str, serving_mode: str) -> None:
+def _check_docker(
+    result: Preflight, run: Run, docker: str, provider: str, serving_mode: str
+) -> None:
     rc, out, err = run([docker, "info", "--format", DOCKER_INFO_FORMAT])
     fields = out.strip("\n").split(" ")
     if rc == 0 and fields[0] == "" and len(fields) > 1:  # old clients: exit 0, no server
@@ -151,34 +150,36 @@ def _check_docker(result: Preflight, run: Run, docker: str, serving_mode: str) -
         )
         return
     result.versions["docker"] = server
-    gib = mem_total / 2**30
-    result.versions["docker_memory_gib"] = f"{gib:.1f}"
+    result.versions["docker_memory_gib"] = f"{mem_total / 2**30:.1f}"
     result.versions["docker_cpus"] = str(ncpu)
-    need = versions.MIN_MEMORY_GIB[serving_mode]
-    if gib < need * MEMORY_SLACK:
-        fix = "give Docker more memory (Docker Desktop: Settings > Resources > Memory)"
-        if serving_mode == "knative" and gib >= versions.MIN_MEMORY_GIB["standard"] * MEMORY_SLACK:
+    _check_capacity(result, capacity.node_from_engine(ncpu, mem_total), provider, serving_mode)
+
+
+def _check_capacity(result: Preflight, node: Need, provider: str, serving_mode: str) -> None:
+    """Problem: not even one TFJob fits beside the stack. Note: train-all runs in waves."""
+    s = Settings(image="", provider=provider, serving_mode=serving_mode)
+    jobs = len(MODEL_TYPES)
+    fit = capacity.jobs_at_once(node, s, jobs)
+    all_at_once = capacity.requirement(s, jobs)
+    if fit == 0:
+        fix = "give Docker more CPUs and memory (Docker Desktop: Settings > Resources)"
+        standard = replace(s, serving_mode="standard")
+        if serving_mode == "knative" and capacity.jobs_at_once(node, standard, jobs):
             fix = (
                 "use `--serving-mode standard` (no Istio/Knative; needs "
-                f"{versions.MIN_MEMORY_GIB['standard']} GiB), or {fix}"
+                f"{capacity.requirement(standard, 1)}), or {fix}"
             )
         result.problems.append(
-            f"Docker memory: {gib:.1f} GiB available, --serving-mode {serving_mode} needs "
-            f"{need} GiB: {fix}"
+            f"Docker: a one-node {provider} cluster here offers pods {node}; --serving-mode "
+            f"{serving_mode} needs {capacity.requirement(s, 1)} of requests (the cluster's own "
+            f"pods, the operators, one TFJob of {s.workers} workers and a predictor), "
+            f"{all_at_once} for train-all's {jobs} jobs at once: {fix}"
         )
-    need_cpus = versions.MIN_CPUS[serving_mode]
-    if ncpu < need_cpus:
-        result.problems.append(
-            f"Docker CPUs: {ncpu} available, --serving-mode {serving_mode} needs {need_cpus}: "
-            "the control plane and operators take about a CPU, and a TFJob's workers must all "
-            "run at once (Docker Desktop: Settings > Resources > CPUs)"
-            + ("; or use `--serving-mode standard`" if serving_mode == "knative" else "")
-        )
-    elif ncpu < MIN_CPUS:
+    elif fit < jobs:
         result.notes.append(
-            f"Docker has {ncpu} CPU(s); at least {MIN_CPUS} are advised: with fewer, pods may "
-            'stay Pending ("Insufficient cpu") and scale-out stays small (Docker Desktop: '
-            "Settings > Resources > CPUs)"
+            f"Docker: a one-node {provider} cluster here offers pods {node}: train-all will "
+            f"run {fit} of its {jobs} jobs at a time ({jobs} at once need {all_at_once}); "
+            "give Docker more CPUs and memory to run them together"
         )
 
 
@@ -253,7 +254,7 @@ def preflight(
             "Docker Engine or your distribution's docker.io)"
         )
     else:
-        _check_docker(result, run, docker, serving_mode)
+        _check_docker(result, run, docker, provider, serving_mode)
     _check_tool(result, provider, VERSION_COMMANDS[provider], run, which)
     _check_tool(result, "kubectl", ["kubectl", "version", "--client", "-o", "json"], run, which)
     if which("git") is None:

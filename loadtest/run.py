@@ -160,7 +160,7 @@ class _ReplicaWatcher:
         self._t0 = t0
         self._log = log
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._samples: list[dict[str, float | int]] = []
         self._warned = False
         self._thread = threading.Thread(target=self._run, name="replica-watcher", daemon=True)
@@ -177,6 +177,18 @@ class _ReplicaWatcher:
         with self._lock:
             return list(self._samples)
 
+    def wait_for_scale_out(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for a sample above the first; True when one came."""
+
+        def risen() -> bool:
+            return (
+                bool(self._samples)
+                and max(x["ready"] for x in self._samples) > (self._samples[0]["ready"])
+            )
+
+        with self._lock:
+            return self._lock.wait_for(risen, timeout=timeout)
+
     def _run(self) -> None:
         while True:
             t = time.time() - self._t0
@@ -189,6 +201,7 @@ class _ReplicaWatcher:
             else:
                 with self._lock:
                     self._samples.append({"t_s": round(t, 2), "ready": ready})
+                    self._lock.notify_all()
             if self._stop.wait(SAMPLE_EVERY_S):
                 return
 
@@ -398,13 +411,17 @@ def run_loadtest(
     expected_replicas: int | None = None,
     log: Callable[[str], Any] = print,
     timeout_margin_s: float = DEFAULT_TIMEOUT_MARGIN_S,
+    settle_s: float = 0.0,
 ) -> dict[str, Any]:
     """Run Locust headless against ``{url}/v1/models/{model_name}:predict``; return the summary.
 
     ``concurrency`` users, each with one request in flight (no wait time), spawned at
     ``spawn_rate`` users/s (default: all at once) for ``duration``. ``replica_sampler``
     (optional) returns the number of ready replicas; it is called once a second during the
-    run; ``expected_replicas`` (what the autoscaler should reach) is drawn beside it.
+    run; ``expected_replicas`` (what the autoscaler should reach) is drawn beside it. With
+    ``settle_s``, sampling goes on after the load for up to that long, until ready replicas
+    rise above the starting count: an autoscaler decides during the load, but the new pods
+    turn ready after it (an HPA syncs every 15 s on 15 s-old metrics, then a pod starts).
     Writes Locust's CSVs, ``summary.json`` and ``chart.png`` into ``out_dir``.
 
     Raises ``ValueError``/``FileNotFoundError`` for bad arguments, ``RuntimeError`` when
@@ -500,6 +517,13 @@ def run_loadtest(
                     replicas = f"  ready replicas {samples[-1]['ready']}" if samples else ""
                     line, prev = _progress_line(out, now - mono0, seconds, prev, replicas)
                     log(line)
+            elapsed = time.monotonic() - mono0
+            if watcher and settle_s > 0 and not watcher.wait_for_scale_out(0):
+                log(
+                    f"loadtest: load done; watching ready replicas up to {settle_s:.0f} s more "
+                    "(pods the autoscaler asked for may still be starting)"
+                )
+                watcher.wait_for_scale_out(settle_s)
         except BaseException:
             if proc is not None:
                 _stop_process_group(proc)
@@ -507,7 +531,6 @@ def run_loadtest(
         finally:
             if watcher:
                 watcher.stop()
-        elapsed = time.monotonic() - mono0
         _signal_group(proc, signal.SIGKILL if os.name == "posix" else signal.SIGTERM)
 
     if rc != 0 or not (out / STATS_CSV).is_file():

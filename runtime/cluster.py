@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from k8s import manifests
+from k8s import capacity, manifests
 from k8s.kube import DryKube, Kube, KubeError
 from k8s.operators import Installer, deployment_available
 from k8s.providers import Provider, provider
@@ -54,6 +54,15 @@ RAW_DIR = manifests.RAW_DATA_SUBDIR  # under the volume, for --source-dir on off
 INGEST_JOB = manifests.INGEST_JOB
 LOADER_POD = manifests.LOADER_POD
 KPA_TARGET_UTILISATION = 0.7  # Knative's default container-concurrency-target-percentage
+# After the load, how long to keep counting ready predictors when scale-out is expected:
+# the autoscaler decides during the load, its new pods turn ready after it.
+HPA_SYNC_S = 15  # kube-controller-manager's --horizontal-pod-autoscaler-sync-period default
+METRIC_RESOLUTION_S = 15  # metrics-server's --metric-resolution (components.yaml; k3s's too)
+PREDICTOR_START_S = 60  # scheduling, TensorFlow import, model load, readiness probe
+SETTLE_S = {
+    "standard": HPA_SYNC_S + METRIC_RESOLUTION_S + PREDICTOR_START_S,
+    "knative": PREDICTOR_START_S,  # the KPA's panic mode reacts within its 6 s window
+}
 _STATE_LINE = re.compile(r"^TFJob \S+: \w+ \(workers active ")
 
 
@@ -455,8 +464,7 @@ class ClusterRuntime:
             raise ClusterError(
                 f"unknown model type {unknown[0]!r}; valid: {', '.join(MODEL_TYPES)}"
             )
-        parallel = parallel or len(models)
-        if parallel < 1:
+        if parallel is not None and parallel < 1:
             raise ClusterError(f"--parallel must be at least 1, got {parallel}")
         s = self.settings(
             workers=workers,
@@ -487,9 +495,11 @@ class ClusterRuntime:
                     )
                 )
                 self._delete_and_wait("kubeflow.org/v1", "TFJob", name)
+        if parallel is None:
+            parallel = self._jobs_that_fit(s, len(jobs))
         waves = [jobs[i : i + parallel] for i in range(0, len(jobs), parallel)]
         if len(waves) > 1:
-            self.out(f"{parallel} job(s) at a time (--parallel), {len(waves)} waves")
+            self.out(f"{parallel} job(s) at a time, {len(waves)} waves")
         results: dict[str, str] = {}
         started = self._train_started = self.clock.monotonic()
         self._shown: dict[str, Any] = {}
@@ -530,6 +540,22 @@ class ClusterRuntime:
             return 1
         self.out("next: invoke deploy")
         return 0
+
+    def _jobs_that_fit(self, s: Settings, jobs: int) -> int:
+        """All jobs at once, unless the node's allocatable CPU/memory cannot hold their
+        workers next to the stack (k8s.capacity): then as many as fit (at least one)."""
+        nodes = self.kube.list("v1", "Node")
+        node = capacity.node_allocatable(nodes[0]) if len(nodes) == 1 else None
+        if node is None:
+            return jobs
+        fit = capacity.jobs_at_once(node, s, jobs)
+        if fit < jobs:
+            self.out(
+                f"the node offers pods {node}; {jobs} TFJobs at once need "
+                f"{capacity.requirement(s, jobs)} of requests: running {max(fit, 1)} at a time"
+                + ("" if fit else " (even one may not fit: its workers may stay Pending)")
+            )
+        return max(fit, 1)
 
     def _fetch_training_results(self, s: Settings, models: Sequence[str]) -> None:
         """Copy each candidate's metrics.json off the PVC (through the loader pod) for the
@@ -739,7 +765,11 @@ class ClusterRuntime:
                 f"; the autoscaler should reach {expected} ready replicas "
                 f"(ceil({concurrency} / ({s.target} x 70%)), max {s.max_replicas})"
                 if expected
-                else "; standard mode scales on CPU (HPA, 80%): a small model may never reach it"
+                else (
+                    f"; standard mode scales on CPU (an HPA at {manifests.HPA_CPU_TARGET_PERCENT}% "
+                    "of each predictor's CPU request): it decides 15-30 s into the load, and "
+                    "its new pods turn ready after that"
+                )
             )
         )
         if self.dry:
@@ -762,6 +792,7 @@ class ClusterRuntime:
             replica_sampler=counter,
             expected_replicas=expected,
             log=self.out,
+            settle_s=SETTLE_S[s.serving_mode] if expect_scale_out else 0.0,
         )
         peak = summary.get("replicas_peak")
         self.out(

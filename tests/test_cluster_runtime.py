@@ -16,10 +16,17 @@ from unittest.mock import Mock
 import pytest
 from invoke import Config, MockContext, Result
 
-from k8s import manifests
+from k8s import capacity, manifests
 from k8s.preflight import Preflight
+from k8s.settings import MODEL_TYPES, Settings
 from runtime import RuntimeError_
-from runtime.cluster import RAW_FILES, ClusterError, ClusterRuntime, expected_replicas
+from runtime.cluster import (
+    RAW_FILES,
+    SETTLE_S,
+    ClusterError,
+    ClusterRuntime,
+    expected_replicas,
+)
 from runtime.image import image_tag
 from runtime.workdir import Workdir
 from tests.fakekube import FakeClock, FakeKube, conditions_status
@@ -34,10 +41,7 @@ DATA = Path(os.environ.get("DISTML_DATA_DIR") or REPO.parent / "shared/data/fash
 OPERATOR_DEPLOYMENTS = {
     "training-operator.git": ("kubeflow", "training-operator"),
     "cert-manager.yaml": ("cert-manager", "cert-manager-webhook"),
-    "apply -f https://github.com/knative/net-istio/releases/download/knative-v1.18.0/istio.yaml": (
-        "istio-system",
-        "istiod",
-    ),
+    "istio-kind-no-mesh/istio.yaml": ("istio-system", "istiod"),
     "net-istio.yaml": ("knative-serving", "net-istio-controller"),
     "kserve.yaml": ("kserve", "kserve-controller-manager"),
     "metrics-server": ("kube-system", "metrics-server"),
@@ -84,6 +88,17 @@ def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
             }
             cm.setdefault("data", {}).update(json.loads(words[words.index("-p") + 1])["data"])
             fake.put(cm)
+        if "patch" in words and "istiod" in words:  # istiod's requests, its HPA's max
+            body = json.loads(words[words.index("-p") + 1])
+            kind = "Deployment" if "deployment" in words else "HorizontalPodAutoscaler"
+            api = "apps/v1" if kind == "Deployment" else "autoscaling/v2"
+            obj = fake.get(api, kind, "istiod", "istio-system") or {
+                "apiVersion": api,
+                "kind": kind,
+                "metadata": {"name": "istiod", "namespace": "istio-system"},
+            }
+            obj["spec"] = body["spec"]
+            fake.put(obj)
         if "patch" in words and "istio-ingressgateway" in words:
             spec = json.loads(words[words.index("-p") + 1])["spec"]
             fake.put(
@@ -135,7 +150,8 @@ def controller(fake: FakeKube, *, tfjob_state: str = "Succeeded", isvc_ready: bo
                     kind,
                     ns,
                     name,
-                    conditions_status(("Ready", "True"), url=f"http://{name}.{ns}.example.com"),
+                    # KServe 0.20: {{ .Name }}-{{ .Namespace }}.{{ .IngressDomain }}
+                    conditions_status(("Ready", "True"), url=f"http://{name}-{ns}.example.com"),
                 )
             elif kind == "Pod" and name == manifests.LOADER_POD:
                 fake.set_status(api, kind, ns, name, {"phase": "Running"})
@@ -182,16 +198,18 @@ KNATIVE_INSTALL = [
     "'github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.0'",
     KC + "apply --server-side -f https://github.com/cert-manager/cert-manager/releases/"
     "download/v1.17.2/cert-manager.yaml",
-    KC + "apply -l knative.dev/crd-install=true -f https://github.com/knative/net-istio/"
-    "releases/download/knative-v1.18.0/istio.yaml",
-    KC + "apply -f https://github.com/knative/net-istio/releases/download/knative-v1.18.0/"
-    "istio.yaml",
-    KC + "apply -f https://github.com/knative/serving/releases/download/knative-v1.18.0/"
+    KC + "apply -f https://raw.githubusercontent.com/knative-extensions/net-istio/"
+    "knative-v1.21.1/third_party/istio-latest/istio-kind-no-mesh/istio.yaml",
+    KC + "-n istio-system patch deployment istiod -p "
+    '\'{"spec": {"template": {"spec": {"containers": [{"name": "discovery", "resources": '
+    '{"requests": {"cpu": "5m", "memory": "32Mi"}}}]}}}}\'',
+    KC + '-n istio-system patch hpa istiod --type merge -p \'{"spec": {"maxReplicas": 1}}\'',
+    KC + "apply -f https://github.com/knative/serving/releases/download/knative-v1.21.1/"
     "serving-crds.yaml",
-    KC + "apply -f https://github.com/knative/serving/releases/download/knative-v1.18.0/"
+    KC + "apply -f https://github.com/knative/serving/releases/download/knative-v1.21.1/"
     "serving-core.yaml",
-    KC + "apply -f https://github.com/knative/net-istio/releases/download/knative-v1.18.0/"
-    "net-istio.yaml",
+    KC + "apply -f https://github.com/knative-extensions/net-istio/releases/download/"
+    "knative-v1.21.1/net-istio.yaml",
     KC + "-n knative-serving patch configmap config-domain --type merge -p "
     '\'{"data": {"example.com": ""}}\'',
     KC + "-n knative-serving patch configmap config-deployment --type merge -p "
@@ -500,10 +518,10 @@ def test_deploy_selects_then_serves_and_prints_url_host_and_curl(wd, fake):
     isvc = fake.obj("serving.kserve.io/v1beta1", "InferenceService", "tf-mnist", "kubeflow")
     assert isvc["spec"]["predictor"]["maxReplicas"] == 4
     text = "\n".join(lines)
-    assert "serving tf-mnist at http://tf-mnist.kubeflow.example.com" in text
-    assert "with Host: tf-mnist.kubeflow.example.com" in text
+    assert "serving tf-mnist at http://tf-mnist-kubeflow.example.com" in text
+    assert "with Host: tf-mnist-kubeflow.example.com" in text
     assert (
-        "curl -s -H 'Host: tf-mnist.kubeflow.example.com' -H 'Content-Type: application/json'"
+        "curl -s -H 'Host: tf-mnist-kubeflow.example.com' -H 'Content-Type: application/json'"
         in text
     )
     assert "http://localhost:8080/v1/models/tf-mnist:predict" in text
@@ -598,8 +616,10 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
     rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
     assert rt.loadtest(concurrency=5) == 1  # one ready replica throughout: no scale-out
     assert seen["url"] == "http://localhost:8080"  # the ingress, not a port-forward
-    assert seen["host_header"] == "tf-mnist.kubeflow.example.com"
+    assert seen["host_header"] == "tf-mnist-kubeflow.example.com"
     assert seen["expected_replicas"] == 8
+    # Scale-out is expected: keep counting after the load while new pods start.
+    assert seen["settle_s"] == SETTLE_S["knative"] > 0
     text = "\n".join(lines)
     assert "error: no scale-out" in text
     assert "tf-mnist-predictor-2: 0/1 nodes are available: 1 Insufficient cpu." in text
@@ -614,6 +634,22 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
 
     monkeypatch.setattr("loadtest.run.run_loadtest", rising)
     assert runtime(make_ctx(fake, {}), wd, fake).loadtest(concurrency=5) == 0
+    runtime(make_ctx(fake, {}), wd, fake).loadtest(concurrency=5, expect_scale_out=False)
+    assert seen["settle_s"] == 0  # nothing to wait for
+
+
+def test_standard_mode_waits_for_the_hpa_sync_metrics_and_pod_start():
+    # metrics-server's --metric-resolution (the real components.yaml) is what SETTLE_S uses.
+    from k8s import versions
+    from runtime import cluster
+    from tests.upstream import objects
+
+    server = next(o for o in objects(versions.METRICS_SERVER_URL) if o["kind"] == "Deployment")
+    args = server["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--metric-resolution={cluster.METRIC_RESOLUTION_S}s" in args
+    assert SETTLE_S["standard"] == (
+        cluster.HPA_SYNC_S + cluster.METRIC_RESOLUTION_S + cluster.PREDICTOR_START_S
+    )
 
 
 @pytest.mark.parametrize(
@@ -699,7 +735,7 @@ def test_status_shows_cluster_operators_jobs_isvc_and_replicas(wd, fake):
     assert re.search(r"training operator +available", text)
     assert re.search(r"TFJob train-cnn +Succeeded; workers succeeded 2", text)
     assert re.search(
-        r"InferenceService tf-mnist +Ready, http://tf-mnist.kubeflow.example.com, 1 ready", text
+        r"InferenceService tf-mnist +Ready, http://tf-mnist-kubeflow.example.com, 1 ready", text
     )
 
 
@@ -784,10 +820,40 @@ def test_parallel_runs_the_jobs_in_waves(wd, fake):
     lines = []
     rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
     assert rt.train(["cnn", "cnn_dropout"], parallel=1) == 0
-    assert "1 job(s) at a time (--parallel), 2 waves" in lines
+    assert "1 job(s) at a time, 2 waves" in lines
     first_done = next(i for i, x in enumerate(lines) if "train-cnn " in x and "Succeeded" in x)
     second_submitted = lines.index("TFJob train-cnn-dropout: submitted")
     assert first_done < second_submitted
+
+
+def node(need: capacity.Need) -> dict:
+    allocatable = {"cpu": f"{need.cpu_m}m", "memory": f"{need.memory_mi}Mi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "k3d-dist-ml-server-0"},
+        "status": {"allocatable": allocatable},
+    }
+
+
+def test_train_all_runs_in_waves_that_fit_a_small_node_and_says_so(wd, fake):
+    set_up(wd, fake)
+    s = Settings(image=TAG, provider="k3d", serving_mode="knative")
+    fake.put(node(capacity.requirement(s, 2)))  # room for two jobs' workers, not three
+    lines = []
+    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(list(MODEL_TYPES)) == 0
+    said = [x for x in lines if x.startswith("the node offers pods")]
+    assert len(said) == 1 and "3 TFJobs at once need" in said[0]
+    assert said[0].endswith("running 2 at a time")
+    assert "2 job(s) at a time, 2 waves" in lines
+
+
+def test_train_all_runs_everything_at_once_on_a_node_that_holds_it(wd, fake):
+    set_up(wd, fake)
+    fake.put(node(capacity.DOCUMENTED_NODE))
+    lines = []
+    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(list(MODEL_TYPES)) == 0
+    assert not [x for x in lines if "at a time" in x]
 
 
 def test_ctrl_c_on_a_cluster_says_the_jobs_keep_running(wd, fake, capsys):

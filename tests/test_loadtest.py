@@ -382,6 +382,42 @@ def test_replica_sampler_is_recorded_and_charted(tmp_path, ok_run):
     assert png_size(tmp_path / "out" / "chart.png")[1] > png_size(ok_run[1] / "chart.png")[1]
 
 
+def test_replicas_that_turn_ready_after_the_load_count_with_settle(tmp_path):
+    """An HPA decides during the load and its pods turn ready after it: with ``settle_s``
+    sampling goes on until they do (and stops as soon as they have)."""
+    load_over = threading.Event()
+    ready_at: list[float] = []
+
+    def sampler() -> int:
+        if not load_over.is_set():
+            return 1
+        ready_at.append(time.monotonic())
+        return 2 if len(ready_at) >= 3 else 1  # ready a few samples after the load
+
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if line.startswith("loadtest: load done"):
+            load_over.set()
+
+    with predict_server("ok") as (url, _handler):
+        summary = lt.run_loadtest(
+            url,
+            MODEL,
+            write_payload(tmp_path / "body.json"),
+            tmp_path / "out",
+            duration="1s",
+            replica_sampler=sampler,
+            log=log,
+            settle_s=30,
+        )
+    assert summary["replicas_start"] == 1 and summary["replicas_peak"] == 2
+    assert summary["replicas"][-1]["t_s"] > summary["duration_s"]  # sampled after the load
+    assert summary["replicas"][-1]["t_s"] < summary["duration_s"] + 20  # not the whole 30 s
+    assert lt.check(summary, expect_scale_out=True) == []
+
+
 def test_timeout_stops_locust(tmp_path):
     me = psutil.Process()
     with predict_server("ok") as (url, _handler), pytest.raises(TimeoutError, match="stopped"):
