@@ -136,9 +136,10 @@ def _integration_steps(mode: str, data_dir: str | None) -> list[list[str]]:
     source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
     return [
         ["up", "--runtime", "kind", "--serving-mode", mode, *source],
-        # One job at a time: a CI runner's CPUs hold one TFJob's workers next to the stack.
-        ["train-all", "--epochs", "1", "--steps-per-epoch", "5", "--parallel", "1"],
+        # As many jobs at once as the node's requests allow (k8s.capacity decides).
+        ["train-all", "--epochs", "1", "--steps-per-epoch", "5"],
         ["deploy"],
+        # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
         ["loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"],
     ]
 

@@ -226,3 +226,25 @@ def node_allocatable(node: dict) -> Need | None:
     if "cpu" not in allocatable or "memory" not in allocatable:
         return None
     return Need.of(allocatable)
+
+
+def table() -> str:
+    """The README's resource table: what each provider x mode asks of its one node."""
+    from k8s.settings import PROVIDERS, SERVING_MODES
+
+    rows = [
+        "| cluster | mode | the stack alone | + 1 TFJob + predictor | `train-all` at peak |",
+        "|---|---|---|---|---|",
+    ]
+    for provider in PROVIDERS:
+        for mode in SERVING_MODES:
+            s = Settings(image="", provider=provider, serving_mode=mode)
+            stack = _sum(stack_pods(provider, mode))
+            rows.append(
+                f"| {provider} | {mode} | {stack} | {requirement(s, 1)} | {requirement(s)} |"
+            )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -14,7 +14,9 @@ changes what was applied, each wait is recorded. Then, from the files:
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -375,3 +377,30 @@ def test_the_release_istio_profile_would_not_fit():
     istio_pinned = sum((p.total for p in capacity.STACK["istio"]), Need())
     with_ci = capacity.requirement(s) + ci + Need(-istio_pinned.cpu_m, -istio_pinned.memory_mi)
     assert not with_ci.fits(capacity.DOCUMENTED_NODE)
+
+
+# ------------------------------------------------------------------ the README
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_the_readme_host_header_is_kserves_domain_template():
+    """Finding 7: KServe 0.20 names the host {{ .Name }}-{{ .Namespace }}.{{ .IngressDomain }}."""
+    config = next(
+        o
+        for o in objects(versions.KSERVE_URL)
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "inferenceservice-config"
+    )
+    template = json.loads(config["data"]["ingress"])["domainTemplate"]
+    s = settings("k3d", "knative")
+    host = (
+        template.replace("{{ .Name }}", s.service)
+        .replace("{{ .Namespace }}", s.namespace)
+        .replace("{{ .IngressDomain }}", operators.KNATIVE_DOMAIN)
+    )
+    assert host == "tf-mnist-kubeflow.example.com"
+    assert f"Host: {host}" in README
+    assert "tf-mnist.kubeflow.example.com" not in README
+
+
+def test_the_readme_resource_table_is_what_the_capacity_function_computes():
+    assert capacity.table() in README, "run `python -m k8s.capacity` and paste its table"

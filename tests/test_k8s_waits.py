@@ -580,7 +580,7 @@ def predictor(fake: FakeKube, name: str, isvc: str = "tf-mnist", **kwargs) -> di
 
 
 def test_isvc_ready_returns_the_url_and_ignores_transition_status(fake: FakeKube) -> None:
-    url = "http://tf-mnist.kubeflow.example.com"
+    url = "http://tf-mnist-kubeflow.example.com"
     fake.sequence(
         ISVC,
         "InferenceService",
@@ -1152,7 +1152,7 @@ def test_isvc_ready_for_an_older_generation_is_not_ready_yet(fake: FakeKube) -> 
         "metadata": {"name": "tf-mnist", "namespace": NS, "generation": 2},
         "status": {
             "observedGeneration": 1,
-            "url": "http://tf-mnist.kubeflow.example.com",
+            "url": "http://tf-mnist-kubeflow.example.com",
             "conditions": [{"type": "Ready", "status": "True"}],
         },
     }
@@ -1168,7 +1168,7 @@ def test_isvc_ready_for_an_older_generation_is_not_ready_yet(fake: FakeKube) -> 
         ),
     )
     url = wait_isvc_ready(fake, NS, "tf-mnist", timeout=60, clock=fake.clock, out=lambda _: None)
-    assert url == "http://tf-mnist.kubeflow.example.com"
+    assert url == "http://tf-mnist-kubeflow.example.com"
     assert fake.clock.now >= 20  # the stale Ready of generation 1 was not taken
 
 
