@@ -119,6 +119,16 @@ def test_a_selector_that_selects_nothing_fails_up_at_once(monkeypatch):
         inst.kubectl_retrying(f"apply -l knative.dev/crd-install=true -f {release_istio}", "x")
 
 
+def test_client_side_applies_fit_the_last_applied_annotation(plan: PlanCluster):
+    """Client-side apply stores each object in an annotation (256 KiB at most: the training
+    operator's CRDs need --server-side for that reason); every other apply must fit."""
+    for step in plan.steps:
+        if step.what == "apply" and "--server-side" not in step.command:
+            for obj in step.objects:
+                size = len(json.dumps(obj))
+                assert size < 256 * 1024, f"{obj['metadata']['name']} ({size} B) in {step.url}"
+
+
 @pytest.mark.parametrize("provider,mode", PLANS)
 def test_invoke_dry_up_applies_no_url_outside_the_index(provider, mode, tmp_path):
     c = MockContext(
