@@ -111,17 +111,27 @@ def _progress_callback(
         """Machine-readable progress lines and the learning-rate print."""
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            epoch = int(epoch)  # a restored backup hands numpy integers
             if state.get("first_epoch") is None:
                 state["first_epoch"] = epoch
-                if epoch > 0:
-                    print(f"resuming from backup at epoch {epoch + 1}/{cfg.epochs}", flush=True)
-                    _emit("resumed", epoch=epoch)
             self._epoch = epoch
             lr = float(keras.backend.get_value(self.model.optimizer.learning_rate))
             print(f"epoch {epoch + 1}/{cfg.epochs}: learning rate {lr:.6g}", flush=True)
 
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            batch = int(batch)
+            if "first_step" not in state:  # a restored backup starts past step 0
+                state["first_step"] = batch
+                if self._epoch > 0 or batch > 0:
+                    print(
+                        f"resuming from backup at epoch {self._epoch + 1}/{cfg.epochs}, "
+                        f"after step {batch}/{steps}",
+                        flush=True,
+                    )
+                    _emit("resumed", epoch=self._epoch, step=batch)
+
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            step = batch + 1
+            step = int(batch) + 1
             if step % log_every == 0 or step == steps:
                 _emit(
                     "step",
@@ -175,6 +185,7 @@ def train(
     from ml.export import export_model
     from ml.models import build_model
     from ml.pipeline import make_dataset
+    from ml.preemption import backup_callback
 
     workers = strategy.num_replicas_in_sync
     global_batch = cfg.global_batch_size(workers)
@@ -219,15 +230,16 @@ def train(
 
     ckpt_dir = volume / "checkpoints" / cfg.model_type
     tb_dir = volume / "tensorboard" / cfg.model_type
+    backup = backup_callback(keras, strategy, str(ckpt_dir / "backup"), steps)
     state: dict[str, Any] = {}
     callbacks = [
-        keras.callbacks.BackupAndRestore(backup_dir=str(ckpt_dir / "backup")),
         keras.callbacks.ModelCheckpoint(
             str(ckpt_dir / "weights" / "epoch-{epoch:03d}"), save_weights_only=True
         ),
         keras.callbacks.TensorBoard(log_dir=str(tb_dir), write_graph=False, profile_batch=0),
         keras.callbacks.LearningRateScheduler(lambda epoch, lr: cfg.learning_rate_for_epoch(epoch)),
         _progress_callback(keras, cfg, steps, log_every, state),
+        backup,  # last: a save on SIGTERM comes after the step's progress line
     ]
     started = time.monotonic()
     model.fit(
@@ -239,15 +251,17 @@ def train(
         verbose=0,
     )
     seconds = time.monotonic() - started
-    epochs_run = cfg.epochs - (state.get("first_epoch") or 0)
+    first_epoch, first_step = state.get("first_epoch") or 0, state.get("first_step") or 0
+    steps_run = (cfg.epochs - first_epoch) * steps - first_step
     metrics = {
         "model_type": cfg.model_type,
         "profile": cfg.profile,
         "workers": workers,
         "history": state.get("history", []),
-        "resumed_from_epoch": state.get("first_epoch") or 0,
+        "resumed_from_epoch": first_epoch,
+        "resumed_from_step": first_step,
         "train_seconds": round(seconds, 3),
-        "examples_per_second": round(epochs_run * steps * global_batch / seconds, 1),
+        "examples_per_second": round(steps_run * global_batch / seconds, 1),
     }
     if metrics["history"]:
         metrics["final"] = metrics["history"][-1]
@@ -289,12 +303,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from ml.data import DataError
+    from ml.preemption import PREEMPTED_EXIT, Preempted
 
     try:
         train(cfg, Path(args.volume), spec, source_dir=args.source_dir, log_every=args.log_every)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Preempted as e:
+        print(f"{spec.name}: {e}; exiting {PREEMPTED_EXIT} (restart to resume)", flush=True)
+        _emit("preempted", epoch=e.epoch, step=e.step, save_seconds=round(e.save_s, 3))
+        sys.stderr.flush()
+        # The state is on disk and every peer saved the same step. TensorFlow's teardown of
+        # a multi-worker runtime (threads, the coordination service's shutdown barrier)
+        # took over 5 s with 6 workers on 2 cores: more than the grace a stop gives.
+        os._exit(PREEMPTED_EXIT)
     return 0
 
 

@@ -491,7 +491,7 @@ class ClusterRuntime:
                     + (
                         f"{old_state.lower()} job"
                         if old_state in TERMINAL
-                        else "running job (the new one resumes from its last completed epoch)"
+                        else "running job (its workers save the step they reached; the new one resumes there)"
                     )
                 )
                 self._delete_and_wait("kubeflow.org/v1", "TFJob", name)
@@ -535,7 +535,7 @@ class ClusterRuntime:
             model = failed[0].removeprefix("train-").replace("-", "_")
             self.out(
                 f"next: fix the cause above, then `invoke train --model-type {model}` "
-                "(it resumes from its last completed epoch)"
+                "(it resumes from its last saved step)"
             )
             return 1
         self.out("next: invoke deploy")

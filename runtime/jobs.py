@@ -21,10 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from runtime.procs import free_ports, stop_group, tail
+from runtime.procs import free_ports, stop_groups, tail
 
 # The pod contract's progress lines (ml/train.py prints them; a unit test keeps both equal).
 PROGRESS_PREFIX = "DISTML_PROGRESS "
+# A worker that saved its state on SIGTERM exits with this (ml.preemption.PREEMPTED_EXIT;
+# a unit test keeps both equal): restart and resume, without spending a --max-restarts.
+PREEMPTED_EXIT = 42
+STOP_GRACE_S = 5.0  # SIGTERM, then SIGKILL for what is left: one deadline for all workers
 
 
 def tf_config(ports: Sequence[int], index: int, host: str = "127.0.0.1") -> str:
@@ -62,7 +66,8 @@ class Job:
     attempt: int = 0  # 1 on the first start; restarts = attempt - 1
     workers: list[Worker] = field(default_factory=list)
     progress: dict[str, Any] = field(default_factory=dict)
-    resumed_from_epoch: int | None = None
+    resumed_from: tuple[int, int] | None = None  # (epoch, step) of a restored backup
+    preemptions: int = 0  # restarts after a save on SIGTERM: not counted as failures
     failure: str = ""
     failed_log: Path | None = None
     started: float = 0.0
@@ -70,7 +75,8 @@ class Job:
 
     @property
     def restarts(self) -> int:
-        return max(0, self.attempt - 1)
+        """Restarts after a failure (what --max-restarts bounds)."""
+        return max(0, self.attempt - 1 - self.preemptions)
 
     def running_workers(self) -> int:
         return sum(1 for w in self.workers if w.proc.poll() is None)
@@ -92,6 +98,7 @@ class JobRunner:
         on_change: Callable[[Sequence[Job]], None] | None = None,
         on_pids: Callable[[list[int]], None] | None = None,
         cores: int | None = None,
+        log: Callable[[str], None] = print,
     ) -> None:
         if workers < 1 or parallel < 1 or max_restarts < 0:
             raise ValueError("workers and parallel must be >= 1, max_restarts >= 0")
@@ -104,6 +111,7 @@ class JobRunner:
         self.deadline_s = deadline_s
         self.on_change = on_change or (lambda jobs: None)
         self.on_pids = on_pids or (lambda pids: None)
+        self.log = log
         concurrent = min(parallel, len(self.jobs)) * workers
         self.threads = threads_per_worker(concurrent, cores)
         self._wake = threading.Event()
@@ -156,16 +164,18 @@ class JobRunner:
                     except ValueError:
                         continue
                     if event.get("event") == "resumed":
-                        job.resumed_from_epoch = event.get("epoch")
+                        job.resumed_from = (event.get("epoch", 0), event.get("step", 0))
                     job.progress.update(event)
                     self._wake.set()
         self._wake.set()
 
-    def _stop_workers(self, job: Job) -> None:
-        for w in job.workers:
-            stop_group(w.proc, grace=5.0)
-        for w in job.workers:
-            w.reader.join(timeout=5.0)
+    def _stop_workers(self, jobs: Sequence[Job]) -> None:
+        """Every worker of ``jobs`` at once, on one deadline (multi-worker TF saves its
+        state on SIGTERM and exits within it)."""
+        workers = [w for job in jobs for w in job.workers]
+        stop_groups([w.proc for w in workers], grace=STOP_GRACE_S)
+        for w in workers:
+            w.reader.join(timeout=STOP_GRACE_S)
         self._report_pids()
 
     def _report_pids(self) -> None:
@@ -176,10 +186,17 @@ class JobRunner:
         """Advance ``job``'s state from its workers' exit codes; True if it changed."""
         codes = [w.proc.poll() for w in job.workers]
         failed = [(w, c) for w, c in zip(job.workers, codes, strict=True) if c not in (None, 0)]
+        if failed and all(c == PREEMPTED_EXIT for _, c in failed):
+            self._stop_workers([job])  # its peers saved the same step and are exiting too
+            job.preemptions += 1
+            job.failure = f"worker-{failed[0][0].index} was stopped and saved its state; resuming"
+            job.progress = {}
+            self._start(job)
+            return True
         if failed:
             worker, code = failed[0]
             how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            self._stop_workers(job)  # the survivors would wait in their collectives forever
+            self._stop_workers([job])  # the survivors would wait in their collectives forever
             if job.restarts < self.max_restarts:
                 job.failure = f"worker-{worker.index} {how}; restarting all workers"
                 job.progress = {}
@@ -221,8 +238,8 @@ class JobRunner:
                     if job.state in ("succeeded", "failed"):
                         running.remove(job)
                 if time.monotonic() > deadline:
+                    self._stop_workers(running)
                     for job in running:
-                        self._stop_workers(job)
                         job.state, job.finished = "failed", time.monotonic()
                         job.failure = f"did not finish within {self.deadline_s:.0f} s"
                         job.failed_log = job.workers[0].log_path if job.workers else None
@@ -238,9 +255,11 @@ class JobRunner:
                 self._wake.wait(0.5)
                 self._wake.clear()
         finally:
-            for job in self.jobs:
-                if job.workers and any(w.proc.poll() is None for w in job.workers):
-                    self._stop_workers(job)
+            live = [j for j in self.jobs if any(w.proc.poll() is None for w in j.workers)]
+            if live:
+                count = sum(j.running_workers() for j in live)
+                self.log(f"stopping {count} worker(s)…")
+                self._stop_workers(live)
             self._report_pids()
         return self.jobs
 

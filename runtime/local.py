@@ -23,7 +23,7 @@ from typing import Any
 
 from runtime import RuntimeError_
 from runtime.jobs import Job, JobRunner, failure_report, python_command
-from runtime.procs import is_alive, port_is_free, stop_group, stop_pid, tail
+from runtime.procs import is_alive, port_is_free, stop_group, stop_pid, stop_pids, tail
 from runtime.workdir import MARKER, Workdir
 
 MODEL_TYPES = ("cnn", "cnn_dropout", "cnn_batchnorm")  # == ml.config.MODEL_TYPES (tested)
@@ -291,6 +291,7 @@ class LocalRuntime:
             deadline_s=deadline_s,
             on_change=display.update,
             on_pids=lambda pids: self.wd.update_state(train_pids=pids),
+            log=self.out,
         )
         self.out(
             f"training {len(jobs)} job(s) x {workers} worker(s), {parallel} at a time, "
@@ -316,7 +317,7 @@ class LocalRuntime:
         if failed:
             self.out(
                 "next: fix the cause above, then rerun `invoke train --model-type "
-                f"{failed[0].name}` (it resumes from its last completed epoch)"
+                f"{failed[0].name}` (it resumes from its last saved step)"
             )
             return 1
         return 0
@@ -330,7 +331,11 @@ class LocalRuntime:
                 final = json.loads(metrics.read_text()).get("final", {})
                 if "val_accuracy" in final:
                     acc = f"{final['val_accuracy']:.4f}"
-            resumed = "-" if not job.resumed_from_epoch else f"epoch {job.resumed_from_epoch + 1}"
+            resumed = (
+                "-"
+                if job.resumed_from is None
+                else f"epoch {job.resumed_from[0] + 1}, step {job.resumed_from[1]}"
+            )
             took = f"{job.finished - job.started:.0f} s" if job.finished else "-"
             rows.append((job.name, job.state, str(job.restarts), resumed, acc, took))
         self.out(_table(rows))
@@ -605,9 +610,10 @@ class LocalRuntime:
         server = state.get("server")
         if server and stop_pid(server.get("pid", 0), SERVER_TAG):
             self.out(f"stopped the model server (pid {server['pid']})")
-        stopped = [pid for pid in state.get("train_pids", []) if stop_pid(pid, TRAIN_TAG)]
+        stopped = [p for p in state.get("train_pids") or [] if is_alive(p, TRAIN_TAG)]
         if stopped:
-            self.out(f"stopped {len(stopped)} leftover training worker(s)")
+            self.out(f"stopping {len(stopped)} leftover training worker(s)…")
+            stop_pids(stopped, TRAIN_TAG)
         if self.wd.exists():
             self.wd.update_state(server=None, train_pids=None)
         if purge:

@@ -79,21 +79,48 @@ def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
         proc.wait(timeout=grace)
 
 
+def stop_groups(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
+    """SIGTERM the process groups of all ``procs`` at once, wait for them on one shared
+    deadline of ``grace`` seconds, then SIGKILL every group that is left; reap them."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:  # children of a group may outlive its leader: kill every group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+
+
+def stop_pids(pids: list[int], must_contain: str, grace: float = 5.0) -> list[int]:
+    """:func:`stop_groups` for detached processes we started earlier (by pid, checked
+    against ``must_contain``); the pids that were running."""
+    running = [pid for pid in pids if is_alive(pid, must_contain)]
+    for pid in running:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(is_alive(pid) for pid in running):
+        for pid in running:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    for pid in running:
+        if is_alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+    return running
+
+
 def stop_pid(pid: int, must_contain: str, grace: float = 10.0) -> bool:
     """Stop a detached process (and its group) we started earlier; False if not running."""
-    if not is_alive(pid, must_contain):
-        return False
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and is_alive(pid):
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.1)
-    if is_alive(pid):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-    return True
+    return bool(stop_pids([pid], must_contain, grace))
 
 
 def tail(path: Path, lines: int = 30) -> str:

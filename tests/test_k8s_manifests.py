@@ -290,6 +290,15 @@ def test_tfjob_worker_shape() -> None:
     assert volumes[mount["name"]]["persistentVolumeClaim"]["claimName"] == "strategy-volume"
 
 
+@pytest.mark.parametrize("model", MODEL_TYPES)
+def test_every_tfjob_gives_its_workers_time_to_save_and_restarts_them_on_failure(model) -> None:
+    worker = _worker(m.tfjob(settings(), model))
+    assert worker["restartPolicy"] == "OnFailure"
+    # Room for the agreed save on SIGTERM (measured 0.3-1.5 s), well under the 30 s default.
+    assert worker["template"]["spec"]["terminationGracePeriodSeconds"] == m.WORKER_GRACE_S
+    assert 5 <= m.WORKER_GRACE_S < 30
+
+
 def test_tfjob_names_are_distinct_dns_names() -> None:
     names = [m.tfjob(settings(), model)["metadata"]["name"] for model in MODEL_TYPES]
     assert names == ["train-cnn", "train-cnn-dropout", "train-cnn-batchnorm"]

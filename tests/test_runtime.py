@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from runtime import RuntimeError_, select_runtime
 from runtime.display import JobDisplay, job_line
-from runtime.jobs import PROGRESS_PREFIX, Job, JobRunner, tf_config, threads_per_worker
+from runtime.jobs import (
+    PREEMPTED_EXIT,
+    PROGRESS_PREFIX,
+    Job,
+    JobRunner,
+    tf_config,
+    threads_per_worker,
+)
 from runtime.local import MODEL_TYPES, LocalRuntime, UserError, encode_png_gray
 from runtime.procs import cmdline, free_ports, is_alive, port_is_free
 from runtime.workdir import Workdir
@@ -92,6 +100,9 @@ def test_contract_constants_match_the_pod_code():
     from ml.train import PROGRESS_PREFIX as ML_PREFIX
 
     assert PROGRESS_PREFIX == ML_PREFIX
+    from ml.preemption import PREEMPTED_EXIT as ML_PREEMPTED
+
+    assert PREEMPTED_EXIT == ML_PREEMPTED
     assert MODEL_TYPES == ML_MODELS
     tasks_src = (REPO / "tasks.py").read_text()
     assert 'MODEL_HELP = "cnn, cnn_dropout, cnn_batchnorm"' in tasks_src
@@ -156,6 +167,46 @@ def test_a_job_that_keeps_failing_stops_after_max_restarts(tmp_path):
     assert "worker-1 exited with code 3 (after 1 restart(s); --max-restarts 1)" in job.failure
     assert job.failed_log == tmp_path / "logs" / "job0" / "worker-1.log"
     assert all(not is_alive(pid) for pid in set(pids))
+
+
+def test_workers_that_saved_on_sigterm_resume_without_spending_a_restart(tmp_path):
+    script = (
+        "import json, os, pathlib, sys\n"
+        f"p = pathlib.Path({str(tmp_path)!r}) / ('w' + os.environ['TF_CONFIG'][-3:-2])\n"
+        "n = int(p.read_text()) if p.exists() else 0\n"
+        "p.write_text(str(n + 1))\n"
+        f"sys.exit({PREEMPTED_EXIT} if n < 2 else 0)\n"  # both workers, twice
+    )
+    (job,), _ = run_jobs(tmp_path, script, max_restarts=0)
+    # max_restarts=0, yet it ran again after each save (a worker stopped while the other
+    # exited may add one more round: the count is at least the two saves).
+    assert (job.state, job.restarts) == ("succeeded", 0)
+    assert job.preemptions >= 2 and job.attempt == job.preemptions + 1
+
+
+def test_ctrl_c_stops_every_worker_at_once_on_one_deadline(tmp_path, monkeypatch):
+    """Workers that ignore SIGTERM get SIGKILL after one shared grace period, not one each."""
+    script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
+    monkeypatch.setattr("runtime.jobs.STOP_GRACE_S", 1.0)
+    jobs = [Job(name=f"job{i}", command=fake_worker(script)) for i in range(3)]
+    lines: list[str] = []
+    pids: list[int] = []
+
+    def interrupt(js) -> None:  # Ctrl-C once all six workers run
+        if sum(j.running_workers() for j in js) == 6:
+            raise KeyboardInterrupt
+
+    runner = JobRunner(
+        jobs, workers=2, parallel=3, max_restarts=0, log_dir=tmp_path / "logs",
+        on_change=interrupt, on_pids=pids.extend, log=lines.append,
+    )  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    took = time.monotonic() - started
+    assert lines == ["stopping 6 worker(s)…"]
+    assert took < 3.0, f"{took:.1f} s: the workers were stopped one after another"
+    assert pids and all(not is_alive(pid) for pid in set(pids))
 
 
 def test_a_killed_worker_is_reported_with_its_signal(tmp_path):

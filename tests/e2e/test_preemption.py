@@ -1,0 +1,122 @@
+"""e2e tier: SIGTERM to a real 2-worker MultiWorkerMirroredStrategy job.
+
+Both workers agree on a step, save it and exit with PREEMPTED_EXIT within the stop
+deadline; started again, the job resumes after that step (not at the epoch's start) and
+runs exactly the steps that were left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ml.preemption import PREEMPTED_EXIT
+from runtime.jobs import PROGRESS_PREFIX, STOP_GRACE_S, tf_config
+from runtime.procs import free_ports, stop_groups
+
+EPOCHS, STEPS = 2, 40
+
+
+@pytest.fixture
+def data_dir(required_data_dir: Path) -> Path:
+    return required_data_dir
+
+
+class Workers:
+    """A job's worker processes; worker 0's progress events, as the runner reads them."""
+
+    def __init__(self, volume: Path, data_dir: Path) -> None:
+        ports = free_ports(2)
+        cmd = [
+            sys.executable, "-m", "ml.train", "--volume", str(volume), "--model-type", "cnn",
+            "--source-dir", str(data_dir), "--epochs", str(EPOCHS),
+            "--steps-per-epoch", str(STEPS), "--log-every", "1",
+        ]  # fmt: skip
+        self.events: list[dict] = []
+        self.output: list[str] = []
+        self.procs = []
+        for i in range(2):
+            env = dict(os.environ, TF_CONFIG=tf_config(ports, i), TF_NUM_INTRAOP_THREADS="1")
+            self.procs.append(
+                subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    start_new_session=True,
+                )
+            )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.procs[0].stdout:
+            self.output.append(line)
+            if line.startswith(PROGRESS_PREFIX):
+                self.events.append(json.loads(line[len(PROGRESS_PREFIX) :]))
+
+    def wait_for_step(self, epoch: int, step: int, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(
+            e["event"] == "step" and e["epoch"] == epoch and e["step"] >= step for e in self.events
+        ):
+            assert all(p.poll() is None for p in self.procs), "".join(self.output[-40:])
+            assert time.monotonic() < deadline, "".join(self.output[-40:])
+            time.sleep(0.1)
+
+    def codes(self, timeout: float) -> list[int | None]:
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return [p.poll() for p in self.procs]
+
+    def stop(self) -> None:
+        stop_groups(self.procs, grace=1.0)
+        self.reader.join(timeout=5)
+
+
+def test_sigterm_saves_the_agreed_step_and_the_restarted_job_resumes_after_it(tmp_path, data_dir):
+    volume = tmp_path / "volume"
+    first = Workers(volume, data_dir)
+    try:
+        first.wait_for_step(epoch=0, step=12)  # mid-epoch
+        for p in first.procs:
+            os.killpg(p.pid, signal.SIGTERM)  # what a pod deletion sends
+        sent = time.monotonic()
+        codes = first.codes(timeout=STOP_GRACE_S)
+        took = time.monotonic() - sent
+    finally:
+        first.stop()
+    print("".join(first.output[-15:]), f"exit codes {codes} after {took:.2f} s")
+    assert codes == [PREEMPTED_EXIT, PREEMPTED_EXIT], "".join(first.output[-40:])
+    (saved,) = [e for e in first.events if e["event"] == "preempted"]
+    print(f"SIGTERM to exit: {took:.2f} s, of which the save took {saved['save_seconds']} s")
+    assert saved["epoch"] == 0 and 12 <= saved["step"] < STEPS
+    assert any((volume / "checkpoints" / "cnn" / "backup" / "chief").glob("ckpt-*.index"))
+    done_before = max(e["step"] for e in first.events if e["event"] == "step")
+    assert done_before == saved["step"]  # nothing ran past the saved step
+
+    second = Workers(volume, data_dir)
+    try:
+        assert second.codes(timeout=600) == [0, 0], "".join(second.output[-40:])
+        second.reader.join(timeout=10)
+    finally:
+        second.stop()
+    (resumed,) = [e for e in second.events if e["event"] == "resumed"]
+    assert (resumed["epoch"], resumed["step"]) == (0, saved["step"])
+    steps = [(e["epoch"], e["step"]) for e in second.events if e["event"] == "step"]
+    assert steps[0] == (0, saved["step"] + 1) and steps[-1] == (EPOCHS - 1, STEPS)
+    assert saved["step"] + len(steps) == EPOCHS * STEPS  # every step once, none twice
+    metrics = json.loads((volume / "candidates" / "cnn" / "metrics.json").read_text())
+    assert (metrics["resumed_from_epoch"], metrics["resumed_from_step"]) == (0, saved["step"])
