@@ -491,7 +491,7 @@ class ClusterRuntime:
                     + (
                         f"{old_state.lower()} job"
                         if old_state in TERMINAL
-                        else "running job (its workers save the step they reached; the new one resumes there)"
+                        else "running job (its workers save the step they reached; resumed there)"
                     )
                 )
                 self._delete_and_wait("kubeflow.org/v1", "TFJob", name)
