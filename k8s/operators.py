@@ -206,7 +206,8 @@ class Installer:
             for c in spec.get("containers") or []
         }
         if have.get(ISTIOD_CONTAINER) != versions.ISTIOD_REQUESTS:
-            self.out(f"Istio: istiod requests {versions.ISTIOD_REQUESTS} (one-node lab)")
+            want = versions.ISTIOD_REQUESTS
+            self.out(f"Istio: istiod requests {want['cpu']} CPU / {want['memory']} (one-node lab)")
             container = {
                 "name": ISTIOD_CONTAINER,
                 "resources": {"requests": versions.ISTIOD_REQUESTS},
