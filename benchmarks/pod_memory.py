@@ -70,8 +70,11 @@ def memory_mib(pid: int) -> tuple[float, float] | None:
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
             if line.startswith("Pss:")
         )
-    except (OSError, StopIteration):
+    except (FileNotFoundError, ProcessLookupError):  # it has exited
         return None
+    except StopIteration:
+        raise RuntimeError(f"/proc/{pid} has no VmHWM/Pss line: not Linux?") from None
+    # PermissionError propagates: another user's smaps_rollup needs root (or ptrace rights).
     return hwm / 1024, pss / 1024
 
 

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
+from k8s import versions
 from k8s.operators import components
 from k8s.settings import MODEL_TYPES, Resources, Settings
 
@@ -138,7 +139,7 @@ STACK: dict[str, tuple[Pods, ...]] = {
     ),
     "istio": (
         Pods("istio-system/istio-ingressgateway", Need(100, 256)),
-        Pods("istio-system/istiod", Need(5, 32)),  # after up's patch (versions.ISTIOD_REQUESTS)
+        Pods("istio-system/istiod", Need.of(versions.ISTIOD_REQUESTS)),  # after up's patch
     ),
     "gateway_node_port": (),
     "knative": (

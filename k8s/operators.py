@@ -80,6 +80,13 @@ SKIP_TAG_RESOLVING = "kind.local,ko.local,dev.local,docker.io,index.docker.io"
 # a real domain makes the ISVC URL routable; requests carry it as the Host header.
 KNATIVE_DOMAIN = "example.com"
 ISTIOD_CONTAINER = "discovery"  # istiod's container in net-istio's Istio profile
+# The last thing `up` applies for KServe (kserve-cluster-resources.yaml): its presence says
+# the KServe step is complete; `--predictor tfserving` uses it.
+KSERVE_TF_RUNTIME = (
+    "serving.kserve.io/v1alpha1",
+    "ClusterServingRuntime",
+    "kserve-tensorflow-serving",
+)
 
 
 def components(provider: str, serving_mode: str) -> tuple[str, ...]:
@@ -292,22 +299,24 @@ class Installer:
 
     def kserve(self) -> None:
         label = f"KServe {versions.KSERVE_VERSION}"
-        if self.present(label, "kserve", "kserve-controller-manager"):
+        if not self.present(label, "kserve", "kserve-controller-manager"):
+            # The release's kserve.yaml leaves out its Namespace (it is made for Helm-style
+            # installs), and its CRDs are published on their own.
+            self.kube.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": "kserve", "labels": manifests.labels()},
+                }
+            )
+            self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_CRDS_URL}", label)
+            # cert-manager's webhook may still refuse the Certificate objects: retried.
+            self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_URL}", label)
+        # Checked on every `up`: a run that stopped while waiting applies them next time.
+        if self.kube.get(*KSERVE_TF_RUNTIME) is not None:
             return
-        # The release's kserve.yaml leaves out its Namespace (it is made for Helm-style
-        # installs), and its CRDs are published on their own.
-        self.kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": "kserve", "labels": manifests.labels()},
-            }
-        )
-        self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_CRDS_URL}", label)
-        # cert-manager's webhook may still refuse the Certificate objects: retried.
-        self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_URL}", label)
-        # All of them: the cluster resources include LLMInferenceServiceConfigs, which
-        # llmisvc-controller-manager's webhook admits (failurePolicy Fail).
+        # All controllers first: the cluster resources include LLMInferenceServiceConfigs,
+        # which llmisvc-controller-manager's webhook admits (failurePolicy Fail).
         self.wait("kserve")
         self.kubectl_retrying(
             f"apply --server-side -f {versions.KSERVE_CLUSTER_RESOURCES_URL}", label

@@ -518,7 +518,7 @@ def run_loadtest(
                     line, prev = _progress_line(out, now - mono0, seconds, prev, replicas)
                     log(line)
             elapsed = time.monotonic() - mono0
-            if watcher and settle_s > 0 and not watcher.wait_for_scale_out(0):
+            if watcher and settle_s > 0 and rc == 0 and not watcher.wait_for_scale_out(0):
                 log(
                     f"loadtest: load done; watching ready replicas up to {settle_s:.0f} s more "
                     "(pods the autoscaler asked for may still be starting)"

@@ -7,11 +7,12 @@ is collective: every worker must save at the same step), and a worker that just 
 leaves its peers blocked in their next all-reduce. So:
 
 - SIGTERM only sets a flag;
-- every ``check_every`` steps, all workers all-reduce their flags (a few bytes), so all of
-  them learn at the same step that someone was told to stop;
+- every ``CHECK_EVERY`` steps and at each epoch's last step, all workers all-reduce their
+  flags (a few bytes), so all of them learn at the same step that someone was told to stop;
 - then every worker saves the BackupAndRestore state at that step, and raises
   :class:`Preempted`; ``ml.train`` exits with :data:`PREEMPTED_EXIT`, which the local
-  runner and the TFJob treat as "restart and resume", not as a failure;
+  runner restarts without counting it against ``--max-restarts`` (on a cluster the
+  kubelet restarts such a worker in place, and the training operator counts that);
 - the restarted job resumes from that step (BackupAndRestore's batch-level restore).
 
 tf-keras has this as ``BackupAndRestore(save_before_preemption=True)``, but enables it only
@@ -42,7 +43,7 @@ class Preempted(Exception):
 
 
 def backup_callback(keras: Any, strategy: Any, backup_dir: str, steps_per_epoch: int) -> Any:
-    """BackupAndRestore that saves once per epoch and, in a multi-worker job, on SIGTERM.
+    """BackupAndRestore that saves at each epoch's end and, in a multi-worker job, on SIGTERM.
 
     Create it right after the strategy: from then on SIGTERM only sets the flag, so a
     notice that comes while the data loads is acted on at the first check in ``fit``, and
@@ -58,19 +59,31 @@ def backup_callback(keras: Any, strategy: Any, backup_dir: str, steps_per_epoch:
             # mid-epoch save resumes at its step rather than at the epoch's start.
             super().__init__(backup_dir=backup_dir, save_freq=steps_per_epoch)
             self.stop_asked = False
+            self._began = False
             if multi_worker:
                 signal.signal(signal.SIGTERM, self._on_sigterm)
 
         def _on_sigterm(self, signum: int, frame: Any) -> None:
             self.stop_asked = True
 
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            if not self._began:  # after a mid-epoch restore, count from the restored step,
+                self._began = True  # so the periodic saves still fall at epoch ends
+                self._batches_count = int(batch)
+            super().on_train_batch_begin(batch, logs)
+
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             super().on_train_batch_end(batch, logs)
-            if multi_worker and (batch + 1) % CHECK_EVERY == 0 and self._anyone_asked():
+            step = int(batch) + 1
+            last_of_epoch = step == steps_per_epoch
+            if last_of_epoch and self._current_epoch == self.params.get("epochs", 0) - 1:
+                return  # the last step of all: finishing takes less than a save and restart
+            due = step % CHECK_EVERY == 0 or last_of_epoch
+            if multi_worker and due and self._anyone_asked():
                 started = time.monotonic()
                 self._backup(epoch=self._current_epoch, batch=batch)
                 saved = time.monotonic() - started
-                raise Preempted(int(self._current_epoch), int(batch) + 1, saved)
+                raise Preempted(int(self._current_epoch), step, saved)
 
         def _anyone_asked(self) -> bool:
             """The same answer on every worker: did any of them get SIGTERM?"""

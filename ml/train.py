@@ -204,6 +204,9 @@ def train(
         flush=True,
     )
 
+    # From here on SIGTERM is a request to save and stop (ml.preemption), not an end.
+    ckpt_dir = volume / "checkpoints" / cfg.model_type
+    backup = backup_callback(keras, strategy, str(ckpt_dir / "backup"), steps)
     keras.utils.set_random_seed(cfg.seed)
     train_ds = make_dataset(
         load_split(volume, "train", source_dir=source_dir),
@@ -228,9 +231,7 @@ def train(
             seed=cfg.seed,
         )
 
-    ckpt_dir = volume / "checkpoints" / cfg.model_type
     tb_dir = volume / "tensorboard" / cfg.model_type
-    backup = backup_callback(keras, strategy, str(ckpt_dir / "backup"), steps)
     state: dict[str, Any] = {}
     callbacks = [
         keras.callbacks.ModelCheckpoint(

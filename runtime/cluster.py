@@ -767,8 +767,9 @@ class ClusterRuntime:
                 if expected
                 else (
                     f"; standard mode scales on CPU (an HPA at {manifests.HPA_CPU_TARGET_PERCENT}% "
-                    "of each predictor's CPU request): it decides 15-30 s into the load, and "
-                    "its new pods turn ready after that"
+                    f"of each predictor's CPU request): it decides {HPA_SYNC_S}-"
+                    f"{HPA_SYNC_S + METRIC_RESOLUTION_S} s into the load, and its new pods "
+                    "turn ready after that"
                 )
             )
         )

@@ -22,6 +22,8 @@ def job_line(job: Any, workers_total: int | None = None) -> str:
             parts.append(f"step {p['step']}/{p['steps']}")
         if "loss" in p:
             parts.append(f"loss {p['loss']:.3f}")
+    if job.preemptions:
+        parts.append(f"(stopped and resumed {job.preemptions}x)")
     if job.restarts:
         parts.append(f"({job.restarts} restart{'s' if job.restarts > 1 else ''}: {job.failure})")
     elif job.state == "failed":

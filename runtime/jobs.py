@@ -189,7 +189,6 @@ class JobRunner:
         if failed and all(c == PREEMPTED_EXIT for _, c in failed):
             self._stop_workers([job])  # its peers saved the same step and are exiting too
             job.preemptions += 1
-            job.failure = f"worker-{failed[0][0].index} was stopped and saved its state; resuming"
             job.progress = {}
             self._start(job)
             return True

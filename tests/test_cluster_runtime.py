@@ -16,7 +16,7 @@ from unittest.mock import Mock
 import pytest
 from invoke import Config, MockContext, Result
 
-from k8s import capacity, manifests
+from k8s import capacity, manifests, operators
 from k8s.preflight import Preflight
 from k8s.settings import MODEL_TYPES, Settings
 from runtime import RuntimeError_
@@ -73,6 +73,9 @@ def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
         for needle, (ns, name) in OPERATOR_DEPLOYMENTS.items():
             if needle in command and " apply " in command:
                 _available(fake, ns, name)
+        if "kserve-cluster-resources.yaml" in command and " apply " in command:
+            api, kind, name = operators.KSERVE_TF_RUNTIME
+            fake.put({"apiVersion": api, "kind": kind, "metadata": {"name": name}})
         words = shlex.split(command)
         if "cp" in words and words[words.index("cp") + 1].startswith("distml-data-loader:"):
             target = Path(words[words.index("cp") + 2])
@@ -286,6 +289,18 @@ def test_a_second_up_reports_every_step_as_already_done_and_changes_nothing(wd, 
         if ": " in line and not line.startswith(("found", "==")) and "next:" not in line
     ]
     assert steps and all("already" in line for line in steps), steps
+
+
+def test_an_up_that_stopped_before_kserves_cluster_resources_applies_them_next_time(wd, fake):
+    c = make_ctx(fake, k3d_results(exists=False, imported=False))
+    assert runtime(c, wd, fake).up() == 0
+    fake.remove(*operators.KSERVE_TF_RUNTIME)  # as if the first `up` had timed out there
+    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    lines = []
+    assert runtime(c, wd, fake, lines=lines).up() == 0
+    assert "KServe v0.20.0: already installed" in lines
+    ran = commands(c)
+    assert [x for x in ran if "kserve" in x and " apply " in x] == [KNATIVE_INSTALL[-1]]
 
 
 def test_preflight_problems_stop_up_before_anything_is_created(wd, fake):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -177,12 +178,15 @@ def test_every_wait_names_what_was_applied_before_it(plan: PlanCluster):
 def test_every_patch_targets_an_applied_object_and_field(plan: PlanCluster):
     patches = [s for s in plan.steps if s.what == "patch"]
     for step in patches:
-        target = step.objects[0]
+        target = step.target  # as applied, before this patch
         assert target, f"`{step.command}`: its target was never applied"
-        if target["kind"] == "Service":  # the gateway's port 80 becomes the node port
-            assert any(p["port"] == 80 for p in target["spec"]["ports"]), step.command
-        if target["kind"] == "ConfigMap":
-            assert target["metadata"]["namespace"] == step.namespace
+        if target["kind"] == "Service":  # the ports it re-exposes must be the Service's
+            body = json.loads(shlex.split(step.command)[-1])
+            have = {p["port"] for p in target["spec"]["ports"]}
+            want = {p["port"] for p in body["spec"]["ports"]}
+            assert want <= have, f"{step.command}: the Service has ports {sorted(have)}"
+        if target["kind"] == "ConfigMap":  # Knative reads it; up merges keys into it
+            assert target["metadata"]["labels"]["app.kubernetes.io/name"] == "knative-serving"
     if plan.provider == "kind" and any(s.url == versions.METRICS_SERVER_URL for s in plan.steps):
         server = plan.find("Deployment", "metrics-server", "kube-system")
         args = server["spec"]["template"]["spec"]["containers"][0]["args"]

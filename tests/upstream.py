@@ -107,6 +107,7 @@ class Step:
     objects: list[dict[str, Any]] = field(default_factory=list)
     namespace: str | None = None
     names: list[str] | None = None
+    target: dict[str, Any] | None = None  # a patch's object as it was before the patch
 
 
 class PlanCluster:
@@ -185,9 +186,7 @@ class PlanCluster:
         body = json.loads(args[args.index("-p") + 1])
         patch_type = args[args.index("--type") + 1] if "--type" in args else "strategic"
         target = self.find(kind, name, namespace)
-        self.steps.append(
-            Step("patch", command, namespace=namespace, names=[name], objects=[target or {}])
-        )
+        self.steps.append(Step("patch", command, namespace=namespace, names=[name], target=target))
         if target is None:
             raise AssertionError(
                 f"`{command}` patches {kind} {namespace}/{name}, which nothing applied"

@@ -34,12 +34,14 @@ def data_dir(required_data_dir: Path) -> Path:
 class Workers:
     """A job's worker processes; worker 0's progress events, as the runner reads them."""
 
-    def __init__(self, volume: Path, data_dir: Path) -> None:
+    def __init__(
+        self, volume: Path, data_dir: Path, epochs: int = EPOCHS, steps: int = STEPS
+    ) -> None:
         ports = free_ports(2)
         cmd = [
             sys.executable, "-m", "ml.train", "--volume", str(volume), "--model-type", "cnn",
-            "--source-dir", str(data_dir), "--epochs", str(EPOCHS),
-            "--steps-per-epoch", str(STEPS), "--log-every", "1",
+            "--source-dir", str(data_dir), "--epochs", str(epochs),
+            "--steps-per-epoch", str(steps), "--log-every", "1",
         ]  # fmt: skip
         self.events: list[dict] = []
         self.output: list[str] = []
@@ -120,3 +122,19 @@ def test_sigterm_saves_the_agreed_step_and_the_restarted_job_resumes_after_it(tm
     assert saved["step"] + len(steps) == EPOCHS * STEPS  # every step once, none twice
     metrics = json.loads((volume / "candidates" / "cnn" / "metrics.json").read_text())
     assert (metrics["resumed_from_epoch"], metrics["resumed_from_step"]) == (0, saved["step"])
+
+
+def test_short_epochs_are_checked_at_their_last_step(tmp_path, data_dir):
+    """Fewer steps per epoch than the check interval: the epoch's last step is a check."""
+    volume = tmp_path / "volume"
+    workers = Workers(volume, data_dir, epochs=50, steps=3)
+    try:
+        workers.wait_for_step(epoch=1, step=1)
+        for p in workers.procs:
+            os.killpg(p.pid, signal.SIGTERM)
+        codes = workers.codes(timeout=STOP_GRACE_S)
+    finally:
+        workers.stop()
+    assert codes == [PREEMPTED_EXIT, PREEMPTED_EXIT], "".join(workers.output[-40:])
+    (saved,) = [e for e in workers.events if e["event"] == "preempted"]
+    assert saved["step"] == 3  # saved at an epoch's end
