@@ -21,7 +21,7 @@ from decimal import ROUND_CEILING, Decimal
 
 from k8s import versions
 from k8s.operators import components
-from k8s.settings import MODEL_TYPES, Resources, Settings
+from k8s.settings import MODEL_TYPES, PROVIDERS, SERVING_MODES, Resources, Settings
 
 _QUANTITY = re.compile(r"^([0-9.]+(?:[eE][-+]?[0-9]+)?)(m|Ki|Mi|Gi|Ti|k|K|M|G|T)?$")
 _FACTORS = {
@@ -91,6 +91,14 @@ class Pods:
         return self.need * self.count
 
 
+# kubeadm's static control-plane pods, as kind and minikube run them
+# (cmd/kubeadm/app/phases/controlplane/manifests.go: CPU only; phases/etcd/local.go).
+KUBEADM_CONTROL_PLANE = (
+    Pods("kube-system/etcd", Need(100, 100)),
+    Pods("kube-system/kube-apiserver", Need(250, 0)),
+    Pods("kube-system/kube-controller-manager", Need(200, 0)),
+    Pods("kube-system/kube-scheduler", Need(100, 0)),
+)
 # The provider's own pods on its one node (what the scheduler has already given away
 # before `up` installs anything), read in each provider's source:
 PROVIDER_PODS: dict[str, tuple[Pods, ...]] = {
@@ -101,28 +109,17 @@ PROVIDER_PODS: dict[str, tuple[Pods, ...]] = {
         Pods("kube-system/coredns", Need(100, 70)),
         Pods("kube-system/metrics-server", Need(100, 70)),
     ),
-    # kind v0.29.0: kubeadm's static pods (cmd/kubeadm/app/phases/controlplane/manifests.go:
-    # CPU only; phases/etcd/local.go), CoreDNS x2 (kubeadm's dns addon), kindnet
-    # (kind's pkg/build/nodeimage/const_cni.go); kube-proxy and local-path-provisioner
+    # kind v0.29.0: CoreDNS x2 (kubeadm's dns addon), kindnet (kind's
+    # pkg/build/nodeimage/const_cni.go); kube-proxy and local-path-provisioner
     # (const_storage.go) request nothing.
     "kind": (
-        Pods("kube-system/etcd", Need(100, 100)),
-        Pods("kube-system/kube-apiserver", Need(250, 0)),
-        Pods("kube-system/kube-controller-manager", Need(200, 0)),
-        Pods("kube-system/kube-scheduler", Need(100, 0)),
+        *KUBEADM_CONTROL_PLANE,
         Pods("kube-system/coredns", Need(100, 70), 2),
         Pods("kube-system/kindnet", Need(100, 50)),
     ),
-    # minikube v1.35.0 (docker driver: bridge CNI, no pod): the same kubeadm static pods,
-    # CoreDNS scaled down to 1 (pkg/minikube/node/start.go); storage-provisioner requests
-    # nothing.
-    "minikube": (
-        Pods("kube-system/etcd", Need(100, 100)),
-        Pods("kube-system/kube-apiserver", Need(250, 0)),
-        Pods("kube-system/kube-controller-manager", Need(200, 0)),
-        Pods("kube-system/kube-scheduler", Need(100, 0)),
-        Pods("kube-system/coredns", Need(100, 70)),
-    ),
+    # minikube v1.35.0 (docker driver: bridge CNI, no pod): CoreDNS scaled down to 1
+    # (pkg/minikube/node/start.go); storage-provisioner requests nothing.
+    "minikube": (*KUBEADM_CONTROL_PLANE, Pods("kube-system/coredns", Need(100, 70))),
 }
 # minikube's metrics-server add-on (deploy/addons/metrics-server/
 # metrics-server-deployment.yaml.tmpl at v1.35.0) instead of the upstream components.yaml.
@@ -184,10 +181,7 @@ def stack_pods(provider: str, serving_mode: str) -> list[Pods]:
 
 
 def _sum(pods: list[Pods]) -> Need:
-    total = Need()
-    for p in pods:
-        total += p.total
-    return total
+    return sum((p.total for p in pods), Need())
 
 
 def request_of(r: Resources) -> Need:
@@ -231,8 +225,6 @@ def node_allocatable(node: dict) -> Need | None:
 
 def table() -> str:
     """The README's resource table: what each provider x mode asks of its one node."""
-    from k8s.settings import PROVIDERS, SERVING_MODES
-
     rows = [
         "| cluster | mode | the stack alone | + 1 TFJob + predictor | `train-all` at peak |",
         "|---|---|---|---|---|",

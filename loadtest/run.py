@@ -181,10 +181,8 @@ class _ReplicaWatcher:
         """Wait up to ``timeout`` s for a sample above the first; True when one came."""
 
         def risen() -> bool:
-            return (
-                bool(self._samples)
-                and max(x["ready"] for x in self._samples) > (self._samples[0]["ready"])
-            )
+            ready = [x["ready"] for x in self._samples]
+            return bool(ready) and max(ready) > ready[0]
 
         with self._lock:
             return self._lock.wait_for(risen, timeout=timeout)

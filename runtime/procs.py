@@ -67,16 +67,7 @@ def is_alive(pid: int, must_contain: str = "") -> bool:
 def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """SIGTERM the process group of ``proc`` (started with ``start_new_session``), then
     SIGKILL what is left after ``grace`` seconds; reap it."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace)
-    # Children of the group may outlive the leader: kill the whole group regardless.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace)
+    stop_groups([proc], grace)
 
 
 def stop_groups(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
