@@ -33,7 +33,8 @@ def _workdir(c):
 
 def _runtime(c, requested, *, for_up=False):
     """Pick the runtime (one line says which and why) and return its implementation."""
-    from runtime import RuntimeError_, select_runtime
+    from common.errors import DistmlError
+    from runtime import select_runtime
 
     wd = _workdir(c)
     requested = requested or str(c.config.runtime)
@@ -43,7 +44,7 @@ def _runtime(c, requested, *, for_up=False):
             name, why = state_runtime, "the runtime `invoke up` prepared"
         else:
             name, why = select_runtime(requested)
-    except RuntimeError_ as e:
+    except DistmlError as e:
         raise Exit(f"error: {e}", code=2) from e
     print(f"runtime: {name} ({why})", flush=True)
     if name in CLUSTER_RUNTIMES:
@@ -81,11 +82,11 @@ def _out(line):
 
 def _call(fn, *args, **kwargs):
     """Run a runtime method; a UserError becomes ``error: ...`` and a non-zero exit."""
-    from runtime import RuntimeError_
+    from common.errors import DistmlError
 
     try:
         code = fn(*args, **kwargs)
-    except RuntimeError_ as e:
+    except DistmlError as e:
         raise Exit(f"error: {e}", code=1) from e
     except KeyboardInterrupt:
         owner = getattr(fn, "__self__", None)

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from runtime import RuntimeError_
+from common.errors import DistmlError
 
 
-class KubeError(RuntimeError_):
+class KubeError(DistmlError):
     """A cluster call failed; the message says which call and why (a task prints it as
     ``error: ...`` and exits non-zero, like every other user-fixable failure)."""
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from common.errors import DistmlError
 from k8s.kube import Kube, KubeError
-from runtime import RuntimeError_
 
 POLL_S = 2.0  # default polling interval
 STUCK_S = 60.0  # a pod in one of STUCK_REASONS for this long will not recover on its own
@@ -63,7 +63,7 @@ class Clock(Protocol):
 Out = Callable[[str], Any]
 
 
-class WaitError(RuntimeError_):
+class WaitError(DistmlError):
     """A wait timed out or saw a failure; the message carries the diagnostics and next step."""
 
     def __init__(self, message: str, diagnostics: str = "", next_step: str = "") -> None:

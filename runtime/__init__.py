@@ -9,14 +9,12 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
+from common.errors import DistmlError
+
 RUNTIMES = ("auto", "local", "k3d", "kind", "minikube")
 # A switch kept for forks that want to ship without the cluster path: when False, ``auto``
 # never picks a cluster and asking for one is refused with a clear message.
 CLUSTER_RUNTIMES_READY = True
-
-
-class RuntimeError_(RuntimeError):
-    """A runtime problem a user can fix; the message says how."""
 
 
 def docker_answers(docker: str = "docker", timeout: float = 5.0) -> bool:
@@ -41,10 +39,10 @@ def select_runtime(
     """
     ready = CLUSTER_RUNTIMES_READY if cluster_ready is None else cluster_ready
     if requested not in RUNTIMES:
-        raise RuntimeError_(f"unknown runtime {requested!r}; valid: {', '.join(RUNTIMES)}")
+        raise DistmlError(f"unknown runtime {requested!r}; valid: {', '.join(RUNTIMES)}")
     if requested in ("k3d", "kind", "minikube"):
         if not ready:
-            raise RuntimeError_(
+            raise DistmlError(
                 f"the {requested} runtime is not available in this version of distml yet; "
                 "use --runtime local (the default when no cluster is available)"
             )

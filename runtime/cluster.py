@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from common.errors import DistmlError
 from k8s import capacity, manifests
 from k8s.kube import DryKube, Kube, KubeError
 from k8s.operators import Installer, deployment_available
@@ -40,7 +41,6 @@ from k8s.waits import (
     wait_job,
     wait_tfjobs,
 )
-from runtime import RuntimeError_
 from runtime.workdir import MARKER, Workdir
 
 Out = Callable[[str], None]
@@ -66,7 +66,7 @@ SETTLE_S = {
 _STATE_LINE = re.compile(r"^TFJob \S+: \w+ \(workers active ")
 
 
-class ClusterError(RuntimeError_):
+class ClusterError(DistmlError):
     """A cluster step failed; the message says what, its last status and what to run next."""
 
 
@@ -568,7 +568,7 @@ class ClusterRuntime:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     src = f"{LOADER_POD}:{s.mount_path}/candidates/{model}/metrics.json"
                     self.c.run(k(f"cp {src} {shlex.quote(str(target))}"), hide=True)
-        except (RuntimeError_, OSError) as e:
+        except (DistmlError, OSError) as e:
             self.out(f"note: could not copy the training metrics off the volume ({e})")
             return
         rows = [("model", "test acc (last epoch)", "epochs")]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime import RuntimeError_
+from common.errors import DistmlError
 from runtime.jobs import Job, JobRunner, failure_report, python_command
 from runtime.procs import is_alive, port_is_free, stop_group, stop_pid, stop_pids, tail
 from runtime.workdir import MARKER, Workdir
@@ -43,7 +43,7 @@ TRAIN_TAG = "ml.train"
 Out = Callable[[str], None]
 
 
-class UserError(RuntimeError_):
+class UserError(DistmlError):
     """Something the user can fix; the message says what and how."""
 
 

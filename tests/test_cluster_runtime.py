@@ -16,10 +16,10 @@ from unittest.mock import Mock
 import pytest
 from invoke import Config, MockContext, Result
 
+from common.errors import DistmlError
 from k8s import capacity, manifests, operators
 from k8s.preflight import Preflight
 from k8s.settings import MODEL_TYPES, Settings
-from runtime import RuntimeError_
 from runtime.cluster import (
     RAW_FILES,
     SETTLE_S,
@@ -799,7 +799,7 @@ def test_a_permanent_kubectl_error_fails_up_at_once_with_kubectls_message(wd, fa
     }
     c = make_ctx(fake, results)
     started = fake.clock.now
-    with pytest.raises(RuntimeError_, match="404 Not Found"):  # the task prints `error: ...`
+    with pytest.raises(DistmlError, match="404 Not Found"):  # the task prints `error: ...`
         runtime(c, wd, fake).up()
     assert fake.clock.now - started < 5  # no 600 s of retries
     assert sum("kserve-crds.yaml" in cmd for cmd in commands(c)) == 1

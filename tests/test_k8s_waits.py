@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
+from common.errors import DistmlError
 from k8s.kube import ApiKube, DryKube, KubeError
 from k8s.waits import (
     ReplicaCounter,
@@ -30,7 +31,6 @@ from k8s.waits import (
     wait_job,
     wait_tfjobs,
 )
-from runtime import RuntimeError_
 from tests.fakekube import FakeKube, conditions_status
 
 NS = "kubeflow"
@@ -134,7 +134,7 @@ def test_deployments_timeout_names_the_deployment_and_its_image_pull_pod(
         wait_deployments_available(fake, NS, timeout=30, clock=fake.clock, out=out)
 
     message = str(info.value)
-    assert isinstance(info.value, RuntimeError_)
+    assert isinstance(info.value, DistmlError)
     assert "timed out after 30s" in message
     assert "1/2 Deployments available; waiting for kserve-controller-manager" in message
     assert "Deployment kubeflow/kserve-controller-manager: 0/1 ready" in message

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import RuntimeError_, select_runtime
+from common.errors import DistmlError
+from runtime import select_runtime
 from runtime.display import JobDisplay, job_line
 from runtime.jobs import (
     PREEMPTED_EXIT,
@@ -56,9 +57,9 @@ def test_runtime_selection(requested, k3d, docker, ready, expected, why):
 
 
 def test_unknown_runtime_and_unavailable_cluster_runtime_are_explained():
-    with pytest.raises(RuntimeError_, match="valid: auto, local, k3d, kind"):
+    with pytest.raises(DistmlError, match="valid: auto, local, k3d, kind"):
         select_runtime("minikub")
-    with pytest.raises(RuntimeError_, match="use --runtime local"):
+    with pytest.raises(DistmlError, match="use --runtime local"):
         select_runtime("k3d", cluster_ready=False)
 
 
