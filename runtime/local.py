@@ -24,6 +24,7 @@ from typing import Any
 from common.errors import DistmlError
 from runtime.jobs import Job, JobRunner, failure_report, python_command
 from runtime.procs import is_alive, port_is_free, stop_group, stop_pid, stop_pids, tail
+from runtime.tables import ms, table
 from runtime.workdir import MARKER, Workdir
 
 MODEL_TYPES = ("cnn", "cnn_dropout", "cnn_batchnorm")  # == ml.config.MODEL_TYPES (tested)
@@ -338,7 +339,7 @@ class LocalRuntime:
             )
             took = f"{job.finished - job.started:.0f} s" if job.finished else "-"
             rows.append((job.name, job.state, str(job.restarts), resumed, acc, took))
-        self.out(_table(rows))
+        self.out(table(rows))
 
     # ------------------------------------------------------------------ serve
     def _write_sample(self, source_dir: str | None = None) -> Path:
@@ -527,14 +528,14 @@ class LocalRuntime:
             log=self.out,
         )
         self.out(
-            _table(
+            table(
                 [
                     ("requests", "failures", "req/s", "p50 ms", "p95 ms", "p99 ms"),
                     (
                         str(summary["requests"]),
                         str(summary["failures"]),
                         f"{summary['rps'] or 0:.1f}",
-                        *(_ms(summary.get(k)) for k in ("p50_ms", "p95_ms", "p99_ms")),
+                        *(ms(summary.get(k)) for k in ("p50_ms", "p95_ms", "p99_ms")),
                     ),
                 ]
             )
@@ -591,13 +592,13 @@ class LocalRuntime:
                 (
                     "last load test",
                     f"{s['requests']} requests, {s['failures']} failed, "
-                    f"{s['rps'] or 0:.1f} req/s, p95 {_ms(s.get('p95_ms'))} ms "
+                    f"{s['rps'] or 0:.1f} req/s, p95 {ms(s.get('p95_ms'))} ms "
                     f"({Path(last).parent})",
                 )
             )
         else:
             rows.append(("last load test", "none"))
-        self.out(_table(rows))
+        self.out(table(rows))
         from runtime.charts import training_curves
 
         chart = training_curves(self.wd.volume, self.wd.reports / "training-curves.png")
@@ -628,19 +629,6 @@ class LocalRuntime:
         if not (server or stopped or purge):
             self.out("nothing was running")
         return 0
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}"
-
-
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def write_sample_request(

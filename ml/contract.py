@@ -1,0 +1,204 @@
+"""The pod contract, written once: what each step is called with, and where it writes.
+
+The only module under ``ml/`` the orchestration side (``runtime/``, ``k8s/``, ``tasks.py``,
+``loadtest/``) may import; it is light (standard library only: no TensorFlow, numpy or
+kserve; a test proves it). The local runtime, the Kubernetes manifests and the ``ml/*``
+argument parsers all take their names, choices, defaults and command lines from here.
+
+Volume layout (``V`` = the volume root, the PVC mount in a pod)::
+
+    V/datasets/                          the prepared tfds dataset      (ml.ingest)
+    V/candidates/<model>/                SavedModel, metrics.json, params.yaml (ml.train)
+    V/checkpoints/<model>/               resumable training state       (ml.train)
+    V/tensorboard/<model>/               TensorBoard event files        (ml.train)
+    V/serving/<service>/<version>/       published SavedModels          (ml.select)
+    V/serving/<service>/publish.json     what is published, and why     (ml.select)
+    V/reports/selection.json             the selection report           (ml.select)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+MODEL_TYPES: tuple[str, ...] = ("cnn", "cnn_dropout", "cnn_batchnorm")
+PROFILES: tuple[str, ...] = ("quick", "full")
+DEFAULT_PROFILE = "quick"
+DEFAULT_SERVICE = "tf-mnist"
+LOG_EVERY = 5  # training progress line every N steps (what the tasks show live)
+
+# The four Fashion-MNIST IDX files, as published (ml.data checks their size and SHA-256).
+RAW_FILES: tuple[str, ...] = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+DATA_DIR_ENV = "DISTML_DATA_DIR"
+
+METRICS_FILE = "metrics.json"
+PARAMS_FILE = "params.yaml"
+PUBLISH_FILE = "publish.json"
+SELECTION_REPORT = "selection.json"
+
+# Exit codes a step's caller acts on (status travels as an exit code or a JSON line).
+PREEMPTED_EXIT = 42  # ml.train: stopped by SIGTERM after saving its step; restart resumes
+
+AnyPath = str | Path | PurePosixPath
+
+
+# --------------------------------------------------------------------------- volume layout
+
+
+def datasets_dir(volume: AnyPath) -> str:
+    return _p(volume, "datasets")
+
+
+def candidates_dir(volume: AnyPath) -> str:
+    return _p(volume, "candidates")
+
+
+def candidate_dir(volume: AnyPath, model: str) -> str:
+    return _p(volume, "candidates", model)
+
+
+def metrics_path(volume: AnyPath, model: str) -> str:
+    return _p(volume, "candidates", model, METRICS_FILE)
+
+
+def serving_dir(volume: AnyPath, service: str) -> str:
+    return _p(volume, "serving", service)
+
+
+def selection_report(volume: AnyPath) -> str:
+    return _p(volume, "reports", SELECTION_REPORT)
+
+
+def _p(volume: AnyPath, *parts: str) -> str:
+    """A path under the volume (a pod's mount path or a local directory)."""
+    return str(PurePosixPath(str(volume)).joinpath(*parts))
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+def _module(python: str, name: str) -> list[str]:
+    return [python, "-m", f"ml.{name}"]
+
+
+def ingest(volume: AnyPath, source_dir: str | None = None, *, python: str = "python") -> list[str]:
+    """``ml.ingest``: prepare the dataset in ``V/datasets`` (idempotent)."""
+    argv = [*_module(python, "ingest"), "--volume", str(volume)]
+    return argv + (["--source-dir", str(source_dir)] if source_dir else [])
+
+
+def train(
+    volume: AnyPath,
+    model: str,
+    *,
+    profile: str = DEFAULT_PROFILE,
+    epochs: int | None = None,
+    steps_per_epoch: int | None = None,
+    python: str = "python",
+) -> list[str]:
+    """``ml.train``: one worker of a multi-worker job (its peers come from TF_CONFIG)."""
+    argv = [*_module(python, "train"), "--volume", str(volume), "--model-type", model]
+    argv += ["--profile", profile, "--log-every", str(LOG_EVERY)]
+    if epochs is not None:
+        argv += ["--epochs", str(epochs)]
+    if steps_per_epoch is not None:
+        argv += ["--steps-per-epoch", str(steps_per_epoch)]
+    return argv
+
+
+def select(
+    volume: AnyPath,
+    service: str = DEFAULT_SERVICE,
+    *,
+    min_accuracy: float = 0.0,
+    force: bool = False,
+    rollback: bool = False,
+    python: str = "python",
+) -> list[str]:
+    """``ml.select``: publish the best candidate, or with ``rollback`` the previous one."""
+    argv = [*_module(python, "select"), "--volume", str(volume), "--service", service]
+    if rollback:
+        return [*argv, "--rollback"]
+    return [*argv, "--min-accuracy", f"{min_accuracy:g}", *(["--force"] if force else [])]
+
+
+def serve(
+    model_dir: AnyPath, model_name: str, *, host: str, http_port: int, python: str = "python"
+) -> list[str]:
+    """``ml.serve``: the model server for ``V/serving/<service>`` (V1 protocol)."""
+    argv = [*_module(python, "serve"), "--model-dir", str(model_dir), "--model-name", model_name]
+    return [*argv, "--host", host, "--http-port", str(http_port)]
+
+
+def evaluate(volume: AnyPath, model_dirs: list[AnyPath], *, python: str = "python") -> list[str]:
+    """``ml.evaluate``: test accuracy of SavedModels (one JSON line each)."""
+    return [*_module(python, "evaluate"), "--volume", str(volume), "--model-dir"] + [
+        str(d) for d in model_dirs
+    ]
+
+
+def sample(
+    out_dir: AnyPath,
+    source_dir: str | None = None,
+    *,
+    synthetic_ok: bool = False,
+    python: str = "python",
+) -> list[str]:
+    """``ml.sample``: write ``sample.png`` and ``sample-request.json`` (a V1 request body)
+    into ``out_dir`` from test image 0; with ``synthetic_ok``, a drawn stand-in when no
+    Fashion-MNIST files are on this machine. Prints one JSON line (``SampleWritten``)."""
+    argv = [*_module(python, "sample"), "--out-dir", str(out_dir)]
+    argv += ["--source-dir", str(source_dir)] if source_dir else []
+    return argv + (["--synthetic-ok"] if synthetic_ok else [])
+
+
+SAMPLE_REQUEST = "sample-request.json"
+SAMPLE_PNG = "sample.png"
+
+
+# --------------------------------------------------------------------------- what steps write
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A candidate's ``metrics.json``: per-epoch history and the last epoch's figures."""
+
+    history: list[dict[str, Any]]
+    final: dict[str, Any]
+
+    @property
+    def val_accuracy(self) -> float | None:
+        value = self.final.get("val_accuracy")
+        return None if value is None else float(value)
+
+    @property
+    def epochs(self) -> int:
+        return len(self.history)
+
+
+def read_metrics(path: AnyPath) -> Metrics | None:
+    """The metrics a training run exported, or None when the file is absent or unreadable."""
+    data = _read_json(Path(str(path)))
+    if data is None:
+        return None
+    return Metrics(history=list(data.get("history") or []), final=dict(data.get("final") or {}))
+
+
+def read_selection(path: AnyPath) -> dict[str, Any]:
+    """The selection report (``{}`` when there is none yet)."""
+    return _read_json(Path(str(path))) or {}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
