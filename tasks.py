@@ -16,8 +16,12 @@ from pathlib import Path
 
 from invoke import Collection, Exit, task
 
+from common.errors import DistmlError
+from ml import contract
+from runtime.requests import DEFAULT_HTTP_PORT
+
 ROOT = Path(__file__).resolve().parent
-MODEL_HELP = "cnn, cnn_dropout, cnn_batchnorm"
+MODEL_HELP = ", ".join(contract.MODEL_TYPES)
 RUNTIME_HELP = (
     "auto (default: k3d when Docker + k3d are there, else local), local, k3d, kind, minikube"
 )
@@ -33,7 +37,6 @@ def _workdir(c):
 
 def _runtime(c, requested, *, for_up=False):
     """Pick the runtime (one line says which and why) and return its implementation."""
-    from common.errors import DistmlError
     from runtime import select_runtime
 
     wd = _workdir(c)
@@ -49,43 +52,59 @@ def _runtime(c, requested, *, for_up=False):
     print(f"runtime: {name} ({why})", flush=True)
     if name in CLUSTER_RUNTIMES:
         return _cluster_runtime(c, name, wd)
-    from runtime.local import DryLocalRuntime, LocalRuntime
+    from runtime.local import LocalRuntime
 
-    cls = DryLocalRuntime if c.config.run.dry else LocalRuntime
-    return cls(wd, service=str(c.config.service), out=_out)
+    return LocalRuntime(wd, service=str(c.config.service), out=_out, dry=bool(c.config.run.dry))
 
 
 def _cluster_runtime(c, name, wd):
     from runtime.cluster import ClusterRuntime
 
+    cluster = c.config.cluster
     return ClusterRuntime(
         c,
         name,
         wd,
         ROOT,
         service=str(c.config.service),
-        namespace=str(c.config.namespace),
-        cluster=str(c.config.cluster),
-        ingress_port=int(c.config.ingress_port),
+        namespace=str(cluster.namespace),
+        cluster=str(cluster.name),
+        ingress_port=int(cluster.ingress_port),
         docker=str(c.config.docker),
         out=_out,
     )
-
-
-def _is_cluster(rt):
-    return getattr(rt, "is_cluster", False)
 
 
 def _out(line):
     print(line, flush=True)
 
 
-def _call(fn, *args, **kwargs):
-    """Run a runtime method; a UserError becomes ``error: ...`` and a non-zero exit."""
-    from common.errors import DistmlError
-
+def _request(cls, **fields):
+    """A typed request from flags; a value no runtime could act on exits 2 with its message."""
     try:
-        code = fn(*args, **kwargs)
+        return cls(**fields)
+    except DistmlError as e:
+        raise Exit(f"error: {e}", code=2) from e
+
+
+def _checked(rt, request, *, refuse=()):
+    """Say which flags the runtime cannot honour: ``refuse`` ones exit 2, the rest are noted."""
+    from runtime.requests import unsupported
+
+    flags = unsupported(request, rt.capabilities)
+    refused = [f for f in flags if f in refuse]
+    if refused:
+        raise Exit(f"error: {', '.join(refused)} cannot be used on the {rt.name} runtime", 2)
+    if flags:
+        verb = "applies" if len(flags) == 1 else "apply"
+        print(f"note: {', '.join(flags)} {verb} to cluster runtimes; ignored on {rt.name}")
+    return request
+
+
+def _call(fn, *args):
+    """Run a runtime verb; a DistmlError becomes ``error: ...`` and a non-zero exit."""
+    try:
+        code = fn(*args)
     except DistmlError as e:
         raise Exit(f"error: {e}", code=1) from e
     except KeyboardInterrupt:
@@ -129,45 +148,17 @@ def _float(flag, value, default=None):
 )
 def up(c, runtime=None, source_dir=None, serving_mode=None, base=None, base_image=None):
     """Set up the runtime: cluster, operators, image, volume, dataset (idempotent)."""
-    if serving_mode not in (None, "knative", "standard"):
-        raise Exit(f"error: --serving-mode must be knative or standard, got {serving_mode!r}", 2)
-    rt = _runtime(c, runtime, for_up=True)
-    source_dir = source_dir or c.config.source_dir or None
-    if _is_cluster(rt):
-        _call(
-            rt.up,
-            source_dir=source_dir,
-            serving_mode=serving_mode,
-            base=base,
-            base_image=base_image,
-        )
-        return
-    if serving_mode or base or base_image:
-        print("note: --serving-mode/--base/--base-image apply to cluster runtimes; ignored")
-    _call(rt.up, source_dir=source_dir)
+    from runtime.requests import UpRequest
 
-
-def _train(
-    c, runtime, models, workers, parallel, profile, epochs, steps_per_epoch, max_restarts, gpus
-):
-    rt = _runtime(c, runtime)
-    extra = {}
-    gpus = _int("--gpus-per-worker", gpus, 0)
-    if _is_cluster(rt):
-        extra["gpus_per_worker"] = gpus
-    elif gpus:
-        raise Exit("error: --gpus-per-worker applies to cluster runtimes only", code=2)
-    _call(
-        rt.train,
-        models,
-        **extra,
-        workers=_int("--workers", workers, int(c.config.workers)),
-        parallel=_int("--parallel", parallel),
-        profile=profile or str(c.config.profile),
-        epochs=_int("--epochs", epochs),
-        steps_per_epoch=_int("--steps-per-epoch", steps_per_epoch),
-        max_restarts=_int("--max-restarts", max_restarts, int(c.config.max_restarts)),
+    request = _request(
+        UpRequest,
+        source_dir=source_dir or c.config.source_dir or None,
+        serving_mode=serving_mode,
+        base=base,
+        base_image=base_image,
     )
+    rt = _runtime(c, runtime, for_up=True)
+    _call(rt.up, _checked(rt, request))
 
 
 TRAIN_HELP = {
@@ -181,6 +172,25 @@ TRAIN_HELP = {
     "gpus-per-worker": "cluster: nvidia.com/gpu limit per worker (needs a GPU base image: "
     "see README)",
 }
+
+
+def _train(c, models, runtime, **flags):
+    """``train`` and ``train-all``: one implementation, the models are what differs."""
+    from runtime.requests import TrainRequest
+
+    request = _request(
+        TrainRequest,
+        models=tuple(models),
+        workers=_int("--workers", flags["workers"], int(c.config.workers)),
+        parallel=_int("--parallel", flags["parallel"]),
+        profile=flags["profile"] or str(c.config.profile),
+        epochs=_int("--epochs", flags["epochs"]),
+        steps_per_epoch=_int("--steps-per-epoch", flags["steps_per_epoch"]),
+        max_restarts=_int("--max-restarts", flags["max_restarts"], int(c.config.max_restarts)),
+        gpus_per_worker=_int("--gpus-per-worker", flags["gpus_per_worker"], 0),
+    )
+    rt = _runtime(c, runtime)
+    _call(rt.train, _checked(rt, request, refuse=("--gpus-per-worker",)))
 
 
 @task(
@@ -200,19 +210,9 @@ def train_all(
     gpus_per_worker=None,
 ):
     """Train every model variant, one multi-worker job each, in parallel."""
-    models = list(model_type) or MODEL_HELP.split(", ")
-    _train(
-        c,
-        runtime,
-        models,
-        workers,
-        parallel,
-        profile,
-        epochs,
-        steps_per_epoch,
-        max_restarts,
-        gpus_per_worker,
-    )
+    flags = dict(locals())
+    del flags["c"], flags["model_type"], flags["runtime"]
+    _train(c, list(model_type) or contract.MODEL_TYPES, runtime, **flags)
 
 
 @task(help={"model-type": f"the model to train: {MODEL_HELP}", **TRAIN_HELP})
@@ -231,18 +231,9 @@ def train(
     """Train one model variant as a multi-worker job."""
     if not model_type:
         raise Exit(f"error: --model-type is required ({MODEL_HELP})", code=2)
-    _train(
-        c,
-        runtime,
-        [model_type],
-        workers,
-        parallel,
-        profile,
-        epochs,
-        steps_per_epoch,
-        max_restarts,
-        gpus_per_worker,
-    )
+    flags = dict(locals())
+    del flags["c"], flags["model_type"], flags["runtime"]
+    _train(c, [model_type], runtime, **flags)
 
 
 @task(
@@ -274,42 +265,29 @@ def deploy(
     http_port=None,
 ):
     """Select the most accurate model, publish it and serve it."""
-    rt = _runtime(c, runtime)
-    if predictor not in ("kserve", "tfserving"):
-        raise Exit(f"error: --predictor must be kserve or tfserving, got {predictor!r}", code=2)
-    min_acc = _float("--min-accuracy", min_accuracy, 0.0)
-    if _is_cluster(rt):
-        _call(
-            rt.deploy,
-            predictor=predictor,
-            min_accuracy=min_acc,
-            force=force,
-            target=_int("--target", target),
-            min_replicas=_int("--min-replicas", min_replicas),
-            max_replicas=_int("--max-replicas", max_replicas),
-            container_concurrency=_int("--container-concurrency", container_concurrency),
-            request_logger=request_logger,
-        )
-        return
-    cluster_only = (target, min_replicas, max_replicas, container_concurrency)
-    if predictor != "kserve" or request_logger or any(v is not None for v in cluster_only):
-        print(
-            "note: --predictor tfserving, --target, --min/--max-replicas, "
-            "--container-concurrency and --request-logger apply to cluster runtimes; the "
-            "local runtime serves with one ml.serve process"
-        )
-    _call(
-        rt.deploy,
-        min_accuracy=min_acc,
+    from runtime.requests import DeployRequest
+
+    request = _request(
+        DeployRequest,
+        predictor=predictor,
+        min_accuracy=_float("--min-accuracy", min_accuracy, 0.0),
         force=force,
+        target=_int("--target", target),
+        min_replicas=_int("--min-replicas", min_replicas),
+        max_replicas=_int("--max-replicas", max_replicas),
+        container_concurrency=_int("--container-concurrency", container_concurrency),
+        request_logger=request_logger,
         http_port=_int("--http-port", http_port, int(c.config.http_port)),
     )
+    rt = _runtime(c, runtime)
+    _call(rt.deploy, _checked(rt, request))
 
 
 @task(help={"runtime": RUNTIME_HELP})
 def rollback(c, runtime=None):
     """Republish the previously served model version."""
-    _call(_runtime(c, runtime).rollback)
+    rt = _runtime(c, runtime)
+    _call(rt.rollback)
 
 
 @task(
@@ -326,30 +304,32 @@ def rollback(c, runtime=None):
 def loadtest(
     c,
     runtime=None,
-    concurrency=5,
-    duration="30s",
+    concurrency=None,
+    duration=None,
     spawn_rate=None,
     max_failure_ratio=None,
     expect_scale_out=True,
 ):
     """Load-test the served model with Locust; report and chart."""
-    rt = _runtime(c, runtime)
-    if not _is_cluster(rt):
-        expect_scale_out = None  # one server process: there is nothing to scale
-    _call(
-        rt.loadtest,
-        concurrency=_int("--concurrency", concurrency, 5),
-        duration=str(duration),
+    from runtime.requests import DEFAULT_CONCURRENCY, DEFAULT_DURATION, LoadtestRequest
+
+    request = _request(
+        LoadtestRequest,
+        concurrency=_int("--concurrency", concurrency, DEFAULT_CONCURRENCY),
+        duration=str(duration or DEFAULT_DURATION),
         spawn_rate=_float("--spawn-rate", spawn_rate),
         max_failure_ratio=_float("--max-failure-ratio", max_failure_ratio, 0.0),
-        expect_scale_out=expect_scale_out,
+        expect_scale_out=bool(expect_scale_out),
     )
+    rt = _runtime(c, runtime)
+    _call(rt.loadtest, _checked(rt, request))
 
 
 @task(help={"runtime": RUNTIME_HELP})
 def status(c, runtime=None):
     """Show what runs: cluster, operators, jobs, model server / ISVC, replicas, last load test."""
-    _call(_runtime(c, runtime).status)
+    rt = _runtime(c, runtime)
+    _call(rt.status)
 
 
 @task(
@@ -362,13 +342,11 @@ def status(c, runtime=None):
 )
 def down(c, runtime=None, purge=False, keep_cluster=False):
     """Remove what `up` made (the cluster); --purge also deletes built images and the work dir."""
+    from runtime.requests import DownRequest
+
+    request = _request(DownRequest, purge=purge, keep_cluster=keep_cluster)
     rt = _runtime(c, runtime)
-    if _is_cluster(rt):
-        _call(rt.down, purge=purge, keep_cluster=keep_cluster)
-    else:
-        if keep_cluster:
-            print("note: --keep-cluster applies to cluster runtimes; ignored")
-        _call(rt.down, purge=purge)
+    _call(rt.down, _checked(rt, request))
 
 
 @task(
@@ -392,8 +370,6 @@ def render(
     source_dir=False,
 ):
     """Write every manifest up/train-all/deploy apply, as YAML, in apply order (no cluster)."""
-    from runtime.cluster import ClusterError
-
     name = runtime or str(c.config.runtime)
     name = "k3d" if name in ("auto", "local") else name
     if name not in CLUSTER_RUNTIMES:
@@ -404,12 +380,12 @@ def render(
     try:
         written = rt.render(
             target,
-            models=list(model_type) or MODEL_HELP.split(", "),
+            models=list(model_type) or list(contract.MODEL_TYPES),
             serving_mode=serving_mode or "knative",
             predictor=predictor,
             source_dir=bool(source_dir),
         )
-    except ClusterError as e:
+    except DistmlError as e:
         raise Exit(f"error: {e}", code=2) from e
     for path in written:
         print(path)
@@ -473,16 +449,14 @@ ns.configure(
     {
         "runtime": "auto",
         "workdir": ".distml",
-        "service": "tf-mnist",
+        "service": contract.DEFAULT_SERVICE,
         "source_dir": "",
-        "workers": 2,
-        "profile": "quick",
-        "max_restarts": 2,
-        "http_port": 8080,
+        "workers": contract.DEFAULT_WORKERS,
+        "profile": contract.DEFAULT_PROFILE,
+        "max_restarts": contract.DEFAULT_MAX_RESTARTS,
+        "http_port": DEFAULT_HTTP_PORT,
         "docker": "",
-        # Cluster runtimes.
-        "namespace": "kubeflow",
-        "cluster": "dist-ml",
-        "ingress_port": 8080,
+        # Cluster runtimes: INVOKE_CLUSTER_NAME, INVOKE_CLUSTER_NAMESPACE, ...
+        "cluster": {"name": "dist-ml", "namespace": "kubeflow", "ingress_port": 8080},
     }
 )

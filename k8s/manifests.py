@@ -40,9 +40,9 @@ from k8s.settings import (
     Resources,
     Settings,
 )
+from ml import contract
 
-# == ml.config.PROFILES (a test checks; k8s/ must not import ml/).
-PROFILES = ("quick", "full")
+PROFILES = contract.PROFILES
 
 PART_OF = "distml"
 MANAGED_BY = "distml"
@@ -456,32 +456,19 @@ def loader_pod(s: Settings) -> dict[str, Any]:
 
 def ingest_job(s: Settings, source_dir_in_volume: str | None = None) -> dict[str, Any]:
     """``python -m ml.ingest``: prepare the dataset in ``<mount>/datasets``."""
-    command = ["python", "-m", "ml.ingest", "--volume", s.mount_path]
-    if source_dir_in_volume:
-        command += ["--source-dir", source_dir_in_volume]
+    command = contract.ingest(s.mount_path, source_dir_in_volume)
     return _job(s, INGEST_JOB, "ingest", command, backoff_limit=2)
 
 
 def train_command(s: Settings, model: str) -> list[str]:
     """The command every TFJob worker of ``model`` runs (the pod contract)."""
-    command = [
-        "python",
-        "-m",
-        "ml.train",
-        "--volume",
+    return contract.train(
         s.mount_path,
-        "--model-type",
         model,
-        "--profile",
-        s.profile,
-        "--log-every",
-        "5",
-    ]
-    if s.epochs is not None:
-        command += ["--epochs", str(s.epochs)]
-    if s.steps_per_epoch is not None:
-        command += ["--steps-per-epoch", str(s.steps_per_epoch)]
-    return command
+        profile=s.profile,
+        epochs=s.epochs,
+        steps_per_epoch=s.steps_per_epoch,
+    )
 
 
 def tfjob(s: Settings, model: str) -> dict[str, Any]:
@@ -545,17 +532,18 @@ def selection_job(
 ) -> dict[str, Any]:
     """``python -m ml.select``: publish the best candidate (or, with ``rollback``, the
     previous version). backoffLimit 0: a refusal to publish is a verdict, not a flake."""
-    command = ["python", "-m", "ml.select", "--volume", s.mount_path, "--service", s.service]
     if rollback:
         name, component = ROLLBACK_JOB, "rollback"
-        command.append("--rollback")
     else:
         _check_min_accuracy(min_accuracy)
         name, component = SELECT_JOB, "select"
-        command += ["--min-accuracy", f"{min_accuracy:g}"]
-        if force:
-            command.append("--force")
+    command = contract.select(
+        s.mount_path, s.service, min_accuracy=min_accuracy, force=force, rollback=rollback
+    )
     return _job(s, name, component, command, backoff_limit=0)
+
+
+_SERVE = contract.serve(KSERVE_MODEL_DIR, "{{.Name}}", host="0.0.0.0", http_port=PREDICTOR_PORT)
 
 
 def serving_runtime(s: Settings) -> dict[str, Any]:
@@ -565,18 +553,9 @@ def serving_runtime(s: Settings) -> dict[str, Any]:
         "name": "kserve-container",
         "image": s.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-m", "ml.serve"],
         # KServe replaces {{.Name}} with the InferenceService's name.
-        "args": [
-            "--model-dir",
-            KSERVE_MODEL_DIR,
-            "--model-name",
-            "{{.Name}}",
-            "--host",
-            "0.0.0.0",
-            "--http-port",
-            str(PREDICTOR_PORT),
-        ],
+        "command": _SERVE[:3],
+        "args": _SERVE[3:],
         "env": _env(_base_env()),
         "ports": [{"containerPort": PREDICTOR_PORT, "name": "http1", "protocol": "TCP"}],
         # Ready only once a model version has loaded (the server answers 503 until then):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-MODEL_TYPES = ("cnn", "cnn_dropout", "cnn_batchnorm")  # == ml.models.MODEL_TYPES (a test checks)
+from ml import contract
+
+MODEL_TYPES = contract.MODEL_TYPES
 SERVING_MODES = ("knative", "standard")
 PREDICTORS = ("kserve", "tfserving")
 PROVIDERS = ("k3d", "kind", "minikube")
@@ -35,17 +37,17 @@ class Settings:
     image: str  # the project image, content-hash tag (runtime.image.image_tag), never latest
     provider: str = "k3d"
     namespace: str = "kubeflow"
-    service: str = "tf-mnist"
+    service: str = contract.DEFAULT_SERVICE
     volume: str = "strategy-volume"  # the PVC
     volume_size: str = "5Gi"
     mount_path: str = "/trained_model"
     serving_mode: str = "knative"
     # Training.
-    workers: int = 2
-    profile: str = "quick"
+    workers: int = contract.DEFAULT_WORKERS
+    profile: str = contract.DEFAULT_PROFILE
     epochs: int | None = None
     steps_per_epoch: int | None = None
-    max_restarts: int = 2
+    max_restarts: int = contract.DEFAULT_MAX_RESTARTS
     train_deadline_s: int = 3600  # runPolicy.activeDeadlineSeconds
     gpus_per_worker: int = 0
     # Memory requests: the peak resident set measured in the image, rounded up to 32 MiB

@@ -27,6 +27,8 @@ MODEL_TYPES: tuple[str, ...] = ("cnn", "cnn_dropout", "cnn_batchnorm")
 PROFILES: tuple[str, ...] = ("quick", "full")
 DEFAULT_PROFILE = "quick"
 DEFAULT_SERVICE = "tf-mnist"
+DEFAULT_WORKERS = 2  # workers per job: each gets a TF_CONFIG naming all of them
+DEFAULT_MAX_RESTARTS = 2  # a job's workers restart together up to this many times
 LOG_EVERY = 5  # training progress line every N steps (what the tasks show live)
 
 # The four Fashion-MNIST IDX files, as published (ml.data checks their size and SHA-256).

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ml import contract
 from runtime.procs import free_ports, stop_groups, tail
 
 # The pod contract's progress lines (ml/train.py prints them; a unit test keeps both equal).
 PROGRESS_PREFIX = "DISTML_PROGRESS "
-# A worker that saved its state on SIGTERM exits with this (ml.preemption.PREEMPTED_EXIT;
-# a unit test keeps both equal): restart and resume, without spending a --max-restarts.
-PREEMPTED_EXIT = 42
+# A worker that saved its step on SIGTERM exits with this: restart and resume, without
+# spending a --max-restarts.
+PREEMPTED_EXIT = contract.PREEMPTED_EXIT
 STOP_GRACE_S = 5.0  # SIGTERM, then SIGKILL for what is left: one deadline for all workers
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -21,8 +22,16 @@ from runtime.jobs import (
     tf_config,
     threads_per_worker,
 )
-from runtime.local import MODEL_TYPES, LocalRuntime, UserError, encode_png_gray
+from runtime.local import LocalRuntime, UserError
 from runtime.procs import cmdline, free_ports, is_alive, port_is_free
+from runtime.requests import (
+    DeployRequest,
+    DownRequest,
+    LoadtestRequest,
+    RequestError,
+    TrainRequest,
+    UpRequest,
+)
 from runtime.workdir import Workdir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,19 +103,6 @@ def test_tf_config_is_what_the_operator_gives_each_worker():
 )
 def test_threads_are_cores_divided_by_concurrent_workers(workers, cores, expected):
     assert threads_per_worker(workers, cores) == expected
-
-
-def test_contract_constants_match_the_pod_code():
-    from ml.config import MODEL_TYPES as ML_MODELS
-    from ml.train import PROGRESS_PREFIX as ML_PREFIX
-
-    assert PROGRESS_PREFIX == ML_PREFIX
-    from ml.preemption import PREEMPTED_EXIT as ML_PREEMPTED
-
-    assert PREEMPTED_EXIT == ML_PREEMPTED
-    assert MODEL_TYPES == ML_MODELS
-    tasks_src = (REPO / "tasks.py").read_text()
-    assert 'MODEL_HELP = "cnn, cnn_dropout, cnn_batchnorm"' in tasks_src
 
 
 # ---------------------------------------------------------------- restart policy
@@ -264,12 +260,13 @@ def local_rt(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"models": ["vgg"]}, "unknown model type 'vgg'; valid: cnn, cnn_dropout, cnn_batchnorm"),
-        ({"models": ["cnn"], "workers": 0}, "--workers must be at least 1, got 0"),
-        ({"models": ["cnn"], "parallel": 0}, "--parallel must be at least 1"),
-        ({"models": ["cnn"], "max_restarts": -1}, "--max-restarts must be at least 0"),
-        ({"models": ["cnn"], "epochs": 0}, "--epochs must be at least 1"),
-        ({"models": ["cnn"], "profile": "huge"}, "unknown profile 'huge'; valid: quick, full"),
+        ({"models": ("vgg",)}, "unknown model type 'vgg'; valid: cnn, cnn_dropout, cnn_batchnorm"),
+        ({"workers": 0}, "--workers must be at least 1, got 0"),
+        ({"parallel": 0}, "--parallel must be at least 1"),
+        ({"max_restarts": -1}, "--max-restarts must be at least 0"),
+        ({"epochs": 0}, "--epochs must be at least 1"),
+        ({"profile": "huge"}, "unknown profile 'huge'; valid: quick, full"),
+        ({"models": ()}, "no model to train"),
     ],
     ids=[
         "unknown model",
@@ -278,32 +275,75 @@ def local_rt(tmp_path):
         "negative restarts",
         "zero epochs",
         "unknown profile",
+        "no model",
     ],
 )
-def test_train_arguments_are_validated_before_anything_starts(local_rt, kwargs, message):
-    with pytest.raises(UserError) as err:
-        local_rt.train(**kwargs)
+def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
+    with pytest.raises(RequestError) as err:
+        TrainRequest(**kwargs)
     assert message in str(err.value)
-    assert not (local_rt.wd.logs / "train").exists()
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "message"),
+    [
+        (
+            DeployRequest,
+            {"min_accuracy": 86},
+            "fraction between 0 and 1, got 86 (did you mean 0.86?)",
+        ),
+        (DeployRequest, {"predictor": "onnx"}, "--predictor must be one of kserve, tfserving"),
+        (DeployRequest, {"http_port": 70000}, "--http-port must be at most 65535"),
+        (DeployRequest, {"min_replicas": -1}, "--min-replicas must be at least 0"),
+        (LoadtestRequest, {"concurrency": 0}, "--concurrency must be at least 1"),
+        (LoadtestRequest, {"duration": "soon"}, "--duration"),
+        (LoadtestRequest, {"spawn_rate": 0}, "--spawn-rate must be above 0"),
+        (UpRequest, {"serving_mode": "mesh"}, "--serving-mode must be one of knative, standard"),
+    ],
+    ids=[
+        "percentage",
+        "predictor",
+        "port",
+        "replicas",
+        "concurrency",
+        "duration",
+        "spawn",
+        "serving mode",
+    ],
+)
+def test_every_request_is_checked_once_with_the_flag_named(cls, kwargs, message):
+    with pytest.raises(RequestError, match=re.escape(message)):
+        cls(**kwargs)
+
+
+def test_flags_a_runtime_cannot_honour_are_named_from_its_capabilities():
+    from runtime.api import Capabilities
+    from runtime.requests import unsupported
+
+    local = LocalRuntime.capabilities
+    deploy = DeployRequest(target=2, request_logger=True, http_port=9000)
+    assert unsupported(deploy, local) == ["--target", "--request-logger"]
+    assert unsupported(deploy, Capabilities(cluster=True, scales_out=True)) == ["--http-port"]
+    assert unsupported(TrainRequest(gpus_per_worker=1), local) == ["--gpus-per-worker"]
+    assert unsupported(DownRequest(keep_cluster=True), local) == ["--keep-cluster"]
+    assert unsupported(DeployRequest(), local) == []  # defaults are never "set"
 
 
 def test_tasks_need_up_first(tmp_path):
     rt = LocalRuntime(Workdir.at(tmp_path / "nothing"), out=lambda line: None)
-    for call in (lambda: rt.train(["cnn"]), rt.deploy, rt.loadtest, rt.rollback):
+    for call in (
+        lambda: rt.train(TrainRequest(models=("cnn",))),
+        lambda: rt.deploy(DeployRequest()),
+        lambda: rt.loadtest(LoadtestRequest()),
+        rt.rollback,
+    ):
         with pytest.raises(UserError, match="run `invoke up`"):
             call()
 
 
-def test_loadtest_refuses_to_claim_scale_out_locally(local_rt):
-    with pytest.raises(UserError, match="never scales out"):
-        local_rt.loadtest(expect_scale_out=True)
+def test_loadtest_needs_a_running_server(local_rt):
     with pytest.raises(UserError, match="run `invoke deploy` first"):
-        local_rt.loadtest()
-
-
-def test_deploy_rejects_a_percentage(local_rt):
-    with pytest.raises(UserError, match="fraction between 0 and 1"):
-        local_rt.deploy(min_accuracy=86)
+        local_rt.loadtest(LoadtestRequest())
 
 
 def test_down_purge_removes_only_a_distml_workdir(tmp_path):
@@ -312,23 +352,12 @@ def test_down_purge_removes_only_a_distml_workdir(tmp_path):
     (foreign / "keep.txt").write_text("mine")
     rt = LocalRuntime(Workdir.at(foreign), out=lambda line: None)
     with pytest.raises(UserError, match="not made by distml"):
-        rt.down(purge=True)
+        rt.down(DownRequest(purge=True))
     assert (foreign / "keep.txt").read_text() == "mine"
     ours = Workdir.at(tmp_path / "ours")
     ours.create()
-    LocalRuntime(ours, out=lambda line: None).down(purge=True)
+    LocalRuntime(ours, out=lambda line: None).down(DownRequest(purge=True))
     assert not ours.root.exists()
-
-
-def test_sample_png_encoder_round_trips(tmp_path):
-    import numpy as np
-
-    pixels = (np.arange(28 * 28) % 256).astype(np.uint8).reshape(28, 28)
-    png = tmp_path / "x.png"
-    png.write_bytes(encode_png_gray(pixels))
-    from PIL import Image
-
-    assert (np.asarray(Image.open(png)) == pixels).all()
 
 
 # ---------------------------------------------------------------- the CLI surface
@@ -353,23 +382,13 @@ def test_invoke_list_is_fast_and_lists_the_lifecycle():
         assert f"  {name} " in result.stdout
 
 
-def test_orchestration_does_not_import_tensorflow_or_ml_at_import_time():
-    code = (
-        "import sys; sys.path.insert(0, '.'); import tasks, runtime.local, runtime.jobs; "
-        "bad = [m for m in sys.modules if m == 'tensorflow' or m == 'ml' "
-        "or m.startswith('ml.')]; print(bad); sys.exit(1 if bad else 0)"
-    )
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["train-all", "--workers", "two"], "--workers must be a whole number, got 'two'"),
         (["train"], "--model-type is required"),
         (["up", "--runtime", "k8s"], "unknown runtime 'k8s'"),
-        (["deploy", "--predictor", "onnx"], "--predictor must be kserve or tfserving"),
+        (["deploy", "--predictor", "onnx"], "--predictor must be one of kserve, tfserving"),
     ],
     ids=["non-numeric workers", "train without a model", "unknown runtime", "unknown predictor"],
 )
@@ -391,16 +410,13 @@ def test_bad_flags_exit_non_zero_with_a_message(tmp_path, args, message):
     ids=["never ready", "crashes at start"],
 )
 def test_a_server_that_does_not_come_up_is_not_left_behind(local_rt, monkeypatch, script, message):
-    import runtime.local as local_mod
+    from ml import contract
+    from runtime.local.serving import start_server
 
-    monkeypatch.setattr(
-        local_mod,
-        "python_command",
-        lambda module, *args: [sys.executable, "-c", script, module, *args],
-    )
+    monkeypatch.setattr(contract, "serve", lambda *a, **k: [sys.executable, "-c", script])
     port = free_ports(1)[0]
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        local_rt._start_server(port, ready_timeout=1.0)
+        start_server(local_rt, port, ready_timeout=1.0)
     assert "server" not in local_rt.wd.load_state()
     assert port_is_free(port)
     pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
@@ -409,16 +425,15 @@ def test_a_server_that_does_not_come_up_is_not_left_behind(local_rt, monkeypatch
 
 # ---------------------------------------------------------------- --dry on the local runtime
 def test_dry_local_runtime_prints_each_command_in_order_and_touches_nothing(tmp_path):
-    from runtime.local import DryLocalRuntime
-
     wd = Workdir.at(tmp_path / "wd")
     lines: list[str] = []
-    rt = DryLocalRuntime(wd, out=lines.append)
-    assert rt.up(source_dir=str(tmp_path)) == 0
-    assert rt.train(["cnn", "cnn_dropout"], workers=2, epochs=1) == 0
-    assert rt.deploy(min_accuracy=0.5, force=True, http_port=8181) == 0
-    assert rt.loadtest(concurrency=3) == 0
-    assert rt.down(purge=True) == 0
+    rt = LocalRuntime(wd, out=lines.append, dry=True)
+    assert rt.up(UpRequest(source_dir=str(tmp_path))) == 0
+    assert rt.train(TrainRequest(models=("cnn", "cnn_dropout"), workers=2, epochs=1)) == 0
+    assert rt.deploy(DeployRequest(min_accuracy=0.5, force=True, http_port=8181)) == 0
+    assert rt.loadtest(LoadtestRequest(concurrency=3)) == 0
+    assert rt.down(DownRequest(purge=True)) == 0
+    assert not wd.root.exists()
     runs = [line for line in lines if line.startswith("would run (")]
     assert [r.split(")")[0] for r in runs] == [
         "would run (ingest",

@@ -1,0 +1,48 @@
+"""The one interface every runtime offers ``tasks.py``: the same verbs, the same requests.
+
+A runtime returns an exit code (0 = done) or raises ``common.errors.DistmlError`` with a
+message that says what is wrong and how to fix it. What it can and cannot do is in its
+``capabilities``: the tasks say which flags do not apply from that, never from its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from runtime.requests import (
+    DeployRequest,
+    DownRequest,
+    LoadtestRequest,
+    TrainRequest,
+    UpRequest,
+)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    cluster: bool = False  # a Kubernetes cluster: serving modes, base images, request logs
+    scales_out: bool = False  # serving autoscales replicas (--target, --min/--max-replicas)
+    gpus: bool = False  # workers can be given GPUs (--gpus-per-worker)
+    predictors: bool = False  # other predictors than the project's server (--predictor)
+    local_port: bool = False  # the server listens on a host port of your choice (--http-port)
+
+
+class Runtime(Protocol):
+    name: str
+    capabilities: Capabilities
+    interrupt_note: str  # what Ctrl-C leaves behind, printed by the task
+
+    def up(self, request: UpRequest) -> int: ...
+
+    def train(self, request: TrainRequest) -> int: ...
+
+    def deploy(self, request: DeployRequest) -> int: ...
+
+    def rollback(self) -> int: ...
+
+    def loadtest(self, request: LoadtestRequest) -> int: ...
+
+    def status(self) -> int: ...
+
+    def down(self, request: DownRequest) -> int: ...

@@ -1,0 +1,256 @@
+"""Local serving: select and publish, one ``ml.serve`` process in the background, rollback,
+and the Locust load test against it. Functions of the ``LocalRuntime`` they serve."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from common.poll import Done, Failed, Pending, poll
+from ml import contract
+from runtime.procs import is_alive, port_is_free, stop_group, tail
+from runtime.requests import DeployRequest, LoadtestRequest
+from runtime.tables import ms, table
+
+if TYPE_CHECKING:
+    from runtime.local import LocalRuntime
+
+SERVER_TAG = "ml.serve"
+READY_TIMEOUT_S = 180.0
+ROLLBACK_TIMEOUT_S = 120.0
+CHECK_EVERY_S = 0.25
+
+
+def write_sample(rt: LocalRuntime, source_dir: str | None = None) -> Path:
+    from runtime.sample import write_sample_request
+
+    source_dir = source_dir or rt.wd.load_state().get("source_dir")
+    return write_sample_request(rt.wd.root, source_dir, rt.out)
+
+
+def running_server(rt: LocalRuntime) -> dict[str, Any] | None:
+    server = rt.wd.load_state().get("server")
+    if server and is_alive(server.get("pid", 0), SERVER_TAG):
+        return server
+    return None
+
+
+def versions(rt: LocalRuntime) -> list[int]:
+    if not rt.serving_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in rt.serving_dir.iterdir() if p.name.isdigit())
+
+
+def _predict(url: str, service: str, body: bytes, timeout: float = 10) -> dict[str, Any]:
+    req = urllib.request.Request(
+        f"{url}/v1/models/{service}:predict",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(json.loads(resp.read()).get("ready"))
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> dict[str, Any] | None:
+    """Start ``ml.serve`` on 127.0.0.1:``http_port``; return once it answers ready (None
+    on a dry run). A server that never gets ready, or a Ctrl-C meanwhile, is stopped."""
+    if not rt.ex.dry and not port_is_free(http_port):
+        raise rt.error(
+            f"port {http_port} on 127.0.0.1 is in use; pass --http-port PORT "
+            "or stop what listens there"
+        )
+    log_path = rt.wd.logs / "serve.log"
+    cmd = contract.serve(
+        rt.serving_dir, rt.service, host="127.0.0.1", http_port=http_port, python=rt.python
+    )
+    proc = rt.ex.background("model server", cmd, log_path)
+    if proc is None:
+        return None
+    url = f"http://127.0.0.1:{http_port}"
+    server = {"pid": proc.pid, "port": http_port, "url": url, "log": str(log_path)}
+    rt.wd.update_state(server=server)
+    ready_url = f"{url}/v1/models/{rt.service}"
+
+    def judge(ready: bool) -> Any:
+        if ready:
+            return Done(server)
+        if proc.poll() is not None:
+            return Failed(f"the model server exited with code {proc.returncode}")
+        return Pending()
+
+    try:
+        verdict = poll(
+            lambda: _ready(ready_url), judge, timeout=ready_timeout, interval=CHECK_EVERY_S
+        )
+        if isinstance(verdict, Done):
+            return server
+        reason = (
+            verdict.reason
+            if isinstance(verdict, Failed)
+            else f"the model server did not become ready within {ready_timeout:.0f} s (stopped it)"
+        )
+        raise rt.error(f"{reason}; last lines of {log_path}:\n{tail(log_path, 25)}")
+    except BaseException:
+        # A server that never became ready (or a Ctrl-C while waiting) is not left behind.
+        stop_group(proc, grace=5.0)
+        rt.wd.update_state(server=None)
+        raise
+
+
+def wait_for_version(
+    rt: LocalRuntime, server: dict[str, Any], version: int, timeout: float
+) -> dict[str, Any]:
+    """Send the sample until the server answers with ``version``; return that answer."""
+    body = write_sample(rt).read_bytes()
+    last: list[Any] = [None]
+
+    def observe() -> Any:
+        try:
+            last[0] = _predict(server["url"], rt.service, body)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            last[0] = e
+        return last[0]
+
+    def judge(answer: Any) -> Any:
+        if isinstance(answer, dict) and answer.get("model_version") == version:
+            return Done(answer)
+        return Pending()
+
+    verdict = poll(observe, judge, timeout=timeout, interval=CHECK_EVERY_S)
+    if isinstance(verdict, Done):
+        return verdict.value
+    raise rt.error(
+        f"the server did not switch to version {version} within {timeout:.0f} s "
+        f"(last answer: {last[0]}); see {server['log']}"
+    )
+
+
+def _select(rt: LocalRuntime, request: DeployRequest) -> int | None:
+    """Run the selection step; the version to serve (None on a dry run)."""
+    cmd = contract.select(
+        rt.wd.volume,
+        rt.service,
+        min_accuracy=request.min_accuracy,
+        force=request.force,
+        python=rt.python,
+    )
+    code, _ = rt.ex.step("selection", cmd, rt.wd.logs / "select.log")
+    if rt.ex.dry:
+        return None
+    report_path = Path(contract.selection_report(rt.wd.volume))
+    report = contract.read_selection(report_path)
+    if code != 0:
+        serving = versions(rt)
+        keep = f"; version {serving[-1]} keeps serving" if serving else ""
+        raise rt.error(
+            f"selection failed: {report.get('reason', f'exit {code}')}{keep} "
+            f"(report: {report_path})"
+        )
+    version = report.get("version") or (versions(rt) or [None])[-1]
+    if version is None:
+        raise rt.error("nothing is published to serve; run `invoke train-all` first")
+    return version
+
+
+def deploy(rt: LocalRuntime, request: DeployRequest) -> int:
+    version = _select(rt, request)
+    server = running_server(rt)
+    if server is None:
+        server = start_server(rt, request.http_port, READY_TIMEOUT_S)
+    elif rt.ex.act("leave the running model server: it picks up the new version by itself"):
+        rt.out(
+            f"model server already running (pid {server['pid']}); it picks up new "
+            "versions by itself"
+        )
+    if server is None or version is None:
+        return 0  # a dry run
+    answer = wait_for_version(rt, server, version, READY_TIMEOUT_S)
+    rt.wd.update_state(deployed_version=version)
+    sample = rt.wd.root / contract.SAMPLE_REQUEST
+    rt.out(
+        f"serving {rt.service} version {version} at {server['url']}"
+        f" (sample answer: {answer.get('class_names', ['?'])[0]})"
+    )
+    rt.out(
+        f"try it:\n  curl -s -H 'Content-Type: application/json' -d @{sample} "
+        f"{server['url']}/v1/models/{rt.service}:predict"
+    )
+    return 0
+
+
+def rollback(rt: LocalRuntime) -> int:
+    cmd = contract.select(rt.wd.volume, rt.service, rollback=True, python=rt.python)
+    code, _ = rt.ex.step("rollback", cmd, rt.wd.logs / "select.log")
+    if code != 0:
+        raise rt.error("rollback failed (see above)")
+    if rt.ex.dry:
+        return 0
+    version = versions(rt)[-1]
+    server = running_server(rt)
+    if server:
+        wait_for_version(rt, server, version, ROLLBACK_TIMEOUT_S)
+        rt.out(f"the server now serves version {version}")
+    rt.wd.update_state(deployed_version=version)
+    return 0
+
+
+def loadtest(rt: LocalRuntime, request: LoadtestRequest) -> int:
+    server = running_server(rt)
+    out_dir = rt.wd.reports / "loadtest"
+    url = server["url"] if server else "http://127.0.0.1:<http-port>"
+    if not rt.ex.act(
+        f"run Locust headless in its own process: {request.concurrency} user(s), no wait "
+        f"time, for {request.duration}, against {url}/v1/models/{rt.service}:predict; "
+        f"results in {out_dir}"
+    ):
+        return 0
+    if server is None:
+        raise rt.error("no model server is running; run `invoke deploy` first")
+    rt.out(
+        "scale-out is checked only on a cluster: the local runtime runs one server "
+        "process, so this measures throughput and latency only"
+    )
+    from loadtest.run import check, run_loadtest
+
+    summary = run_loadtest(
+        server["url"],
+        rt.service,
+        write_sample(rt),
+        out_dir,
+        concurrency=request.concurrency,
+        duration=request.duration,
+        spawn_rate=request.spawn_rate,
+        log=rt.out,
+    )
+    rt.out(summary_table(summary))
+    rt.out(f"results: {out_dir} (summary.json, chart.png, Locust CSVs)")
+    rt.wd.update_state(last_loadtest=str(out_dir / "summary.json"))
+    problems = check(summary, max_failure_ratio=request.max_failure_ratio, expect_scale_out=False)
+    for p in problems:
+        rt.out(f"error: {p}")
+    return 1 if problems else 0
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    return table(
+        [
+            ("requests", "failures", "req/s", "p50 ms", "p95 ms", "p99 ms"),
+            (
+                str(summary["requests"]),
+                str(summary["failures"]),
+                f"{summary['rps'] or 0:.1f}",
+                *(ms(summary.get(k)) for k in ("p50_ms", "p95_ms", "p99_ms")),
+            ),
+        ]
+    )

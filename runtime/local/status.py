@@ -1,0 +1,61 @@
+"""``invoke status`` on the local runtime: what is prepared, trained, published and served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ml import contract
+from runtime.local.serving import running_server, versions
+from runtime.tables import ms
+
+if TYPE_CHECKING:
+    from runtime.local import LocalRuntime
+
+Row = tuple[str, str]
+
+
+def status_rows(rt: LocalRuntime) -> list[Row]:
+    state = rt.wd.load_state()
+    set_up = "" if state.get("up") else " (not set up: run `invoke up`)"
+    rows: list[Row] = [("item", "state"), ("runtime", f"local, work dir {rt.wd.root}{set_up}")]
+    datasets = Path(contract.datasets_dir(rt.wd.volume)) / "fashion_mnist"
+    rows.append(("dataset", f"prepared in {datasets}" if datasets.is_dir() else "not prepared"))
+    rows += _candidate_rows(rt)
+    served = versions(rt)
+    rows.append(("serving versions", ", ".join(map(str, served)) if served else "none"))
+    server = running_server(rt)
+    rows.append(
+        ("model server", f"pid {server['pid']}, {server['url']}" if server else "not running")
+    )
+    rows.append(("last load test", _last_loadtest(state.get("last_loadtest"))))
+    return rows
+
+
+def _candidate_rows(rt: LocalRuntime) -> list[Row]:
+    report = contract.read_selection(contract.selection_report(rt.wd.volume))
+    scores = {c["model_type"]: c for c in report.get("candidates", [])}
+    root = Path(contract.candidates_dir(rt.wd.volume))
+    models = sorted(p.name for p in root.glob("*") if p.is_dir() and not p.name.startswith("."))
+    rows = []
+    for model in models:
+        metrics = contract.read_metrics(contract.metrics_path(rt.wd.volume, model))
+        detail = "exported"
+        if metrics and metrics.val_accuracy is not None:
+            detail = f"last-epoch test acc {metrics.val_accuracy:.4f}"
+        if scores.get(model, {}).get("status") == "ok":
+            detail += f", selection test acc {scores[model]['accuracy']:.4f}"
+        rows.append((f"candidate {model}", detail))
+    return rows
+
+
+def _last_loadtest(path: str | None) -> str:
+    import json
+
+    if not path or not Path(path).is_file():
+        return "none"
+    s = json.loads(Path(path).read_text())
+    return (
+        f"{s['requests']} requests, {s['failures']} failed, {s['rps'] or 0:.1f} req/s, "
+        f"p95 {ms(s.get('p95_ms'))} ms ({Path(path).parent})"
+    )

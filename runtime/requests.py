@@ -1,0 +1,147 @@
+"""What a task asks a runtime to do: typed requests, validated once, with the messages
+users see. ``tasks.py`` builds them from flags and config; both runtimes take the same ones.
+
+A field a runtime may not support names the capability it needs (``needs=`` in its
+metadata, see ``runtime.api.Capabilities``); :func:`unsupported` lists the flags a user set
+that the chosen runtime cannot honour, so the task can say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from common.errors import DistmlError
+from k8s.settings import PREDICTORS, SERVING_MODES
+from ml import contract
+
+DEFAULT_CONCURRENCY = 5
+DEFAULT_DURATION = "30s"
+DEFAULT_HTTP_PORT = 8080
+
+
+class RequestError(DistmlError):
+    """A flag's value no runtime could act on; the message names the flag and the fix."""
+
+
+def _needs(capability: str, flag: str, default: Any = None) -> Any:
+    return field(default=default, metadata={"needs": capability, "flag": flag})
+
+
+def _at_least(flag: str, value: int | float | None, low: int | float) -> None:
+    if value is not None and value < low:
+        raise RequestError(f"{flag} must be at least {low}, got {value}")
+
+
+def _one_of(flag: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        raise RequestError(f"{flag} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def unsupported(request: Any, capabilities: Any) -> list[str]:
+    """The flags set on ``request`` (away from their default) whose capability the runtime
+    lacks, in field order."""
+    flags = []
+    for f in fields(request):
+        needs = f.metadata.get("needs")
+        if needs and getattr(request, f.name) != f.default and not getattr(capabilities, needs):
+            flags.append(f.metadata["flag"])
+    return flags
+
+
+@dataclass(frozen=True)
+class UpRequest:
+    source_dir: str | None = None
+    serving_mode: str | None = _needs("cluster", "--serving-mode")
+    base: str | None = _needs("cluster", "--base")
+    base_image: str | None = _needs("cluster", "--base-image")
+
+    def __post_init__(self) -> None:
+        _one_of("--serving-mode", self.serving_mode, SERVING_MODES)
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    models: tuple[str, ...] = contract.MODEL_TYPES
+    workers: int = contract.DEFAULT_WORKERS
+    parallel: int | None = None
+    profile: str = contract.DEFAULT_PROFILE
+    epochs: int | None = None
+    steps_per_epoch: int | None = None
+    max_restarts: int = contract.DEFAULT_MAX_RESTARTS
+    gpus_per_worker: int = _needs("gpus", "--gpus-per-worker", 0)
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.models if m not in contract.MODEL_TYPES]
+        if unknown:
+            raise RequestError(
+                f"unknown model type {unknown[0]!r}; valid: {', '.join(contract.MODEL_TYPES)}"
+            )
+        if not self.models:
+            raise RequestError(f"no model to train; valid: {', '.join(contract.MODEL_TYPES)}")
+        if self.profile not in contract.PROFILES:
+            raise RequestError(
+                f"unknown profile {self.profile!r}; valid: {', '.join(contract.PROFILES)}"
+            )
+        _at_least("--workers", self.workers, 1)
+        _at_least("--parallel", self.parallel, 1)
+        _at_least("--epochs", self.epochs, 1)
+        _at_least("--steps-per-epoch", self.steps_per_epoch, 1)
+        _at_least("--max-restarts", self.max_restarts, 0)
+        _at_least("--gpus-per-worker", self.gpus_per_worker, 0)
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    min_accuracy: float = 0.0
+    force: bool = False
+    predictor: str = _needs("predictors", "--predictor", "kserve")
+    target: int | None = _needs("scales_out", "--target")
+    min_replicas: int | None = _needs("scales_out", "--min-replicas")
+    max_replicas: int | None = _needs("scales_out", "--max-replicas")
+    container_concurrency: int | None = _needs("scales_out", "--container-concurrency")
+    request_logger: bool = _needs("cluster", "--request-logger", False)
+    http_port: int = _needs("local_port", "--http-port", DEFAULT_HTTP_PORT)
+
+    def __post_init__(self) -> None:
+        _one_of("--predictor", self.predictor, PREDICTORS)
+        if not 0.0 <= self.min_accuracy <= 1.0:
+            hint = f" (did you mean {self.min_accuracy / 100:g}?)" if self.min_accuracy > 1 else ""
+            raise RequestError(
+                f"--min-accuracy is a fraction between 0 and 1, got {self.min_accuracy:g}{hint}"
+            )
+        for flag, value in (
+            ("--target", self.target),
+            ("--min-replicas", self.min_replicas),
+            ("--max-replicas", self.max_replicas),
+            ("--container-concurrency", self.container_concurrency),
+            ("--http-port", self.http_port),
+        ):
+            _at_least(flag, value, 0 if flag == "--min-replicas" else 1)
+        if self.http_port > 65535:
+            raise RequestError(f"--http-port must be at most 65535, got {self.http_port}")
+
+
+@dataclass(frozen=True)
+class LoadtestRequest:
+    concurrency: int = DEFAULT_CONCURRENCY
+    duration: str = DEFAULT_DURATION
+    spawn_rate: float | None = None
+    max_failure_ratio: float = 0.0
+    expect_scale_out: bool = True
+
+    def __post_init__(self) -> None:
+        from loadtest.run import check_flags
+
+        try:
+            check_flags(self.concurrency, self.duration, self.max_failure_ratio)
+        except ValueError as e:
+            raise RequestError(str(e)) from e
+        if self.spawn_rate is not None and self.spawn_rate <= 0:
+            raise RequestError(f"--spawn-rate must be above 0, got {self.spawn_rate:g}")
+
+
+@dataclass(frozen=True)
+class DownRequest:
+    purge: bool = False
+    keep_cluster: bool = _needs("cluster", "--keep-cluster", False)

@@ -1,0 +1,114 @@
+"""The house rules, checked: which layer may import which, file and function sizes, and
+every pod-contract command built in one place (``ml/contract.py``)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ORCHESTRATION = ("common", "k8s", "runtime", "loadtest")
+OURS = ("common", "k8s", "runtime", "loadtest", "ml", "tasks", "benchmarks")
+MAX_FILE_LINES = 500
+MAX_FUNCTION_LINES = 60
+
+
+def _sources(*packages: str) -> list[Path]:
+    files = []
+    for package in packages:
+        path = REPO / package
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [REPO / f"{package}.py"]
+    return files
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, dotted (``from ml import contract`` -> ml.contract)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {m for m in found if m.split(".")[0] in OURS}
+
+
+def _violations(files: list[Path], allowed) -> list[str]:
+    return [
+        f"{f.relative_to(REPO)} imports {m}"
+        for f in files
+        for m in sorted(_imports(f))
+        if not allowed(m)
+    ]
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_k8s_imports_nothing_from_runtime_loadtest_or_tasks():
+    bad = _violations(_sources("k8s"), lambda m: _top(m) not in ("runtime", "loadtest", "tasks"))
+    assert bad == []
+
+
+def test_common_is_a_leaf():
+    assert _violations(_sources("common"), lambda m: _top(m) == "common") == []
+
+
+def test_orchestration_imports_only_the_contract_from_ml():
+    def allowed(module: str) -> bool:
+        return _top(module) != "ml" or module in ("ml", "ml.contract")
+
+    assert _violations(_sources(*ORCHESTRATION, "tasks"), allowed) == []
+
+
+def test_pod_code_imports_nothing_from_the_orchestration_side():
+    # ml/ is all the image holds (Dockerfile: COPY ml/): it can import nothing else of ours.
+    assert _violations(_sources("ml"), lambda m: _top(m) == "ml") == []
+
+
+def test_the_orchestration_side_loads_no_tensorflow_numpy_or_kserve():
+    code = (
+        "import sys; import tasks, runtime.local, runtime.cluster, runtime.requests, "
+        "k8s.manifests, loadtest.run; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('tensorflow', 'numpy', 'kserve', 'keras', 'tf_keras')); "
+        "ml = sorted(m for m in sys.modules if m.split('.')[0] == 'ml'); "
+        "print(heavy, ml); sys.exit(1 if heavy or ml != ['ml', 'ml.contract'] else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_pod_command_is_built_by_the_contract():
+    # Code, not prose: an argv element "-m" followed by "ml.<step>", or a helper given one.
+    pattern = re.compile(r"""["']-m["'],\s*["']ml\.|_command\(\s*["']ml\.""")
+    offenders = [
+        f"{f.relative_to(REPO)}:{f.read_text()[: m.start()].count(chr(10)) + 1}"
+        for f in _sources(*ORCHESTRATION, "tasks", "benchmarks", "ml")
+        if f.name != "contract.py"
+        for m in pattern.finditer(f.read_text())
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("path", _sources(*OURS), ids=lambda p: str(p.relative_to(REPO)))
+def test_files_stay_readable_in_one_sitting(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_FILE_LINES, f"{path.name}: {lines} lines; split it by concern"
+
+
+def test_functions_fit_on_a_screen():
+    long = []
+    for path in _sources(*OURS):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({length})")
+    assert long == []
