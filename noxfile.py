@@ -216,8 +216,8 @@ def integration(session: nox.Session) -> None:
     env = {
         "INVOKE_RUNTIME": "kind",
         "INVOKE_WORKDIR": str(INTEGRATION_WORKDIR),
-        "INVOKE_CLUSTER": INTEGRATION_CLUSTER,
-        "INVOKE_INGRESS_PORT": INTEGRATION_INGRESS_PORT,
+        "INVOKE_CLUSTER_NAME": INTEGRATION_CLUSTER,
+        "INVOKE_CLUSTER_INGRESS_PORT": INTEGRATION_INGRESS_PORT,
     }
     if data_dir:
         env["DISTML_DATA_DIR"] = data_dir

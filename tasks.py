@@ -57,10 +57,33 @@ def _runtime(c, requested, *, for_up=False):
     return LocalRuntime(wd, service=str(c.config.service), out=_out, dry=bool(c.config.run.dry))
 
 
+# Cluster settings moved under ``cluster:``; the old names would be ignored without a word.
+RENAMED = {
+    "INVOKE_CLUSTER": "INVOKE_CLUSTER_NAME",
+    "INVOKE_NAMESPACE": "INVOKE_CLUSTER_NAMESPACE",
+    "INVOKE_INGRESS_PORT": "INVOKE_CLUSTER_INGRESS_PORT",
+}
+
+
+def _cluster_config(c):
+    """``c.config.cluster``, refusing the settings' old names (environment or invoke.yaml)."""
+    import os
+
+    old = [f"{k} (now {v})" for k, v in RENAMED.items() if k in os.environ]
+    old += [
+        f"{k} in invoke.yaml (now cluster.{k})"
+        for k in ("namespace", "ingress_port")
+        if k in c.config
+    ]
+    if old:
+        raise Exit(f"error: cluster settings were renamed; use the new names: {'; '.join(old)}", 2)
+    return c.config.cluster
+
+
 def _cluster_runtime(c, name, wd):
     from runtime.cluster import ClusterRuntime
 
-    cluster = c.config.cluster
+    cluster = _cluster_config(c)
     return ClusterRuntime(
         c,
         name,

@@ -1,0 +1,96 @@
+"""tasks.py through the real ``invoke`` CLI: flags become requests, the runtime's
+capabilities decide the notes, renamed settings are refused, --dry touches nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.workdir import Workdir
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def invoke(wd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=REPO,
+        env={**os.environ, "INVOKE_WORKDIR": str(wd), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def wd(tmp_path):
+    workdir = Workdir.at(tmp_path / "wd")
+    workdir.create()
+    workdir.update_state(up=True, runtime="local")
+    return workdir.root
+
+
+def test_cluster_only_flags_are_noted_as_ignored_on_the_local_runtime(wd):
+    r = invoke(wd, "--dry", "deploy", "--target", "3", "--request-logger", "--http-port", "8181")
+    assert r.returncode == 0, r.stderr
+    assert "note: --target, --request-logger apply to cluster runtimes; ignored on local" in (
+        r.stdout
+    )
+    assert "would run (selection): python -m ml.select" in r.stdout
+    assert r.stdout.rstrip().endswith("--host 127.0.0.1 --http-port 8181")
+
+
+def test_gpus_on_the_local_runtime_are_refused_not_ignored(wd):
+    r = invoke(wd, "train", "--model-type", "cnn", "--gpus-per-worker", "1")
+    assert r.returncode == 2
+    assert "error: --gpus-per-worker cannot be used on the local runtime" in r.stderr
+
+
+def test_train_and_train_all_build_the_same_request(wd):
+    one = invoke(wd, "--dry", "train", "--model-type", "cnn_dropout", "--epochs", "2")
+    every = invoke(wd, "--dry", "train-all", "--model-type", "cnn_dropout", "--epochs", "2")
+    assert one.returncode == every.returncode == 0, one.stderr + every.stderr
+    assert one.stdout == every.stdout
+    assert "--model-type cnn_dropout --profile quick --log-every 5 --epochs 2" in one.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["deploy", "--min-accuracy", "86"], "(did you mean 0.86?)"),
+        (["loadtest", "--concurrency", "0"], "--concurrency must be at least 1, got 0"),
+        (["train-all", "--model-type", "vgg"], "unknown model type 'vgg'"),
+        (["up", "--serving-mode", "mesh"], "--serving-mode must be one of knative, standard"),
+    ],
+)
+def test_bad_values_exit_2_before_a_runtime_is_chosen(wd, args, message):
+    r = invoke(wd, *args)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "runtime:" not in r.stdout  # refused before anything was looked at
+
+
+@pytest.mark.parametrize("old", ["INVOKE_CLUSTER", "INVOKE_NAMESPACE", "INVOKE_INGRESS_PORT"])
+def test_the_old_cluster_setting_names_are_refused_with_the_new_ones(wd, old):
+    r = invoke(wd, "render", "--out", str(wd / "m"), **{old: "x"})
+    assert r.returncode == 2
+    assert f"{old} (now INVOKE_CLUSTER_" in r.stderr
+
+
+def test_cluster_settings_live_under_one_namespace(wd):
+    r = invoke(
+        wd,
+        "--dry",
+        "up",
+        "--runtime",
+        "kind",
+        INVOKE_CLUSTER_NAME="it",
+        INVOKE_CLUSTER_INGRESS_PORT="18080",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "kind create cluster --name it" in r.stdout
+    assert "18080" in r.stdout
