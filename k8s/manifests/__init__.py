@@ -1,0 +1,179 @@
+"""Pure manifest builders: every Kubernetes object distml applies, as plain dicts.
+
+No I/O, no client, no globals changed: each builder takes a ``Settings`` (frozen) and
+returns a fresh dict, so ``invoke render``, ``--dry`` and the real apply all see the same
+objects. Tests validate every object these functions can produce against the pinned
+Kubernetes version (core kinds) and the upstream CRDs (TFJob, ServingRuntime,
+InferenceService), in strict mode, so a misspelt field fails there rather than on a
+cluster.
+
+What is deliberate (and why):
+- Every object carries ``app.kubernetes.io/part-of: distml`` and
+  ``app.kubernetes.io/managed-by: distml`` so ``down`` and ``status`` can find them.
+- The project image is never ``:latest`` and always ``imagePullPolicy: IfNotPresent``: a
+  ``:latest`` tag (or no tag) means ``Always``, i.e. ErrImagePull right after a good
+  ``k3d image import`` / ``kind load``.
+- Every pod running the project image runs as UID/GID 1000 (the image's user), non-root,
+  no privilege escalation, no capabilities.
+- TFJob pods carry ``sidecar.istio.io/inject: "false"``: an Istio sidecar never exits and
+  would keep a finished worker (and so the job) running forever.
+- The TFJob has no Chief, so ``successPolicy: AllWorkers`` (else the job counts as
+  Succeeded when worker-0 exits, while worker-1 may still be saving) and
+  ``cleanPodPolicy: None`` (finished and failed pods stay, so their logs can be read).
+- The InferenceService names its deployment mode explicitly (``Knative`` or
+  ``Standard``): the cluster-wide default lives in KServe's ConfigMap and differs between
+  installs, and the mode cannot be changed once the service exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from k8s.manifests.checks import (
+    check_min_accuracy,
+    check_models,
+    check_settings,
+)
+from k8s.manifests.names import (
+    COMMON_LABELS,
+    COMPONENT_LABEL,
+    HPA_CPU_TARGET_PERCENT,
+    IMAGE_ANNOTATION,
+    INGEST_JOB,
+    ISVC_POD_LABEL,
+    K8S_NODE_PORT_RANGE,
+    KSERVE_MODEL_DIR,
+    LOADER_LIFETIME_S,
+    LOADER_POD,
+    MANAGED_BY,
+    MAX_SERVICE_NAME,
+    MESSAGE_DUMPER,
+    MODEL_FORMAT,
+    MODEL_FORMAT_VERSION,
+    MODEL_LABEL,
+    PART_OF,
+    PREDICTOR_PORT,
+    PROFILES,
+    PROJECT_UID,
+    RAW_DATA_SUBDIR,
+    ROLLBACK_JOB,
+    RUNTIME_NAME,
+    SELECT_JOB,
+    STEPS,
+    TFJOB_CONTAINER,
+    TFJOB_PORT,
+    TFJOB_PORT_NAME,
+    VOLUME_NAME,
+    WORKER_GRACE_S,
+    dns_name,
+    is_dns_label,
+    labels,
+    raw_data_dir,
+    selector,
+    storage_uri,
+    tfjob_name,
+)
+from k8s.manifests.pods import (
+    ingest_job,
+    loader_pod,
+    namespace,
+    pvc,
+    selection_job,
+    tfjob,
+    train_command,
+)
+from k8s.manifests.serving import (
+    inference_service,
+    ingress_service,
+    message_dumper,
+    message_dumper_url,
+    serving_runtime,
+)
+from k8s.settings import Settings
+
+
+def cluster_objects(
+    s: Settings,
+    *,
+    models: Iterable[str],
+    min_accuracy: float = 0.0,
+    force: bool = False,
+    source_dir: bool = False,
+) -> list[tuple[str, dict[str, Any]]]:
+    """Every object of a whole lifecycle as ``(step, object)`` in apply order; step is
+    one of ``STEPS``. ``source_dir``: the data come from local files (loader pod, and
+    ingest reads them from ``raw_data_dir(s)``)."""
+    check_settings(s)
+    models = check_models(models)
+    check_min_accuracy(min_accuracy)
+    out: list[tuple[str, dict[str, Any]]] = [("up", namespace(s)), ("up", pvc(s))]
+    if source_dir:
+        out.append(("up", loader_pod(s)))
+    out.append(("up", ingest_job(s, raw_data_dir(s) if source_dir else None)))
+    out += [("train-all", tfjob(s, m)) for m in models]
+    out.append(("deploy", selection_job(s, min_accuracy=min_accuracy, force=force)))
+    if s.request_logger:
+        out += [("deploy", obj) for obj in message_dumper(s)]
+    if s.predictor == "kserve":
+        out.append(("deploy", serving_runtime(s)))
+    out.append(("deploy", inference_service(s)))
+    if s.serving_mode == "standard":
+        out.append(("deploy", ingress_service(s)))
+    return out
+
+
+__all__ = [
+    "COMMON_LABELS",
+    "COMPONENT_LABEL",
+    "HPA_CPU_TARGET_PERCENT",
+    "IMAGE_ANNOTATION",
+    "INGEST_JOB",
+    "ISVC_POD_LABEL",
+    "K8S_NODE_PORT_RANGE",
+    "KSERVE_MODEL_DIR",
+    "LOADER_LIFETIME_S",
+    "LOADER_POD",
+    "MANAGED_BY",
+    "MAX_SERVICE_NAME",
+    "MESSAGE_DUMPER",
+    "MODEL_FORMAT",
+    "MODEL_FORMAT_VERSION",
+    "MODEL_LABEL",
+    "PART_OF",
+    "PREDICTOR_PORT",
+    "PROFILES",
+    "PROJECT_UID",
+    "RAW_DATA_SUBDIR",
+    "ROLLBACK_JOB",
+    "RUNTIME_NAME",
+    "SELECT_JOB",
+    "STEPS",
+    "TFJOB_CONTAINER",
+    "TFJOB_PORT",
+    "TFJOB_PORT_NAME",
+    "VOLUME_NAME",
+    "WORKER_GRACE_S",
+    "check_models",
+    "check_settings",
+    "cluster_objects",
+    "dns_name",
+    "inference_service",
+    "ingest_job",
+    "ingress_service",
+    "is_dns_label",
+    "labels",
+    "loader_pod",
+    "message_dumper",
+    "message_dumper_url",
+    "namespace",
+    "pvc",
+    "raw_data_dir",
+    "selection_job",
+    "selector",
+    "serving_runtime",
+    "storage_uri",
+    "tfjob",
+    "tfjob_name",
+    "train_command",
+]

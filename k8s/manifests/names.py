@@ -1,0 +1,119 @@
+"""Names, labels and fixed values every distml object uses (no I/O)."""
+
+from __future__ import annotations
+
+import re
+
+from k8s.settings import Settings
+from ml import contract
+
+PROFILES = contract.PROFILES
+
+PART_OF = "distml"
+MANAGED_BY = "distml"
+COMMON_LABELS = {
+    "app.kubernetes.io/part-of": PART_OF,
+    "app.kubernetes.io/managed-by": MANAGED_BY,
+}
+MODEL_LABEL = "distml/model"
+IMAGE_ANNOTATION = "distml/image"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# The label KServe puts on every predictor pod of an InferenceService.
+ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"
+
+# `cluster_objects` steps, in the order the tasks run them.
+STEPS = ("up", "train-all", "deploy")
+
+# Object names.
+LOADER_POD = "distml-data-loader"
+INGEST_JOB = "distml-ingest"
+SELECT_JOB = "distml-select"
+ROLLBACK_JOB = "distml-rollback"
+RUNTIME_NAME = "distml-predictor"
+MESSAGE_DUMPER = "message-dumper"
+
+# The project image's user (Dockerfile: useradd --uid 1000, USER 1000:1000).
+PROJECT_UID = 1000
+# The pod-level name of the PVC volume in every pod that mounts it.
+VOLUME_NAME = "data"
+# TFJob: the operator requires this container name and this port name.
+TFJOB_CONTAINER = "tensorflow"
+TFJOB_PORT = 2222
+# A deleted worker pod (a replaced job, a drain, an eviction) gets SIGTERM, and this long
+# before SIGKILL: the workers agree on a step, save it and exit (ml.preemption). Measured
+# here from SIGTERM to exit: 0.3-1.5 s (the save itself 0.05-0.4 s), 6 workers on 2 cores
+# the slowest. Not longer: until it ends, the training operator (v1.9) counts the
+# terminating pod as failed and may fail the whole TFJob.
+WORKER_GRACE_S = 10
+TFJOB_PORT_NAME = "tfjob-port"
+# Serving: KServe mounts `pvc://claim/path` here; our server polls it for new versions.
+MODEL_FORMAT = "distml-savedmodel"
+MODEL_FORMAT_VERSION = "1"
+KSERVE_MODEL_DIR = "/mnt/models"
+PREDICTOR_PORT = 8080
+# Standard mode scales with an HPA on CPU: KServe's own default target, made explicit.
+HPA_CPU_TARGET_PERCENT = 80
+# Where `invoke up --source-dir` copies the raw Fashion-MNIST files, under the mount.
+RAW_DATA_SUBDIR = "raw/fashion-mnist"
+# How long the loader pod stays up for `kubectl cp` (it then exits by itself).
+LOADER_LIFETIME_S = 3600
+
+# Knative names a revision `<service>-predictor-00001`; it must fit a 63-char label.
+MAX_SERVICE_NAME = 63 - len("-predictor-00001")
+K8S_NODE_PORT_RANGE = (30000, 32767)
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+# -- names -----------------------------------------------------------------------------
+
+
+def is_dns_label(name: str, *, max_len: int = 63) -> bool:
+    """True when ``name`` is a DNS-1123 label (lower-case alphanumerics and '-', no
+    leading or trailing '-', at most ``max_len`` characters)."""
+    return isinstance(name, str) and 0 < len(name) <= max_len and bool(_DNS_LABEL.match(name))
+
+
+def dns_name(text: str, *, max_len: int = 63) -> str:
+    """``text`` made into a DNS-1123 label: lower case, every run of other characters
+    (``_``, ``.``, spaces...) becomes one '-', no '-' at either end, cut to ``max_len``.
+
+    >>> dns_name("cnn_batchnorm")
+    'cnn-batchnorm'
+
+    Raises ValueError when nothing usable is left (e.g. ``"__"``).
+    """
+    name = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+    name = name[:max_len].rstrip("-")
+    if not name:
+        raise ValueError(f"cannot make a DNS-1123 name out of {text!r}")
+    return name
+
+
+def tfjob_name(model: str) -> str:
+    """``train-<model>`` with '_' as '-' (TFJob names are DNS-1123 labels)."""
+    return dns_name(f"train-{model}")
+
+
+def raw_data_dir(s: Settings) -> str:
+    """Where the loader pod receives local Fashion-MNIST files, inside the volume."""
+    return f"{s.mount_path.rstrip('/')}/{RAW_DATA_SUBDIR}"
+
+
+def storage_uri(s: Settings) -> str:
+    """The InferenceService's model location: the service's folder in the PVC."""
+    return f"pvc://{s.volume}/serving/{s.service}"
+
+
+def labels(component: str | None = None, **extra: str) -> dict[str, str]:
+    """The labels every distml object carries, plus a component and any extras."""
+    out = dict(COMMON_LABELS)
+    if component:
+        out[COMPONENT_LABEL] = component
+    out.update(extra)
+    return out
+
+
+def selector(component: str | None = None) -> str:
+    """A label selector string matching what ``labels(component)`` puts on objects."""
+    return ",".join(f"{k}={v}" for k, v in labels(component).items())

@@ -1,0 +1,276 @@
+"""The objects that run the pod contract: namespace, volume, loader, ingest, TFJobs and
+the selection job (and the pieces their pods share)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from k8s.manifests.checks import check_min_accuracy, check_models
+from k8s.manifests.names import (
+    INGEST_JOB,
+    LOADER_LIFETIME_S,
+    LOADER_POD,
+    MODEL_LABEL,
+    PROJECT_UID,
+    ROLLBACK_JOB,
+    SELECT_JOB,
+    TFJOB_CONTAINER,
+    TFJOB_PORT,
+    TFJOB_PORT_NAME,
+    VOLUME_NAME,
+    WORKER_GRACE_S,
+    labels,
+    raw_data_dir,
+    tfjob_name,
+)
+from k8s.settings import Resources, Settings
+from ml import contract
+
+# -- shared pieces ---------------------------------------------------------------------
+
+
+def meta(
+    name: str,
+    namespace: str | None,
+    component: str | None = None,
+    *,
+    extra_labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = labels(component, **(extra_labels or {}))
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def _pod_security_context() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": PROJECT_UID,
+        "runAsGroup": PROJECT_UID,
+        "fsGroup": PROJECT_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context(run_as: int | None = None) -> dict[str, Any]:
+    ctx: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    if run_as is not None:
+        ctx.update(
+            runAsNonRoot=True,
+            runAsUser=run_as,
+            runAsGroup=run_as,
+            seccompProfile={"type": "RuntimeDefault"},
+        )
+    return ctx
+
+
+def env_list(values: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": str(v)} for k, v in values.items()]
+
+
+def base_env() -> dict[str, str]:
+    # The image sets these too; repeating them keeps a pod right with any base image.
+    return {"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _volume(s: Settings) -> dict[str, Any]:
+    return {"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": s.volume}}
+
+
+def _volume_mount(s: Settings) -> dict[str, Any]:
+    return {"name": VOLUME_NAME, "mountPath": s.mount_path}
+
+
+def _project_container(
+    s: Settings,
+    name: str,
+    command: list[str],
+    *,
+    resources: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name,
+        "image": s.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": command,
+        "env": env_list(env if env is not None else base_env()),
+        "volumeMounts": [_volume_mount(s)],
+        "securityContext": container_security_context(),
+    }
+    if resources is not None:
+        container["resources"] = resources
+    return container
+
+
+def _project_pod_spec(
+    s: Settings, container: dict[str, Any], *, restart_policy: str | None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if restart_policy is not None:
+        spec["restartPolicy"] = restart_policy
+    spec["securityContext"] = _pod_security_context()
+    spec["containers"] = [container]
+    spec["volumes"] = [_volume(s)]
+    return spec
+
+
+def _job(
+    s: Settings, name: str, component: str, command: list[str], *, backoff_limit: int
+) -> dict[str, Any]:
+    container = _project_container(s, component, command, resources=s.worker_resources.as_dict())
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta(name, s.namespace, component),
+        "spec": {
+            "backoffLimit": backoff_limit,
+            "template": {
+                "metadata": {"labels": labels(component)},
+                # Never: a failed attempt's pod (and its log) stays; the Job makes a new one.
+                "spec": _project_pod_spec(s, container, restart_policy="Never"),
+            },
+        },
+    }
+
+
+# -- builders --------------------------------------------------------------------------
+
+
+def namespace(s: Settings) -> dict[str, Any]:
+    """The namespace everything else lives in."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(s.namespace, None)}
+
+
+def pvc(s: Settings) -> dict[str, Any]:
+    """The shared volume (ReadWriteOnce: every pod that mounts it must share its node)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta(s.volume, s.namespace, "storage"),
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": s.storage_class,
+            "resources": {"requests": {"storage": s.volume_size}},
+        },
+    }
+
+
+def loader_pod(s: Settings) -> dict[str, Any]:
+    """A pod that mounts the volume and waits (up to an hour) for `kubectl cp` of local
+    Fashion-MNIST files into ``raw_data_dir(s)``; offline clusters use it."""
+    target = raw_data_dir(s)
+    script = (
+        f"import os, time; os.makedirs({target!r}, exist_ok=True); time.sleep({LOADER_LIFETIME_S})"
+    )
+    container = _project_container(
+        s,
+        "loader",
+        ["python", "-c", script],
+        resources=Resources("10m", "250m", "32Mi", "128Mi").as_dict(),
+    )
+    spec = _project_pod_spec(s, container, restart_policy="Never")
+    # python as PID 1 ignores SIGTERM: do not make `kubectl delete` wait 30 s for nothing.
+    spec["terminationGracePeriodSeconds"] = 1
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta(LOADER_POD, s.namespace, "loader"),
+        "spec": spec,
+    }
+
+
+def ingest_job(s: Settings, source_dir_in_volume: str | None = None) -> dict[str, Any]:
+    """``python -m ml.ingest``: prepare the dataset in ``<mount>/datasets``."""
+    command = contract.ingest(s.mount_path, source_dir_in_volume)
+    return _job(s, INGEST_JOB, "ingest", command, backoff_limit=2)
+
+
+def train_command(s: Settings, model: str) -> list[str]:
+    """The command every TFJob worker of ``model`` runs (the pod contract)."""
+    return contract.train(
+        s.mount_path,
+        model,
+        profile=s.profile,
+        epochs=s.epochs,
+        steps_per_epoch=s.steps_per_epoch,
+    )
+
+
+def tfjob(s: Settings, model: str) -> dict[str, Any]:
+    """One multi-worker TFJob (Kubeflow training-operator v1) training ``model``."""
+    check_models([model])
+    env = base_env() | {
+        # Each worker's TF threads = the cores its CPU limit gives it (>= 1): workers
+        # sharing a node otherwise slow each other down (measured: 0.51x vs 0.98x).
+        "TF_NUM_INTRAOP_THREADS": str(s.threads),
+        "TF_NUM_INTEROP_THREADS": str(s.threads),
+    }
+    container = _project_container(
+        s,
+        TFJOB_CONTAINER,
+        train_command(s, model),
+        resources=s.worker_resources.as_dict(s.gpus_per_worker),
+        env=env,
+    )
+    container["ports"] = [{"containerPort": TFJOB_PORT, "name": TFJOB_PORT_NAME}]
+    model_labels = {MODEL_LABEL: model}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": meta(tfjob_name(model), s.namespace, "train", extra_labels=model_labels),
+        "spec": {
+            "runPolicy": {
+                "activeDeadlineSeconds": s.train_deadline_s,
+                "backoffLimit": s.max_restarts,
+                "cleanPodPolicy": "None",
+            },
+            "successPolicy": "AllWorkers",
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": s.workers,
+                    # OnFailure: a crashed worker is restarted in place (counted against
+                    # backoffLimit = --max-restarts) and its peers, failing in their
+                    # collectives, too; all resume from BackupAndRestore. A deleted pod
+                    # is recreated by the operator, uncounted. Not ExitCode: it treats
+                    # every exit code below 128 (a Python exception is 1) as permanent
+                    # and never bounds the retries of the others.
+                    "restartPolicy": "OnFailure",
+                    "template": {
+                        "metadata": {
+                            "labels": labels("train", **model_labels),
+                            "annotations": {"sidecar.istio.io/inject": "false"},
+                        },
+                        # restartPolicy: the operator sets it from the replica spec.
+                        "spec": {
+                            **_project_pod_spec(s, container, restart_policy=None),
+                            "terminationGracePeriodSeconds": WORKER_GRACE_S,
+                        },
+                    },
+                }
+            },
+        },
+    }
+
+
+def selection_job(
+    s: Settings, *, min_accuracy: float, force: bool, rollback: bool = False
+) -> dict[str, Any]:
+    """``python -m ml.select``: publish the best candidate (or, with ``rollback``, the
+    previous version). backoffLimit 0: a refusal to publish is a verdict, not a flake."""
+    if rollback:
+        name, component = ROLLBACK_JOB, "rollback"
+    else:
+        check_min_accuracy(min_accuracy)
+        name, component = SELECT_JOB, "select"
+    command = contract.select(
+        s.mount_path, s.service, min_accuracy=min_accuracy, force=force, rollback=rollback
+    )
+    return _job(s, name, component, command, backoff_limit=0)

@@ -1,0 +1,199 @@
+"""The serving objects: our ServingRuntime, the InferenceService, the request logger and
+the standard mode's ingress Service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from k8s import versions
+from k8s.manifests.names import (
+    COMPONENT_LABEL,
+    HPA_CPU_TARGET_PERCENT,
+    IMAGE_ANNOTATION,
+    ISVC_POD_LABEL,
+    KSERVE_MODEL_DIR,
+    MESSAGE_DUMPER,
+    MODEL_FORMAT,
+    MODEL_FORMAT_VERSION,
+    PREDICTOR_PORT,
+    PROJECT_UID,
+    RUNTIME_NAME,
+    labels,
+    storage_uri,
+)
+from k8s.manifests.pods import base_env, container_security_context, env_list, meta
+from k8s.settings import Resources, Settings
+from ml import contract
+
+_SERVE = contract.serve(KSERVE_MODEL_DIR, "{{.Name}}", host="0.0.0.0", http_port=PREDICTOR_PORT)
+
+
+def serving_runtime(s: Settings) -> dict[str, Any]:
+    """The ServingRuntime running our own server (``python -m ml.serve``) in the project
+    image; ``inference_service`` selects it for ``predictor == "kserve"``."""
+    container = {
+        "name": "kserve-container",
+        "image": s.image,
+        "imagePullPolicy": "IfNotPresent",
+        # KServe replaces {{.Name}} with the InferenceService's name.
+        "command": _SERVE[:3],
+        "args": _SERVE[3:],
+        "env": env_list(base_env()),
+        "ports": [{"containerPort": PREDICTOR_PORT, "name": "http1", "protocol": "TCP"}],
+        # Ready only once a model version has loaded (the server answers 503 until then):
+        # without this, KServe/Knative fall back to a TCP probe and route requests to a
+        # pod that is still loading the SavedModel, which fails them during scale-out.
+        "readinessProbe": {
+            "httpGet": {"path": f"/v1/models/{s.service}", "port": PREDICTOR_PORT},
+            "periodSeconds": 2,
+            "failureThreshold": 2,
+            "timeoutSeconds": 2,
+        },
+        "resources": s.predictor_resources.as_dict(),
+        # A ServingRuntime has no pod-level securityContext: all of it goes here.
+        "securityContext": container_security_context(run_as=PROJECT_UID),
+    }
+    return {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": meta(RUNTIME_NAME, s.namespace, "serve"),
+        "spec": {
+            "supportedModelFormats": [
+                {"name": MODEL_FORMAT, "version": MODEL_FORMAT_VERSION, "autoSelect": True}
+            ],
+            "protocolVersions": ["v1"],
+            "containers": [container],
+        },
+    }
+
+
+def inference_service(s: Settings) -> dict[str, Any]:
+    """The KServe InferenceService serving ``pvc://<volume>/serving/<service>``."""
+    if s.serving_mode == "knative":
+        annotations = {
+            # The project image: a new build changes this, which rolls the predictor (the
+            # ServingRuntime's image alone does not).
+            IMAGE_ANNOTATION: s.image,
+            "serving.kserve.io/deploymentMode": "Knative",
+            # Knative's KPA: concurrent requests per replica before it adds one.
+            "autoscaling.knative.dev/target": str(s.target),
+        }
+    else:
+        annotations = {
+            IMAGE_ANNOTATION: s.image,
+            "serving.kserve.io/deploymentMode": "Standard",
+            # KServe's webhook checks scaleMetric/scaleTarget against the HPA rules only
+            # with this class named explicitly (else it applies Knative's, refusing cpu).
+            "serving.kserve.io/autoscalerClass": "hpa",
+        }
+    model: dict[str, Any]
+    if s.predictor == "kserve":
+        model = {
+            "modelFormat": {"name": MODEL_FORMAT, "version": MODEL_FORMAT_VERSION},
+            "runtime": RUNTIME_NAME,
+            "protocolVersion": "v1",
+            "storageUri": storage_uri(s),
+            "resources": s.predictor_resources.as_dict(),
+        }
+    else:
+        # KServe's built-in TF Serving runtime, its image tag pinned. That runtime asks
+        # for 1 CPU / 2Gi per replica by default; ours (predictor_resources) is smaller
+        # so that several replicas fit a laptop cluster.
+        model = {
+            "modelFormat": {"name": "tensorflow"},
+            "runtimeVersion": versions.TFSERVING_RUNTIME_VERSION,
+            "storageUri": storage_uri(s),
+            "resources": s.predictor_resources.as_dict(),
+        }
+    predictor: dict[str, Any] = {
+        "minReplicas": s.min_replicas,
+        "maxReplicas": s.max_replicas,
+    }
+    if s.serving_mode == "standard":
+        predictor["scaleMetric"] = "cpu"
+        predictor["scaleTarget"] = HPA_CPU_TARGET_PERCENT
+    if s.container_concurrency is not None:
+        predictor["containerConcurrency"] = s.container_concurrency
+    if s.request_logger:
+        predictor["logger"] = {"mode": "all", "url": message_dumper_url(s)}
+    predictor["model"] = model
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": meta(s.service, s.namespace, "serve", annotations=annotations),
+        "spec": {"predictor": predictor},
+    }
+
+
+def message_dumper_url(s: Settings) -> str:
+    """Where the predictor's request logger sends its CloudEvents."""
+    return f"http://{MESSAGE_DUMPER}.{s.namespace}.svc.cluster.local"
+
+
+def message_dumper(s: Settings) -> list[dict[str, Any]]:
+    """A Deployment + Service printing every request/response the logger sends."""
+    pod_labels = labels("request-logger", **{"app.kubernetes.io/name": MESSAGE_DUMPER})
+    match = {"app.kubernetes.io/name": MESSAGE_DUMPER, COMPONENT_LABEL: "request-logger"}
+    container = {
+        "name": MESSAGE_DUMPER,
+        "image": versions.MESSAGE_DUMPER_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+        "resources": Resources("10m", "100m", "32Mi", "64Mi").as_dict(),
+        # ko-built image: its user is 65532 (nonroot); named here so the check can pass.
+        "securityContext": container_security_context(run_as=65532),
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(MESSAGE_DUMPER, s.namespace, "request-logger"),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": match},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {"containers": [container]},
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(MESSAGE_DUMPER, s.namespace, "request-logger"),
+        "spec": {
+            "selector": dict(match),
+            # Port 80, so the logger URL needs no port.
+            "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}],
+        },
+    }
+    return [deployment, service]
+
+
+def ingress_service(s: Settings) -> dict[str, Any]:
+    """Standard mode's way in from the host: a Service in front of the predictor pods.
+
+    k3d: LoadBalancer (k3s's ServiceLB takes the port k3d maps to the host); kind and
+    minikube: NodePort ``s.ingress_node_port`` (the port the cluster maps to the host).
+    In Knative mode the Istio ingress gateway is the way in instead.
+    """
+    port: dict[str, Any] = {
+        "name": "http",
+        "port": 80,
+        "targetPort": PREDICTOR_PORT,
+        "protocol": "TCP",
+    }
+    if s.provider == "k3d":
+        service_type = "LoadBalancer"
+    else:
+        service_type = "NodePort"
+        port["nodePort"] = s.ingress_node_port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(f"{s.service}-ingress", s.namespace, "ingress"),
+        "spec": {
+            "type": service_type,
+            "selector": {ISVC_POD_LABEL: s.service},
+            "ports": [port],
+        },
+    }
