@@ -20,13 +20,9 @@ from common.errors import DistmlError
 from k8s import capacity, manifests, operators
 from k8s.preflight import Preflight
 from k8s.settings import MODEL_TYPES, Settings
-from runtime.cluster import (
-    RAW_FILES,
-    SETTLE_S,
-    ClusterError,
-    ClusterRuntime,
-    expected_replicas,
-)
+from ml.contract import RAW_FILES
+from runtime.cluster import ClusterError, ClusterRuntime, expected_replicas
+from runtime.cluster.serve import SETTLE_S
 from runtime.image import image_tag
 from runtime.workdir import Workdir
 from tests.fakekube import FakeClock, FakeKube, conditions_status
@@ -656,14 +652,14 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
 def test_standard_mode_waits_for_the_hpa_sync_metrics_and_pod_start():
     # metrics-server's --metric-resolution (the real components.yaml) is what SETTLE_S uses.
     from k8s import versions
-    from runtime import cluster
+    from runtime.cluster import serve
     from tests.upstream import objects
 
     server = next(o for o in objects(versions.METRICS_SERVER_URL) if o["kind"] == "Deployment")
     args = server["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert f"--metric-resolution={cluster.METRIC_RESOLUTION_S}s" in args
+    assert f"--metric-resolution={serve.METRIC_RESOLUTION_S}s" in args
     assert SETTLE_S["standard"] == (
-        cluster.HPA_SYNC_S + cluster.METRIC_RESOLUTION_S + cluster.PREDICTOR_START_S
+        serve.HPA_SYNC_S + serve.METRIC_RESOLUTION_S + serve.PREDICTOR_START_S
     )
 
 
