@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.poll import Done, Pending, poll
-from k8s.waits import WaitError, wait_job
+from k8s.waits import JOB_API, WaitError, wait_job
 from runtime.cluster.context import ClusterContext, ClusterError
 
 DELETE_POLL_S = 1
@@ -52,7 +52,7 @@ def delete_and_wait(
 def run_job(cx: ClusterContext, job: dict[str, Any], timeout: float, what: str) -> str:
     """Replace a batch Job of the same name, wait for it, return its log tail."""
     name = job["metadata"]["name"]
-    delete_and_wait(cx, "batch/v1", "Job", name)
+    delete_and_wait(cx, JOB_API, "Job", name)
     cx.apply(job)
     if cx.dry:
         return ""

@@ -12,11 +12,10 @@ from urllib.parse import urlparse
 
 from k8s import manifests
 from k8s.settings import PREDICTORS, Settings
-from k8s.waits import ReplicaCounter, WaitError, wait_isvc_ready
+from k8s.waits import ISVC_API, ReplicaCounter, WaitError, wait_isvc_ready
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import apply_reporting, run_job
 
-ISVC_API = "serving.kserve.io/v1beta1"
 SELECTION_TIMEOUT_S = 1200
 KPA_TARGET_UTILISATION = 0.7  # Knative's default container-concurrency-target-percentage
 # After the load, how long to keep counting ready predictors when scale-out is expected:
@@ -106,7 +105,7 @@ def _apply_serving(cx: ClusterContext, s: Settings) -> None:
     if s.predictor == "kserve":
         apply_reporting(cx, manifests.serving_runtime(s))
     isvc = manifests.inference_service(s)
-    existed = cx.get(isvc["apiVersion"], "InferenceService", s.service) is not None
+    existed = cx.get(ISVC_API, "InferenceService", s.service) is not None
     cx.apply(isvc)
     cx.out(
         f"InferenceService {s.service}: "

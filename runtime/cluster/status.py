@@ -9,7 +9,7 @@ from typing import Any
 
 from k8s.kube import KubeError
 from k8s.operators import deployment_available
-from k8s.waits import ReplicaCounter, is_true, tfjob_state
+from k8s.waits import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
 from runtime.cluster.context import ClusterContext
 from runtime.tables import table
 
@@ -63,7 +63,7 @@ def _in_cluster(cx: ClusterContext, serving_mode: str) -> list[Row]:
 
 def _tfjobs(cx: ClusterContext) -> list[Row]:
     rows = []
-    for job in cx.kube.list("kubeflow.org/v1", "TFJob", cx.namespace):
+    for job in cx.kube.list(TFJOB_API, "TFJob", cx.namespace):
         workers = ((job.get("status") or {}).get("replicaStatuses") or {}).get("Worker", {})
         rows.append(
             (
@@ -76,7 +76,7 @@ def _tfjobs(cx: ClusterContext) -> list[Row]:
 
 
 def _inference_service(cx: ClusterContext) -> Row:
-    isvc = cx.get("serving.kserve.io/v1beta1", "InferenceService", cx.service)
+    isvc = cx.get(ISVC_API, "InferenceService", cx.service)
     if isvc is None:
         return ("InferenceService", "not deployed")
     ready = is_true(isvc, "Ready")

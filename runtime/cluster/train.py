@@ -13,7 +13,7 @@ from typing import Any
 from common.errors import DistmlError
 from k8s import capacity, manifests
 from k8s.settings import MODEL_TYPES, Settings
-from k8s.waits import TERMINAL, TFJobRow, WaitError, tfjob_state, wait_tfjobs
+from k8s.waits import TERMINAL, TFJOB_API, TFJobRow, WaitError, tfjob_state, wait_tfjobs
 from ml.contract import metrics_path, read_metrics
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.cluster.objects import delete_and_wait
@@ -21,7 +21,6 @@ from runtime.cluster.up import ingest
 from runtime.cluster.volume import Volume
 from runtime.tables import table
 
-TFJOB_API = "kubeflow.org/v1"
 WAIT_GRACE_S = 120  # beyond the jobs' own deadline, for the operator to mark them
 COPY_OUT_TIMEOUT_S = 180
 _STATE_LINE = re.compile(r"^TFJob \S+: \w+ \(workers active ")

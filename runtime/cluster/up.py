@@ -10,13 +10,12 @@ from typing import Any
 from k8s import manifests
 from k8s.operators import Installer
 from k8s.settings import SERVING_MODES, Settings
-from k8s.waits import is_true
+from k8s.waits import JOB_API, is_true
 from ml.contract import RAW_FILES
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import apply_reporting, run_job
 from runtime.cluster.volume import Volume
 
-INGEST_JOB = manifests.INGEST_JOB
 INGEST_TIMEOUT_S = 1800
 COPY_IN_TIMEOUT_S = 300
 
@@ -185,9 +184,9 @@ def _build(cx: ClusterContext, image: str, *, base: str | None, base_image: str 
 def ingest(cx: ClusterContext, s: Settings, source: str | None) -> None:
     """The dataset on the volume: the ingest Job, unless it already completed; with a
     ``source`` folder (offline clusters) its files are copied in first."""
-    job = cx.get("batch/v1", "Job", INGEST_JOB)
+    job = cx.get(JOB_API, "Job", manifests.INGEST_JOB)
     if is_true(job, "Complete"):
-        cx.out(f"dataset: already prepared on {s.volume} (Job {INGEST_JOB} completed)")
+        cx.out(f"dataset: already prepared on {s.volume} (Job {manifests.INGEST_JOB} completed)")
         return
     in_volume = None
     if source:
