@@ -1,0 +1,108 @@
+"""What every cluster step works with: the seams (``c.run``, the kube client, ``out``, the
+clock), the work dir and its state, the deployment's settings, and the two checks every
+step after ``up`` makes. One instance per task, built by ``ClusterRuntime``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from common.errors import DistmlError
+from k8s import manifests
+from k8s.kube import DryKube, Kube, KubeError
+from k8s.providers import Provider
+from k8s.settings import Settings
+from runtime.workdir import Workdir
+
+Out = Callable[[str], None]
+
+
+class ClusterError(DistmlError):
+    """A cluster step failed; the message says what, its last status and what to run next."""
+
+
+@dataclass
+class ClusterContext:
+    """The seams and the deployment one task works on (under ``invoke --dry`` the kube
+    seam is a ``DryKube`` and ``c.run`` only prints)."""
+
+    c: Any
+    wd: Workdir
+    root: Path  # the project: the image's build context
+    provider: Provider
+    namespace: str
+    service: str
+    docker: str
+    out: Out
+    clock: Any
+    image: Callable[[], str]  # the project image's tag, computed when first asked for
+    given_kube: Kube | None = None
+    _kube: Kube | None = field(default=None, init=False, repr=False)
+
+    @property
+    def dry(self) -> bool:
+        return bool(self.c.config.run.dry)
+
+    @property
+    def kube(self) -> Kube:
+        """The cluster API: the one given, else built on first use (never under --dry)."""
+        if self._kube is None:
+            if self.given_kube is not None:
+                self._kube = self.given_kube
+            elif self.dry:
+                self._kube = DryKube(self.out)
+            else:
+                from k8s.kube import ApiKube
+
+                self._kube = ApiKube(self.provider.context, out=self.out)
+        return self._kube
+
+    def settings(self, **changes: Any) -> Settings:
+        """This deployment's settings; ``changes`` that are None keep the default."""
+        state = self.wd.load_state()
+        base = Settings(
+            image=self.image(),
+            provider=self.provider.name,
+            namespace=self.namespace,
+            service=self.service,
+            serving_mode=state.get("serving_mode", "knative"),
+            ingress_node_port=self.provider.ingress_node_port,
+        )
+        s = replace(base, **{k: v for k, v in changes.items() if v is not None})
+        try:
+            manifests.check_settings(s)
+        except ValueError as e:
+            raise ClusterError(str(e)) from e
+        return s
+
+    def require_up(self) -> dict[str, Any]:
+        """The work dir's state, when `invoke up` set this cluster up for it."""
+        state = self.wd.load_state()
+        if self.dry:
+            return state
+        if not (state.get("up") and state.get("runtime") == self.provider.name):
+            raise ClusterError(
+                f"the {self.provider.name} cluster is not set up for this work dir "
+                f"({self.wd.root}); run `invoke up --runtime {self.provider.name}` first"
+            )
+        return state
+
+    def check_image(self, state: dict[str, Any], s: Settings) -> None:
+        """Pods run the image `up` imported: refuse to run code the cluster does not have."""
+        if state.get("image") and state["image"] != s.image and not self.dry:
+            raise ClusterError(
+                f"the code changed since `invoke up` imported {state['image']} (now "
+                f"{s.image}); run `invoke up` again to build and import it"
+            )
+
+    def get(self, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
+        """An object in this deployment's namespace, or None."""
+        return self.kube.get(api_version, kind, name, self.namespace)
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.kube.apply(obj)
+        except KubeError as e:
+            raise ClusterError(str(e)) from e

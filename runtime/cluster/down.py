@@ -1,0 +1,83 @@
+"""`invoke down` on a cluster: delete the cluster (or, with --keep-cluster, only what distml
+applied in it); with --purge also the images it built and the work dir."""
+
+from __future__ import annotations
+
+import shutil
+
+from k8s import manifests
+from k8s.waits import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
+from runtime.cluster.context import ClusterContext, ClusterError
+from runtime.cluster.objects import delete_and_wait
+from runtime.workdir import MARKER
+
+# What distml applies in its namespace, deleted by label (the PVC is waited for apart).
+OURS: tuple[tuple[str, str], ...] = (
+    (ISVC_API, "InferenceService"),
+    ("serving.kserve.io/v1alpha1", "ServingRuntime"),
+    (TFJOB_API, "TFJob"),
+    (JOB_API, "Job"),
+    ("v1", "Pod"),
+    (DEPLOYMENT_API, "Deployment"),
+    ("v1", "Service"),
+)
+PVC_DELETE_TIMEOUT_S = 300
+
+
+def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
+    p = cx.provider
+    state = cx.wd.load_state()
+    if keep_cluster:
+        _delete_objects(cx)
+    elif p.exists(cx.c):
+        cx.out(f"deleting cluster {p.cluster} ({p.name}) and everything in it")
+        p.delete(cx.c)
+    else:
+        cx.out(f"cluster {p.cluster}: not found, nothing to delete")
+    if purge:
+        _purge(cx, state.get("built_images") or [])
+    elif cx.wd.exists() and not cx.dry:
+        # The volume is gone either way: the next task needs `invoke up` (quick when the
+        # cluster and its operators were kept).
+        cx.wd.update_state(
+            up=False,
+            deployed=False,
+            serving_mode=state.get("serving_mode") if keep_cluster else None,
+        )
+    return 0
+
+
+def _purge(cx: ClusterContext, images: list[str]) -> None:
+    """The images distml built, and the work dir (only one distml made)."""
+    for image in images:
+        cx.c.run(f"{cx.docker} image rm {image}", warn=True)
+        cx.out(f"removed image {image}")
+    if cx.wd.exists():
+        if not cx.dry:
+            shutil.rmtree(cx.wd.root)
+        cx.out(f"removed {cx.wd.root}")
+    elif cx.wd.root.exists():
+        raise ClusterError(
+            f"{cx.wd.root} has no {MARKER} marker, so it was not made by distml; not deleting it"
+        )
+
+
+def _delete_objects(cx: ClusterContext) -> None:
+    """--keep-cluster: delete what distml applied, keep the cluster and operators."""
+    s = cx.settings()
+    ns = cx.namespace
+    gone = []
+    for api, kind in OURS:
+        for obj in cx.kube.list(api, kind, ns, label_selector=manifests.selector()):
+            name = obj["metadata"]["name"]
+            if cx.kube.delete(api, kind, name, ns):
+                gone.append(f"{kind} {name}")
+    if cx.get("v1", "PersistentVolumeClaim", s.volume) is not None:
+        # Waited for: an `up` right after must not re-apply a claim that is going away.
+        delete_and_wait(cx, "v1", "PersistentVolumeClaim", s.volume, timeout=PVC_DELETE_TIMEOUT_S)
+        gone.append(f"PersistentVolumeClaim {s.volume} (its data with it)")
+    cx.out("deleted: " + (", ".join(gone) if gone else "nothing (none found)"))
+    cx.out(
+        f"kept the cluster {cx.provider.cluster} and its operators; `invoke up` makes "
+        "the volume and dataset again"
+    )

@@ -1,0 +1,72 @@
+"""Applying, replacing and running the objects distml owns in its namespace: apply and
+say whether it was new, delete and wait until gone, run a batch Job and read its log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.poll import Done, Pending, poll
+from k8s.waits import JOB_API, WaitError, wait_job
+from runtime.cluster.context import ClusterContext, ClusterError
+
+DELETE_POLL_S = 1
+
+
+def apply_reporting(cx: ClusterContext, obj: dict[str, Any], note: str = "") -> None:
+    """Apply ``obj`` and say ``created`` or ``already exists`` (under --dry, DryKube says)."""
+    meta = obj["metadata"]
+    existing = cx.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+    cx.apply(obj)
+    what = f"{obj['kind']} {meta['name']}"
+    if cx.dry:
+        return  # DryKube printed it
+    if existing is not None:
+        cx.out(f"{what}: already exists")
+    else:
+        cx.out(f"{what}: created" + (f" ({note})" if note else ""))
+
+
+def delete_and_wait(
+    cx: ClusterContext, api_version: str, kind: str, name: str, timeout: float = 120
+) -> None:
+    """Delete an object and wait until it is gone (so a same-name resubmit is clean)."""
+    if cx.get(api_version, kind, name) is None:
+        return
+    if not cx.kube.delete(api_version, kind, name, cx.namespace) or cx.dry:
+        return
+    verdict = poll(
+        lambda: cx.get(api_version, kind, name),
+        lambda obj: Done() if obj is None else Pending(),
+        timeout=timeout,
+        interval=DELETE_POLL_S,
+        clock=cx.clock,
+    )
+    if not isinstance(verdict, Done):
+        raise ClusterError(
+            f"{kind} {name} was not deleted within {timeout:.0f} s; check its "
+            f"finalizers: kubectl --context {cx.provider.context} -n "
+            f"{cx.namespace} get {kind.lower()} {name} -o yaml"
+        )
+
+
+def run_job(cx: ClusterContext, job: dict[str, Any], timeout: float, what: str) -> str:
+    """Replace a batch Job of the same name, wait for it, return its log tail."""
+    name = job["metadata"]["name"]
+    delete_and_wait(cx, JOB_API, "Job", name)
+    cx.apply(job)
+    if cx.dry:
+        return ""
+    try:
+        wait_job(cx.kube, cx.namespace, name, timeout=timeout, clock=cx.clock, out=cx.out)
+    except WaitError as e:
+        raise ClusterError(f"{what} failed: {e}") from e
+    return job_logs(cx, name)
+
+
+def job_logs(cx: ClusterContext, name: str, tail: int = 40) -> str:
+    """The log tail of the Job's newest pod ("" when it has none)."""
+    pods = cx.kube.list("v1", "Pod", cx.namespace, label_selector=f"job-name={name}")
+    if not pods:
+        return ""
+    newest = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+    return cx.kube.logs(newest["metadata"]["name"], cx.namespace, tail=tail)

@@ -1,0 +1,298 @@
+"""Serving on a cluster: `invoke deploy` (selection Job, then a KServe InferenceService),
+`invoke rollback`, and `invoke loadtest` through the ingress with the replica count the
+autoscaler should reach."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from k8s import manifests
+from k8s.settings import PREDICTORS, Settings
+from k8s.waits import ISVC_API, ReplicaCounter, WaitError, wait_isvc_ready
+from runtime.cluster.context import ClusterContext, ClusterError
+from runtime.cluster.objects import apply_reporting, run_job
+
+SELECTION_TIMEOUT_S = 1200
+KPA_TARGET_UTILISATION = 0.7  # Knative's default container-concurrency-target-percentage
+# After the load, how long to keep counting ready predictors when scale-out is expected:
+# the autoscaler decides during the load, its new pods turn ready after it.
+HPA_SYNC_S = 15  # kube-controller-manager's --horizontal-pod-autoscaler-sync-period default
+METRIC_RESOLUTION_S = 15  # metrics-server's --metric-resolution (components.yaml; k3s's too)
+PREDICTOR_START_S = 60  # scheduling, TensorFlow import, model load, readiness probe
+SETTLE_S = {
+    "standard": HPA_SYNC_S + METRIC_RESOLUTION_S + PREDICTOR_START_S,
+    "knative": PREDICTOR_START_S,  # the KPA's panic mode reacts within its 6 s window
+}
+
+
+def expected_replicas(concurrency: int, target: int, max_replicas: int) -> int:
+    """What Knative's KPA should reach: ceil(in flight / (target x 70%)), capped."""
+    return min(max_replicas, math.ceil(concurrency / (target * KPA_TARGET_UTILISATION)))
+
+
+# --------------------------------------------------------------------------- deploy
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    """What `invoke deploy` asked for (the flags, checked)."""
+
+    predictor: str
+    min_accuracy: float
+    force: bool
+    target: int | None
+    min_replicas: int | None
+    max_replicas: int | None
+    container_concurrency: int | None
+    request_logger: bool
+    timeout: float
+
+    def check(self) -> None:
+        if self.predictor not in PREDICTORS:
+            raise ClusterError(f"--predictor must be one of {', '.join(PREDICTORS)}")
+        if not 0.0 <= self.min_accuracy <= 1.0:
+            raise ClusterError(
+                f"--min-accuracy is a fraction between 0 and 1, got {self.min_accuracy}"
+            )
+
+
+def deploy(cx: ClusterContext, request: DeployRequest) -> int:
+    state = cx.require_up()
+    request.check()
+    s = cx.settings(
+        predictor=request.predictor,
+        target=request.target,
+        min_replicas=request.min_replicas,
+        max_replicas=request.max_replicas,
+        container_concurrency=request.container_concurrency,
+        request_logger=request.request_logger,
+    )
+    cx.check_image(state, s)
+    cx.out("== selection")
+    job = manifests.selection_job(s, min_accuracy=request.min_accuracy, force=request.force)
+    _select(cx, job)
+    cx.out(f"== serving ({s.serving_mode} mode, {request.predictor} predictor)")
+    _apply_serving(cx, s)
+    if cx.dry:
+        return 0
+    try:
+        url = wait_isvc_ready(
+            cx.kube, cx.namespace, s.service, timeout=request.timeout, clock=cx.clock, out=cx.out
+        )
+    except WaitError as e:
+        raise ClusterError(f"the InferenceService did not become Ready: {e}") from e
+    cx.wd.update_state(
+        deployed=True,
+        predictor=request.predictor,
+        target=s.target,
+        max_replicas=s.max_replicas,
+        isvc_url=url,
+    )
+    _print_access(cx, s, url)
+    return 0
+
+
+def _apply_serving(cx: ClusterContext, s: Settings) -> None:
+    """The request logger, the serving runtime, the InferenceService and (standard mode)
+    the ingress Service."""
+    if s.request_logger:
+        for obj in manifests.message_dumper(s):
+            apply_reporting(cx, obj)
+    if s.predictor == "kserve":
+        apply_reporting(cx, manifests.serving_runtime(s))
+    isvc = manifests.inference_service(s)
+    existed = cx.get(ISVC_API, "InferenceService", s.service) is not None
+    cx.apply(isvc)
+    cx.out(
+        f"InferenceService {s.service}: "
+        + (
+            "applied"
+            if cx.dry
+            else "updated in place (the predictor polls /mnt/models and loads the new version "
+            "by itself: no new revision)"
+            if existed
+            else "created"
+        )
+    )
+    if s.serving_mode == "standard":
+        apply_reporting(cx, manifests.ingress_service(s))
+
+
+def _select(cx: ClusterContext, job: dict[str, Any]) -> None:
+    logs = run_job(cx, job, SELECTION_TIMEOUT_S, "selection")
+    for line in logs.splitlines()[-12:]:
+        cx.out(f"  select: {line}")
+
+
+def _endpoint(cx: ClusterContext, s: Settings, isvc_url: str | None) -> tuple[str, str | None]:
+    """(url to send to, Host header): through the ingress, never a port-forward."""
+    base = cx.provider.ingress_url(cx.c)
+    if s.serving_mode == "knative":
+        return base, urlparse(isvc_url or "").netloc or None
+    return base, None
+
+
+def _sample_request(cx: ClusterContext) -> Path:
+    """A V1 request body for the curl line and the load test (written into the work dir)."""
+    from runtime.local import write_sample_request
+
+    source_dir = cx.wd.load_state().get("source_dir")
+    return write_sample_request(cx.wd.root, source_dir, cx.out, synthetic_ok=True)
+
+
+def _print_access(cx: ClusterContext, s: Settings, isvc_url: str) -> None:
+    base, host = _endpoint(cx, s, isvc_url)
+    sample = _sample_request(cx)
+    cx.out(f"serving {s.service} at {isvc_url}")
+    cx.out(f"through the ingress: {base}" + (f" with Host: {host}" if host else ""))
+    header = f"-H 'Host: {host}' " if host else ""
+    cx.out(
+        "try it:\n  curl -s " + header + f"-H 'Content-Type: application/json' -d @{sample} "
+        f"{base}/v1/models/{s.service}:predict"
+    )
+
+
+def rollback(cx: ClusterContext) -> int:
+    cx.require_up()
+    s = cx.settings()
+    cx.out("== rollback")
+    _select(cx, manifests.selection_job(s, min_accuracy=0.0, force=False, rollback=True))
+    cx.out("the predictor loads the republished version by itself (it polls /mnt/models)")
+    return 0
+
+
+# --------------------------------------------------------------------------- loadtest
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """What `invoke loadtest` asked for."""
+
+    concurrency: int
+    duration: str
+    spawn_rate: float | None
+    max_failure_ratio: float
+    expect_scale_out: bool | None  # None: expected
+
+    @property
+    def scale_out(self) -> bool:
+        return self.expect_scale_out is None or self.expect_scale_out
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the load goes and what the autoscaler should do about it."""
+
+    base: str  # the ingress URL
+    host: str | None  # the Host header (knative: the InferenceService's host)
+    expected: int | None  # ready replicas the KPA should reach (knative mode only)
+
+
+def loadtest(cx: ClusterContext, request: LoadRequest) -> int:
+    state = cx.require_up()
+    from loadtest.run import check, check_flags
+
+    try:
+        check_flags(request.concurrency, request.duration, request.max_failure_ratio)
+    except ValueError as e:
+        raise ClusterError(str(e)) from e
+    s = cx.settings(target=state.get("target"), max_replicas=state.get("max_replicas"))
+    target = _target(cx, s, request.concurrency)
+    _say_plan(cx, s, request.concurrency, target)
+    if cx.dry:
+        return 0
+    counter = ReplicaCounter(cx.kube, cx.namespace, s.service)
+    out_dir = cx.wd.reports / "loadtest"
+    summary = _run(cx, s, request, target, counter, out_dir)
+    _report(cx, summary, counter, target.expected)
+    cx.out(f"results: {out_dir} (summary.json, chart.png, Locust CSVs)")
+    cx.wd.update_state(last_loadtest=str(out_dir / "summary.json"))
+    problems = check(
+        summary,
+        max_failure_ratio=request.max_failure_ratio,
+        expect_scale_out=request.scale_out,
+    )
+    for p in problems:
+        cx.out(f"error: {p}")
+    return 1 if problems else 0
+
+
+def _target(cx: ClusterContext, s: Settings, concurrency: int) -> Target:
+    isvc = cx.get(ISVC_API, "InferenceService", s.service)
+    if isvc is None and not cx.dry:
+        raise ClusterError(f"no InferenceService {s.service}; run `invoke deploy` first")
+    isvc_url = ((isvc or {}).get("status") or {}).get("url")
+    base, host = _endpoint(cx, s, isvc_url)
+    expected = (
+        expected_replicas(concurrency, s.target, s.max_replicas)
+        if s.serving_mode == "knative"
+        else None
+    )
+    return Target(base, host, expected)
+
+
+def _say_plan(cx: ClusterContext, s: Settings, concurrency: int, t: Target) -> None:
+    cx.out(
+        f"load: {concurrency} users, no wait time, through {t.base}"
+        + (f" (Host: {t.host})" if t.host else "")
+        + (
+            f"; the autoscaler should reach {t.expected} ready replicas "
+            f"(ceil({concurrency} / ({s.target} x 70%)), max {s.max_replicas})"
+            if t.expected
+            else (
+                f"; standard mode scales on CPU (an HPA at {manifests.HPA_CPU_TARGET_PERCENT}% "
+                f"of each predictor's CPU request): it decides {HPA_SYNC_S}-"
+                f"{HPA_SYNC_S + METRIC_RESOLUTION_S} s into the load, and its new pods "
+                "turn ready after that"
+            )
+        )
+    )
+
+
+def _run(
+    cx: ClusterContext,
+    s: Settings,
+    request: LoadRequest,
+    t: Target,
+    counter: ReplicaCounter,
+    out_dir: Path,
+) -> dict[str, Any]:
+    from loadtest.run import run_loadtest
+
+    return run_loadtest(
+        t.base,
+        s.service,
+        _sample_request(cx),
+        out_dir,
+        concurrency=request.concurrency,
+        duration=request.duration,
+        spawn_rate=request.spawn_rate,
+        host_header=t.host,
+        replica_sampler=counter,
+        expected_replicas=t.expected,
+        log=cx.out,
+        settle_s=SETTLE_S[s.serving_mode] if request.scale_out else 0.0,
+    )
+
+
+def _report(
+    cx: ClusterContext, summary: dict[str, Any], counter: ReplicaCounter, expected: int | None
+) -> None:
+    peak = summary.get("replicas_peak")
+    cx.out(
+        f"{summary['requests']} requests, {summary['failures']} failed, "
+        f"{summary['rps'] or 0:.1f} req/s; ready replicas {summary.get('replicas_start')} "
+        f"-> peak {peak}" + (f" (expected {expected})" if expected else "")
+    )
+    pending = counter.pending()
+    if pending:
+        cx.out(
+            f"{len(pending)} predictor pod(s) stayed Pending: the cluster ran out of CPU "
+            "for more replicas (lower --max-replicas, or give Docker more CPUs):"
+        )
+        for name, why in pending:
+            cx.out(f"  {name}: {why or 'Pending'}")

@@ -1,0 +1,101 @@
+"""`invoke status` on a cluster: one table of the cluster, its operators, the TFJobs, the
+InferenceService with its ready replicas, and the last load test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from k8s.kube import KubeError
+from k8s.operators import deployment_available
+from k8s.waits import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
+from runtime.cluster.context import ClusterContext
+from runtime.tables import table
+
+Row = tuple[str, str]
+# (label, namespace, Deployment) of what `up` installs, in install order.
+COMPONENTS: list[tuple[str, str, str]] = [
+    ("training operator", "kubeflow", "training-operator"),
+    ("cert-manager", "cert-manager", "cert-manager-webhook"),
+    ("kserve", "kserve", "kserve-controller-manager"),
+]
+KNATIVE_COMPONENTS: list[tuple[str, str, str]] = [  # before kserve, in knative mode
+    ("istio", "istio-system", "istiod"),
+    ("knative serving", "knative-serving", "controller"),
+]
+
+
+def status(cx: ClusterContext) -> int:
+    state = cx.wd.load_state()
+    p = cx.provider
+    exists = p.exists(cx.c)
+    rows: list[Row] = [
+        ("item", "state"),
+        (
+            "cluster",
+            f"{p.cluster} ({p.name}, context {p.context}): "
+            + ("running" if exists else "not found (run `invoke up`)"),
+        ),
+    ]
+    if exists:
+        rows += _in_cluster(cx, state.get("serving_mode", "knative"))
+    rows += _last_loadtest(state.get("last_loadtest"))
+    for line in table(rows).splitlines():
+        cx.out(line)
+    return 0
+
+
+def _in_cluster(cx: ClusterContext, serving_mode: str) -> list[Row]:
+    """The operators; when the API answered, the TFJobs and the InferenceService too."""
+    components = list(COMPONENTS)
+    if serving_mode == "knative":
+        components[2:2] = KNATIVE_COMPONENTS
+    rows: list[Row] = []
+    for label, ns, dep in components:
+        try:
+            ok = deployment_available(cx.kube, ns, dep)
+        except KubeError as e:
+            return [*rows, ("cluster API", f"not reachable: {e}")]
+        rows.append((label, "available" if ok else "not installed / not available"))
+    return rows + _tfjobs(cx) + [_inference_service(cx)]
+
+
+def _tfjobs(cx: ClusterContext) -> list[Row]:
+    rows = []
+    for job in cx.kube.list(TFJOB_API, "TFJob", cx.namespace):
+        workers = ((job.get("status") or {}).get("replicaStatuses") or {}).get("Worker", {})
+        rows.append(
+            (
+                f"TFJob {job['metadata']['name']}",
+                f"{tfjob_state(job)}; workers "
+                + ", ".join(f"{k} {v}" for k, v in sorted(workers.items())),
+            )
+        )
+    return rows
+
+
+def _inference_service(cx: ClusterContext) -> Row:
+    isvc = cx.get(ISVC_API, "InferenceService", cx.service)
+    if isvc is None:
+        return ("InferenceService", "not deployed")
+    ready = is_true(isvc, "Ready")
+    url = (isvc.get("status") or {}).get("url", "-")
+    replicas = ReplicaCounter(cx.kube, cx.namespace, cx.service)()
+    return (
+        f"InferenceService {cx.service}",
+        f"{'Ready' if ready else 'not ready'}, {url}, {replicas} ready replica(s)",
+    )
+
+
+def _last_loadtest(path: str | None) -> list[Row]:
+    if not (path and Path(path).is_file()):
+        return []
+    s: dict[str, Any] = json.loads(Path(path).read_text())
+    return [
+        (
+            "last load test",
+            f"{s['requests']} requests, {s['failures']} failed, {s['rps'] or 0:.1f} "
+            f"req/s, replicas peak {s.get('replicas_peak')}",
+        )
+    ]

@@ -1,0 +1,239 @@
+"""`invoke train` / `train-all` on a cluster: one TFJob per model, submitted in waves that
+fit the node, watched with a live line per job, then each candidate's metrics copied off
+the volume for the accuracy table and the training-curves chart."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common.errors import DistmlError
+from k8s import capacity, manifests
+from k8s.settings import MODEL_TYPES, Settings
+from k8s.waits import TERMINAL, TFJOB_API, TFJobRow, WaitError, tfjob_state, wait_tfjobs
+from ml.contract import metrics_path, read_metrics
+from runtime.cluster.context import ClusterContext, ClusterError, Out
+from runtime.cluster.objects import delete_and_wait
+from runtime.cluster.up import ingest
+from runtime.cluster.volume import Volume
+from runtime.tables import table
+
+WAIT_GRACE_S = 120  # beyond the jobs' own deadline, for the operator to mark them
+COPY_OUT_TIMEOUT_S = 180
+_STATE_LINE = re.compile(r"^TFJob \S+: \w+ \(workers active ")
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """What `invoke train` asked for (the flags, checked)."""
+
+    models: Sequence[str]
+    workers: int
+    profile: str
+    epochs: int | None
+    steps_per_epoch: int | None
+    max_restarts: int
+    gpus_per_worker: int
+    deadline_s: int
+    parallel: int | None
+
+    def check(self) -> None:
+        unknown = [m for m in self.models if m not in MODEL_TYPES]
+        if unknown:
+            raise ClusterError(
+                f"unknown model type {unknown[0]!r}; valid: {', '.join(MODEL_TYPES)}"
+            )
+        if self.parallel is not None and self.parallel < 1:
+            raise ClusterError(f"--parallel must be at least 1, got {self.parallel}")
+
+
+@dataclass
+class JobLines:
+    """The live training status: a line for each job whose state or replica counts
+    changed, with the seconds since training started."""
+
+    out: Out
+    clock: Any
+    started: float
+    shown: dict[str, TFJobRow] = field(default_factory=dict)
+
+    def elapsed(self) -> float:
+        return self.clock.monotonic() - self.started
+
+    def __call__(self, rows: Sequence[TFJobRow]) -> None:
+        elapsed = self.elapsed()
+        for r in rows:
+            if self.shown.get(r.name) == r:
+                continue
+            self.shown[r.name] = r
+            self.out(
+                f"[{elapsed:6.0f}s] {r.name:<22} {r.state:<10} workers: active {r.active}, "
+                f"succeeded {r.succeeded}, failed {r.failed}; restarts {r.restarts}"
+            )
+
+
+def not_state_lines(out: Out) -> Out:
+    """``out`` without wait_tfjobs' own state-change lines: JobLines shows them, with times."""
+
+    def filtered(line: str) -> None:
+        if not _STATE_LINE.match(line):
+            out(line)
+
+    return filtered
+
+
+def train(cx: ClusterContext, request: TrainRequest) -> int:
+    state = cx.require_up()
+    request.check()
+    s = cx.settings(
+        workers=request.workers,
+        profile=request.profile,
+        epochs=request.epochs,
+        steps_per_epoch=request.steps_per_epoch,
+        max_restarts=request.max_restarts,
+        gpus_per_worker=request.gpus_per_worker,
+        train_deadline_s=request.deadline_s,
+    )
+    cx.check_image(state, s)
+    cx.out("== dataset")
+    ingest(cx, s, state.get("source_dir"))
+    jobs = [manifests.tfjob(s, m) for m in request.models]
+    cx.out(f"== training {len(jobs)} TFJob(s) x {s.workers} worker(s), profile {request.profile}")
+    for job in jobs:
+        _replace_old(cx, job["metadata"]["name"])
+    waves = _waves(cx, s, jobs, request.parallel)
+    lines = JobLines(cx.out, cx.clock, started=cx.clock.monotonic())
+    results = _run_waves(cx, waves, request, lines)
+    if cx.dry:
+        return 0
+    cx.out(f"training finished in {lines.elapsed():.0f} s")
+    return _finish(cx, s, state, request.models, results)
+
+
+def _replace_old(cx: ClusterContext, name: str) -> None:
+    """A TFJob of the same name goes first (a running one resumes from its saved step)."""
+    old = cx.get(TFJOB_API, "TFJob", name)
+    if old is None:
+        return
+    old_state = tfjob_state(old)
+    cx.out(
+        f"TFJob {name}: replacing the "
+        + (
+            f"{old_state.lower()} job"
+            if old_state in TERMINAL
+            else "running job (its workers save the step they reached; resumed there)"
+        )
+    )
+    delete_and_wait(cx, TFJOB_API, "TFJob", name)
+
+
+def _waves(
+    cx: ClusterContext, s: Settings, jobs: list[dict[str, Any]], parallel: int | None
+) -> list[list[dict[str, Any]]]:
+    """The jobs in groups of ``parallel`` (default: as many as the node holds)."""
+    if parallel is None:
+        parallel = _jobs_that_fit(cx, s, len(jobs))
+    waves = [jobs[i : i + parallel] for i in range(0, len(jobs), parallel)]
+    if len(waves) > 1:
+        cx.out(f"{parallel} job(s) at a time, {len(waves)} waves")
+    return waves
+
+
+def _jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
+    """All jobs at once, unless the node's allocatable CPU/memory cannot hold their
+    workers next to the stack (k8s.capacity): then as many as fit (at least one)."""
+    nodes = cx.kube.list("v1", "Node")
+    node = capacity.node_allocatable(nodes[0]) if len(nodes) == 1 else None
+    if node is None:
+        return jobs
+    fit = capacity.jobs_at_once(node, s, jobs)
+    if fit < jobs:
+        cx.out(
+            f"the node offers pods {node}; {jobs} TFJobs at once need "
+            f"{capacity.requirement(s, jobs)} of requests: running {max(fit, 1)} at a time"
+            + ("" if fit else " (even one may not fit: its workers may stay Pending)")
+        )
+    return max(fit, 1)
+
+
+def _run_waves(
+    cx: ClusterContext,
+    waves: list[list[dict[str, Any]]],
+    request: TrainRequest,
+    lines: JobLines,
+) -> dict[str, str]:
+    """Submit each wave's jobs together (they run in parallel) and wait for them;
+    the final state of each job by name."""
+    results: dict[str, str] = {}
+    for wave in waves:
+        for job in wave:
+            cx.apply(job)
+            cx.out(f"TFJob {job['metadata']['name']}: submitted")
+        if cx.dry:
+            continue
+        try:
+            results |= wait_tfjobs(
+                cx.kube,
+                cx.namespace,
+                [j["metadata"]["name"] for j in wave],
+                timeout=request.deadline_s + WAIT_GRACE_S,
+                max_restarts=request.max_restarts,
+                clock=cx.clock,
+                out=not_state_lines(cx.out),
+                on_update=lines,
+            )
+        except WaitError as e:
+            raise ClusterError(f"training did not finish: {e}") from e
+    return results
+
+
+def _finish(
+    cx: ClusterContext,
+    s: Settings,
+    state: dict[str, Any],
+    models: Sequence[str],
+    results: dict[str, str],
+) -> int:
+    """Record what was trained, show the results, say what to run next."""
+    # wait_tfjobs printed each failed job's report (conditions, events, log tails).
+    done = [m for m in models if results.get(manifests.tfjob_name(m)) == "Succeeded"]
+    failed = [m for m in models if m not in done]
+    cx.wd.update_state(trained=sorted(set(models) | set(state.get("trained") or [])))
+    if done:
+        fetch_training_results(cx, s, done)
+    if failed:
+        cx.out(
+            f"next: fix the cause above, then `invoke train --model-type {failed[0]}` "
+            "(it resumes from its last saved step)"
+        )
+        return 1
+    cx.out("next: invoke deploy")
+    return 0
+
+
+def fetch_training_results(cx: ClusterContext, s: Settings, models: Sequence[str]) -> None:
+    """Copy each candidate's metrics.json off the PVC (through the loader pod) for the
+    accuracy table and the training-curves chart. Best effort: training succeeded."""
+    local = cx.wd.root / "cluster-volume"
+    copies = [(metrics_path(s.mount_path, m), Path(metrics_path(local, m))) for m in models]
+    try:
+        Volume(cx, s).copy_out(copies, timeout=COPY_OUT_TIMEOUT_S)
+    except (DistmlError, OSError) as e:
+        cx.out(f"note: could not copy the training metrics off the volume ({e})")
+        return
+    rows = [("model", "test acc (last epoch)", "epochs")]
+    for model in models:
+        metrics = read_metrics(metrics_path(local, model))
+        if metrics is not None:
+            acc = metrics.val_accuracy
+            rows.append((model, "-" if acc is None else f"{acc:.4f}", str(metrics.epochs)))
+    for line in table(rows).splitlines():
+        cx.out(line)
+    from runtime.charts import training_curves
+
+    chart = training_curves(local, cx.wd.reports / "training-curves.png")
+    if chart:
+        cx.out(f"training curves: {chart}")

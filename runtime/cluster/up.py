@@ -1,0 +1,210 @@
+"""`invoke up` on a cluster: preflight, the cluster, the namespace, the operators, the
+image, the volume and the dataset, each step skipped when already done."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from k8s import manifests
+from k8s.operators import Installer
+from k8s.settings import SERVING_MODES, Settings
+from k8s.waits import JOB_API, is_true
+from ml.contract import RAW_FILES
+from runtime.cluster.context import ClusterContext, ClusterError
+from runtime.cluster.objects import apply_reporting, run_job
+from runtime.cluster.volume import Volume
+
+INGEST_TIMEOUT_S = 1800
+COPY_IN_TIMEOUT_S = 300
+
+
+def up(
+    cx: ClusterContext,
+    *,
+    source_dir: str | None,
+    serving_mode: str | None,
+    base: str | None,
+    base_image: str | None,
+    preflight: Callable[..., Any] | None,
+    port_free: Callable[[int], bool] | None,
+) -> int:
+    mode = _serving_mode(cx, serving_mode)
+    source = _check_source_dir(source_dir)
+    _run_preflight(cx, mode, preflight)
+    if not cx.dry:
+        cx.wd.create()
+        cx.wd.update_state(serving_mode=mode)
+    s = cx.settings(serving_mode=mode)
+    p = cx.provider
+
+    _cluster(cx, port_free)
+    cx.out(f"== namespace {s.namespace}")
+    apply_reporting(cx, manifests.namespace(s))
+    cx.out(f"== operators ({mode} serving mode)")
+    Installer(cx.c, cx.kube, p, s, cx.out, cx.clock).all()
+    cx.out(f"== image {s.image}")
+    _image(cx, s.image, base=base, base_image=base_image)
+    cx.out(f"== volume {s.volume} ({s.storage_class})")
+    apply_reporting(
+        cx, manifests.pvc(s), note="it binds when its first pod mounts it: WaitForFirstConsumer"
+    )
+    cx.out("== dataset")
+    ingest(cx, s, source)
+    if not cx.dry:
+        cx.wd.update_state(
+            up=True,
+            runtime=p.name,
+            cluster=p.cluster,
+            context=p.context,
+            namespace=s.namespace,
+            image=s.image,
+            source_dir=source,
+        )
+    cx.out(f"{p.name} cluster {p.cluster} ready; next: invoke train-all")
+    return 0
+
+
+def _serving_mode(cx: ClusterContext, requested: str | None) -> str:
+    """The mode asked for (else the one set up, else knative); a set-up cluster keeps its."""
+    state = cx.wd.load_state()
+    mode = requested or state.get("serving_mode") or "knative"
+    if mode not in SERVING_MODES:
+        raise ClusterError(f"--serving-mode must be one of {', '.join(SERVING_MODES)}")
+    if state.get("up") and state.get("serving_mode", mode) != mode and not cx.dry:
+        raise ClusterError(
+            f"this cluster was set up in {state['serving_mode']} mode; switching modes "
+            "needs a fresh cluster: `invoke down`, then `invoke up --serving-mode "
+            f"{mode}`"
+        )
+    return mode
+
+
+def _cluster(cx: ClusterContext, port_free: Callable[[int], bool] | None) -> None:
+    p = cx.provider
+    cx.out(f"== cluster {p.cluster} ({p.name}, context {p.context})")
+    if p.exists(cx.c):
+        cx.out(f"cluster {p.cluster}: already exists, reused")
+        return
+    _check_ingress_port(cx, port_free)
+    cx.out(f"cluster {p.cluster}: creating (one node; the PVC is ReadWriteOnce)")
+    p.create(cx.c, cx.wd.root)
+
+
+def _check_ingress_port(cx: ClusterContext, port_free: Callable[[int], bool] | None) -> None:
+    """The new cluster maps a host port to its ingress: it must be free (k3d/kind fail
+    late and obscurely with "port is already allocated")."""
+    if cx.provider.name == "minikube":
+        return  # reached on `minikube ip`, no host port
+    from runtime.procs import port_is_free
+
+    port = cx.provider.ingress_port
+    free = port_free or (lambda p: port_is_free(p, "0.0.0.0"))
+    if not free(port):
+        message = (
+            f"host port {port} is in use, and the new cluster's ingress needs it: stop "
+            "what holds it (`invoke down` for a local model server), or pick another "
+            "port with INVOKE_INGRESS_PORT=18080 (or ingress_port in invoke.yaml)"
+        )
+        if not cx.dry:
+            raise ClusterError(message)
+        cx.out(f"note (a real run would stop here): {message}")
+
+
+def _check_source_dir(source_dir: str | None) -> str | None:
+    if not source_dir:
+        return None
+    path = Path(source_dir).expanduser().resolve()
+    missing = [f for f in RAW_FILES if not (path / f).is_file()]
+    if missing:
+        raise ClusterError(
+            f"--source-dir {path} lacks {', '.join(missing)}; it must hold the four "
+            "Fashion-MNIST .gz files (Debian's dataset-fashion-mnist has them in "
+            "/usr/share/datasets/fashion-mnist)"
+        )
+    return str(path)
+
+
+def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] | None) -> None:
+    if preflight is None:
+        from k8s.preflight import preflight as run_preflight
+    else:
+        run_preflight = preflight
+    result = run_preflight(cx.provider.name, mode, docker=cx.docker)
+    for name, version in sorted(getattr(result, "versions", {}).items()):
+        cx.out(f"found {name} {version}")
+    for note in getattr(result, "notes", []):
+        cx.out(f"note: {note}")
+    problems = list(getattr(result, "problems", []))
+    if problems and not cx.dry:
+        raise ClusterError("preflight failed, nothing was created:\n  - " + "\n  - ".join(problems))
+    for problem in problems:
+        cx.out(f"preflight (a real run would stop here): {problem}")
+
+
+def _image(cx: ClusterContext, image: str, *, base: str | None, base_image: str | None) -> None:
+    """Build the project image unless Docker has it; import it unless the node has it."""
+    built = cx.c.run(
+        f"{cx.docker} image inspect --format '{{{{.Id}}}}' {image}",
+        hide=True,
+        warn=True,
+        dry=False,
+    ).ok
+    if built:
+        cx.out(f"image {image}: already built")
+    else:
+        _build(cx, image, base=base, base_image=base_image)
+    if cx.provider.has_image(cx.c, image):
+        cx.out(f"image {image}: already imported into the cluster")
+    else:
+        cx.out(f"image {image}: importing into the cluster's node")
+        cx.provider.import_image(cx.c, image, cx.wd.root)
+
+
+def _build(cx: ClusterContext, image: str, *, base: str | None, base_image: str | None) -> None:
+    from runtime.image import ImageError, build
+
+    try:
+        build(
+            cx.c,
+            cx.root,
+            cx.wd.root / "build",
+            base=base,
+            base_image=base_image,
+            docker="" if cx.docker == "docker" else cx.docker,
+            out=cx.out,
+        )
+    except ImageError as e:
+        raise ClusterError(str(e)) from e
+    if not cx.dry:
+        cx.wd.update_state(built_images=[image])
+
+
+def ingest(cx: ClusterContext, s: Settings, source: str | None) -> None:
+    """The dataset on the volume: the ingest Job, unless it already completed; with a
+    ``source`` folder (offline clusters) its files are copied in first."""
+    job = cx.get(JOB_API, "Job", manifests.INGEST_JOB)
+    if is_true(job, "Complete"):
+        cx.out(f"dataset: already prepared on {s.volume} (Job {manifests.INGEST_JOB} completed)")
+        return
+    in_volume = None
+    if source:
+        in_volume = manifests.raw_data_dir(s)
+        cx.out(
+            f"dataset: copying {source} into {s.volume}:{manifests.RAW_DATA_SUBDIR} "
+            "through a loader pod"
+        )
+        files = [Path(source) / name for name in RAW_FILES]
+        Volume(cx, s).copy_in(files, in_volume, timeout=COPY_IN_TIMEOUT_S)
+    else:
+        cx.out(
+            "dataset: the ingest Job downloads Fashion-MNIST (the cluster needs internet; "
+            "offline: `invoke up --source-dir DIR`)"
+        )
+    logs = run_job(cx, manifests.ingest_job(s, in_volume), INGEST_TIMEOUT_S, "ingest")
+    if cx.dry:
+        return
+    for line in logs.splitlines()[-5:]:
+        cx.out(f"  ingest: {line}")
+    cx.out(f"dataset: prepared on {s.volume}")

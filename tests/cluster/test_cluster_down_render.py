@@ -1,0 +1,82 @@
+"""`invoke down` (the cluster, or only what distml applied) and `invoke render` (every object
+as valid YAML, in apply order, and the install script).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from runtime.cluster import ClusterRuntime
+from runtime.workdir import Workdir
+from tests.cluster.kit import (
+    OK,
+    REPO,
+    TAG,
+    commands,
+    k3d_results,
+    make_ctx,
+    runtime,
+    set_up,
+)
+from tests.k8s_schemas import validate
+
+
+def test_down_deletes_the_cluster_and_purge_removes_built_images(wd, fake):
+    set_up(wd, fake)
+    wd.update_state(built_images=[TAG])
+    c = make_ctx(fake, {**k3d_results(exists=True, imported=True), re.compile(".*"): OK})
+    lines = []
+    assert runtime(c, wd, fake, lines=lines).down(purge=True) == 0
+    assert commands(c) == [
+        "k3d cluster list -o json",
+        "k3d cluster delete dist-ml",
+        f"docker image rm {TAG}",
+    ]
+    assert not wd.root.exists()
+
+
+def test_down_keep_cluster_deletes_only_what_distml_applied(wd, fake):
+    set_up(wd, fake)
+    runtime(make_ctx(fake, {}), wd, fake).train(["cnn"])
+    c = make_ctx(fake, {})
+    lines = []
+    assert runtime(c, wd, fake, lines=lines).down(keep_cluster=True) == 0
+    assert commands(c) == []  # no cluster delete
+    deleted = {(k[1], k[3]) for k in fake.deleted}
+    assert {("TFJob", "train-cnn"), ("Job", "distml-ingest")} <= deleted
+    assert ("PersistentVolumeClaim", "strategy-volume") in deleted
+    assert not any(kind == "Namespace" for kind, _ in deleted)  # the operator lives there
+    assert ("Deployment", "training-operator") not in deleted
+
+
+@pytest.mark.parametrize("provider", ["k3d", "kind", "minikube"])
+@pytest.mark.parametrize("mode", ["knative", "standard"])
+def test_render_writes_every_object_in_apply_order_and_each_is_valid(
+    tmp_path, provider, mode, fake
+):
+    wd = Workdir.at(tmp_path / "wd")
+    rt = ClusterRuntime(make_ctx(fake, {}), provider, wd, REPO, out=lambda _: None)
+    written = rt.render(tmp_path / "out", serving_mode=mode)
+    if provider == "kind":  # the cluster config the script's `kind create cluster` uses
+        assert written[-1].name == "kind-config.yaml"
+        assert "--config kind-config.yaml" in written[0].read_text()
+        assert "hostPort: 8080" in written[-1].read_text()
+        written = written[:-1]
+    files = written
+    names = [p.name for p in files]
+    assert names[0] == "00-operators.sh"
+    assert names[1:] == sorted(names[1:])
+    kinds = [n.split("-")[2] if n.split("-")[1] != "train" else n for n in names[1:]]
+    assert kinds[0] == "namespace"
+    import yaml
+
+    objects = [yaml.safe_load(p.read_text()) for p in files[1:]]
+    assert [o["kind"] for o in objects][:2] == ["Namespace", "PersistentVolumeClaim"]
+    assert [o["kind"] for o in objects].count("TFJob") == 3
+    for obj in objects:
+        assert validate(obj) == [], obj["metadata"]["name"]
+    script = files[0].read_text()
+    assert ("knative" in script) == (mode == "knative")
+    assert not wd.root.exists()  # render touches no cluster and no work dir

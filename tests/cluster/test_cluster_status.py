@@ -1,0 +1,39 @@
+"""`invoke status` on a cluster: one table of the cluster, operators, jobs and service."""
+
+from __future__ import annotations
+
+import re
+
+from tests.cluster.kit import (
+    k3d_results,
+    make_ctx,
+    runtime,
+    set_up,
+)
+
+
+def test_status_shows_cluster_operators_jobs_isvc_and_replicas(wd, fake):
+    set_up(wd, fake)
+    runtime(make_ctx(fake, {}), wd, fake).train(["cnn"])
+    runtime(make_ctx(fake, {}), wd, fake).deploy()
+    fake.add_pod(
+        "kubeflow", "tf-mnist-predictor-1", {"serving.kserve.io/inferenceservice": "tf-mnist"}
+    )
+    lines = []
+    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    assert runtime(c, wd, fake, lines=lines).status() == 0
+    text = "\n".join(lines)
+    assert re.search(r"cluster +dist-ml \(k3d, context k3d-dist-ml\): running", text)
+    assert re.search(r"training operator +available", text)
+    assert re.search(r"TFJob train-cnn +Succeeded; workers succeeded 2", text)
+    assert re.search(
+        r"InferenceService tf-mnist +Ready, http://tf-mnist-kubeflow.example.com, 1 ready", text
+    )
+
+
+def test_status_without_a_cluster_says_how_to_make_one(wd, fake):
+    lines = []
+    c = make_ctx(fake, k3d_results(exists=False, imported=False))
+    assert runtime(c, wd, fake, lines=lines).status() == 0
+    assert any("not found (run `invoke up`)" in line for line in lines)
+    assert fake.calls == [] or all(call[0] != "apply" for call in fake.calls)
