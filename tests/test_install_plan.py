@@ -30,6 +30,7 @@ from k8s.preflight import Preflight
 from k8s.providers import provider as make_provider
 from k8s.settings import MODEL_TYPES, PROVIDERS, SERVING_MODES, Settings
 from runtime.cluster import ClusterRuntime
+from runtime.requests import UpRequest
 from runtime.workdir import Workdir
 from tests.fakekube import FakeClock
 from tests.upstream import (
@@ -145,7 +146,7 @@ def test_invoke_dry_up_applies_no_url_outside_the_index(provider, mode, tmp_path
         preflight=lambda *a, **k: Preflight(),
     )
     rt.__dict__["image"] = "distml:0123456789ab"  # no image hash of a tmp dir
-    assert rt.up(serving_mode=mode) == 0
+    assert rt.up(UpRequest(serving_mode=mode)) == 0
     urls = []
     for call in c.run.call_args_list:
         words = call.args[0].split()

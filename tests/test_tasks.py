@@ -87,10 +87,10 @@ def test_cluster_settings_live_under_one_namespace(wd):
         "--dry",
         "up",
         "--runtime",
-        "kind",
+        "k3d",
         INVOKE_CLUSTER_NAME="it",
         INVOKE_CLUSTER_INGRESS_PORT="18080",
     )
     assert r.returncode == 0, r.stderr
-    assert "kind create cluster --name it" in r.stdout
-    assert "18080" in r.stdout
+    assert "k3d cluster create it " in r.stdout
+    assert "-p '18080:80@loadbalancer'" in r.stdout

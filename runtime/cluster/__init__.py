@@ -32,6 +32,7 @@ from typing import Any
 from k8s.kube import Kube
 from k8s.providers import provider
 from k8s.settings import MODEL_TYPES
+from runtime.api import Capabilities
 from runtime.cluster import down as _down
 from runtime.cluster import render as _render
 from runtime.cluster import serve as _serve
@@ -40,6 +41,13 @@ from runtime.cluster import train as _train
 from runtime.cluster import up as _up
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.cluster.serve import expected_replicas
+from runtime.requests import (
+    DeployRequest,
+    DownRequest,
+    LoadtestRequest,
+    TrainRequest,
+    UpRequest,
+)
 from runtime.workdir import Workdir
 
 __all__ = ["ClusterError", "ClusterRuntime", "expected_replicas"]
@@ -48,8 +56,11 @@ __all__ = ["ClusterError", "ClusterRuntime", "expected_replicas"]
 class ClusterRuntime:
     """One distml deployment on one local cluster."""
 
-    is_cluster = True
-
+    capabilities = Capabilities(
+        cluster=True, scales_out=True, gpus=True, predictors=True, local_port=False
+    )
+    train_deadline_s = 3600  # a TFJob's runPolicy.activeDeadlineSeconds
+    deploy_timeout_s = 600.0  # for the InferenceService to become Ready
     interrupt_note = (
         "jobs already submitted keep running in the cluster: `invoke status` shows them, "
         "`invoke down --keep-cluster` removes them"
@@ -89,6 +100,7 @@ class ClusterRuntime:
             image=lambda: self.image,
             given_kube=kube,
         )
+        self.name = provider_name
         self._preflight = preflight
         self._port_free = port_free
 
@@ -99,102 +111,34 @@ class ClusterRuntime:
 
         return image_tag(self.cx.root)
 
-    def up(
-        self,
-        *,
-        source_dir: str | None = None,
-        serving_mode: str | None = None,
-        base: str | None = None,
-        base_image: str | None = None,
-    ) -> int:
+    def up(self, request: UpRequest) -> int:
         return _up.up(
             self.cx,
-            source_dir=source_dir,
-            serving_mode=serving_mode,
-            base=base,
-            base_image=base_image,
+            source_dir=request.source_dir,
+            serving_mode=request.serving_mode,
+            base=request.base,
+            base_image=request.base_image,
             preflight=self._preflight,
             port_free=self._port_free,
         )
 
-    def train(
-        self,
-        models: Sequence[str],
-        *,
-        workers: int = 2,
-        profile: str = "quick",
-        epochs: int | None = None,
-        steps_per_epoch: int | None = None,
-        max_restarts: int = 2,
-        gpus_per_worker: int = 0,
-        deadline_s: int = 3600,
-        parallel: int | None = None,
-    ) -> int:
-        request = _train.TrainRequest(
-            models=models,
-            workers=workers,
-            profile=profile,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch,
-            max_restarts=max_restarts,
-            gpus_per_worker=gpus_per_worker,
-            deadline_s=deadline_s,
-            parallel=parallel,
-        )
-        return _train.train(self.cx, request)
+    def train(self, request: TrainRequest) -> int:
+        return _train.train(self.cx, request, deadline_s=self.train_deadline_s)
 
-    def deploy(
-        self,
-        *,
-        predictor: str = "kserve",
-        min_accuracy: float = 0.0,
-        force: bool = False,
-        target: int | None = None,
-        min_replicas: int | None = None,
-        max_replicas: int | None = None,
-        container_concurrency: int | None = None,
-        request_logger: bool = False,
-        timeout: float = 600,
-    ) -> int:
-        request = _serve.DeployRequest(
-            predictor=predictor,
-            min_accuracy=min_accuracy,
-            force=force,
-            target=target,
-            min_replicas=min_replicas,
-            max_replicas=max_replicas,
-            container_concurrency=container_concurrency,
-            request_logger=request_logger,
-            timeout=timeout,
-        )
-        return _serve.deploy(self.cx, request)
+    def deploy(self, request: DeployRequest) -> int:
+        return _serve.deploy(self.cx, request, timeout=self.deploy_timeout_s)
 
     def rollback(self) -> int:
         return _serve.rollback(self.cx)
 
-    def loadtest(
-        self,
-        *,
-        concurrency: int = 5,
-        duration: str = "30s",
-        spawn_rate: float | None = None,
-        max_failure_ratio: float = 0.0,
-        expect_scale_out: bool | None = None,
-    ) -> int:
-        request = _serve.LoadRequest(
-            concurrency=concurrency,
-            duration=duration,
-            spawn_rate=spawn_rate,
-            max_failure_ratio=max_failure_ratio,
-            expect_scale_out=expect_scale_out,
-        )
+    def loadtest(self, request: LoadtestRequest) -> int:
         return _serve.loadtest(self.cx, request)
 
     def status(self) -> int:
         return _status.status(self.cx)
 
-    def down(self, *, purge: bool = False, keep_cluster: bool = False) -> int:
-        return _down.down(self.cx, purge=purge, keep_cluster=keep_cluster)
+    def down(self, request: DownRequest) -> int:
+        return _down.down(self.cx, purge=request.purge, keep_cluster=request.keep_cluster)
 
     def render(
         self,

@@ -11,10 +11,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from k8s import manifests
-from k8s.settings import PREDICTORS, Settings
+from k8s.settings import Settings
 from k8s.waits import ISVC_API, ReplicaCounter, WaitError, wait_isvc_ready
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import apply_reporting, run_job
+from runtime.requests import DeployRequest, LoadtestRequest
 
 SELECTION_TIMEOUT_S = 1200
 KPA_TARGET_UTILISATION = 0.7  # Knative's default container-concurrency-target-percentage
@@ -37,32 +38,8 @@ def expected_replicas(concurrency: int, target: int, max_replicas: int) -> int:
 # --------------------------------------------------------------------------- deploy
 
 
-@dataclass(frozen=True)
-class DeployRequest:
-    """What `invoke deploy` asked for (the flags, checked)."""
-
-    predictor: str
-    min_accuracy: float
-    force: bool
-    target: int | None
-    min_replicas: int | None
-    max_replicas: int | None
-    container_concurrency: int | None
-    request_logger: bool
-    timeout: float
-
-    def check(self) -> None:
-        if self.predictor not in PREDICTORS:
-            raise ClusterError(f"--predictor must be one of {', '.join(PREDICTORS)}")
-        if not 0.0 <= self.min_accuracy <= 1.0:
-            raise ClusterError(
-                f"--min-accuracy is a fraction between 0 and 1, got {self.min_accuracy}"
-            )
-
-
-def deploy(cx: ClusterContext, request: DeployRequest) -> int:
+def deploy(cx: ClusterContext, request: DeployRequest, timeout: float) -> int:
     state = cx.require_up()
-    request.check()
     s = cx.settings(
         predictor=request.predictor,
         target=request.target,
@@ -81,7 +58,7 @@ def deploy(cx: ClusterContext, request: DeployRequest) -> int:
         return 0
     try:
         url = wait_isvc_ready(
-            cx.kube, cx.namespace, s.service, timeout=request.timeout, clock=cx.clock, out=cx.out
+            cx.kube, cx.namespace, s.service, timeout=timeout, clock=cx.clock, out=cx.out
         )
     except WaitError as e:
         raise ClusterError(f"the InferenceService did not become Ready: {e}") from e
@@ -169,21 +146,6 @@ def rollback(cx: ClusterContext) -> int:
 
 
 @dataclass(frozen=True)
-class LoadRequest:
-    """What `invoke loadtest` asked for."""
-
-    concurrency: int
-    duration: str
-    spawn_rate: float | None
-    max_failure_ratio: float
-    expect_scale_out: bool | None  # None: expected
-
-    @property
-    def scale_out(self) -> bool:
-        return self.expect_scale_out is None or self.expect_scale_out
-
-
-@dataclass(frozen=True)
 class Target:
     """Where the load goes and what the autoscaler should do about it."""
 
@@ -192,14 +154,10 @@ class Target:
     expected: int | None  # ready replicas the KPA should reach (knative mode only)
 
 
-def loadtest(cx: ClusterContext, request: LoadRequest) -> int:
+def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     state = cx.require_up()
-    from loadtest.run import check, check_flags
+    from loadtest.run import check
 
-    try:
-        check_flags(request.concurrency, request.duration, request.max_failure_ratio)
-    except ValueError as e:
-        raise ClusterError(str(e)) from e
     s = cx.settings(target=state.get("target"), max_replicas=state.get("max_replicas"))
     target = _target(cx, s, request.concurrency)
     _say_plan(cx, s, request.concurrency, target)
@@ -214,7 +172,7 @@ def loadtest(cx: ClusterContext, request: LoadRequest) -> int:
     problems = check(
         summary,
         max_failure_ratio=request.max_failure_ratio,
-        expect_scale_out=request.scale_out,
+        expect_scale_out=request.expect_scale_out,
     )
     for p in problems:
         cx.out(f"error: {p}")
@@ -256,7 +214,7 @@ def _say_plan(cx: ClusterContext, s: Settings, concurrency: int, t: Target) -> N
 def _run(
     cx: ClusterContext,
     s: Settings,
-    request: LoadRequest,
+    request: LoadtestRequest,
     t: Target,
     counter: ReplicaCounter,
     out_dir: Path,
@@ -275,7 +233,7 @@ def _run(
         replica_sampler=counter,
         expected_replicas=t.expected,
         log=cx.out,
-        settle_s=SETTLE_S[s.serving_mode] if request.scale_out else 0.0,
+        settle_s=SETTLE_S[s.serving_mode] if request.expect_scale_out else 0.0,
     )
 
 

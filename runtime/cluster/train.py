@@ -12,42 +12,19 @@ from typing import Any
 
 from common.errors import DistmlError
 from k8s import capacity, manifests
-from k8s.settings import MODEL_TYPES, Settings
+from k8s.settings import Settings
 from k8s.waits import TERMINAL, TFJOB_API, TFJobRow, WaitError, tfjob_state, wait_tfjobs
 from ml.contract import metrics_path, read_metrics
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.cluster.objects import delete_and_wait
 from runtime.cluster.up import ingest
 from runtime.cluster.volume import Volume
+from runtime.requests import TrainRequest
 from runtime.tables import table
 
 WAIT_GRACE_S = 120  # beyond the jobs' own deadline, for the operator to mark them
 COPY_OUT_TIMEOUT_S = 180
 _STATE_LINE = re.compile(r"^TFJob \S+: \w+ \(workers active ")
-
-
-@dataclass(frozen=True)
-class TrainRequest:
-    """What `invoke train` asked for (the flags, checked)."""
-
-    models: Sequence[str]
-    workers: int
-    profile: str
-    epochs: int | None
-    steps_per_epoch: int | None
-    max_restarts: int
-    gpus_per_worker: int
-    deadline_s: int
-    parallel: int | None
-
-    def check(self) -> None:
-        unknown = [m for m in self.models if m not in MODEL_TYPES]
-        if unknown:
-            raise ClusterError(
-                f"unknown model type {unknown[0]!r}; valid: {', '.join(MODEL_TYPES)}"
-            )
-        if self.parallel is not None and self.parallel < 1:
-            raise ClusterError(f"--parallel must be at least 1, got {self.parallel}")
 
 
 @dataclass
@@ -85,9 +62,8 @@ def not_state_lines(out: Out) -> Out:
     return filtered
 
 
-def train(cx: ClusterContext, request: TrainRequest) -> int:
+def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
     state = cx.require_up()
-    request.check()
     s = cx.settings(
         workers=request.workers,
         profile=request.profile,
@@ -95,7 +71,7 @@ def train(cx: ClusterContext, request: TrainRequest) -> int:
         steps_per_epoch=request.steps_per_epoch,
         max_restarts=request.max_restarts,
         gpus_per_worker=request.gpus_per_worker,
-        train_deadline_s=request.deadline_s,
+        train_deadline_s=deadline_s,
     )
     cx.check_image(state, s)
     cx.out("== dataset")
@@ -106,7 +82,7 @@ def train(cx: ClusterContext, request: TrainRequest) -> int:
         _replace_old(cx, job["metadata"]["name"])
     waves = _waves(cx, s, jobs, request.parallel)
     lines = JobLines(cx.out, cx.clock, started=cx.clock.monotonic())
-    results = _run_waves(cx, waves, request, lines)
+    results = _run_waves(cx, waves, s, lines)
     if cx.dry:
         return 0
     cx.out(f"training finished in {lines.elapsed():.0f} s")
@@ -162,7 +138,7 @@ def _jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
 def _run_waves(
     cx: ClusterContext,
     waves: list[list[dict[str, Any]]],
-    request: TrainRequest,
+    s: Settings,
     lines: JobLines,
 ) -> dict[str, str]:
     """Submit each wave's jobs together (they run in parallel) and wait for them;
@@ -179,8 +155,8 @@ def _run_waves(
                 cx.kube,
                 cx.namespace,
                 [j["metadata"]["name"] for j in wave],
-                timeout=request.deadline_s + WAIT_GRACE_S,
-                max_restarts=request.max_restarts,
+                timeout=s.train_deadline_s + WAIT_GRACE_S,
+                max_restarts=s.max_restarts,
                 clock=cx.clock,
                 out=not_state_lines(cx.out),
                 on_update=lines,

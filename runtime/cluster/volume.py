@@ -65,11 +65,15 @@ class Volume:
         )
         if isinstance(verdict, Done):
             return
-        phase = verdict.reason if isinstance(verdict, Failed) else verdict.status
+        phase = (
+            f"{verdict.reason} (it will not run)"
+            if isinstance(verdict, Failed)
+            else f"{verdict.status} after {timeout:.0f} s"
+        )
         events = cx.kube.events(cx.namespace, LOADER_POD)
         last = "; ".join(f"{e.get('reason')}: {e.get('message')}" for e in events[-5:])
         raise ClusterError(
-            f"pod {LOADER_POD} is {phase} after {timeout:.0f} s"
+            f"pod {LOADER_POD} is {phase}"
             + (f" (events: {last})" if last else "")
             + f"; check `kubectl --context {cx.provider.context} -n {cx.namespace} "
             f"describe pod {LOADER_POD}`"

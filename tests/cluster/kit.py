@@ -16,6 +16,7 @@ from k8s import capacity, manifests, operators
 from k8s.preflight import Preflight
 from runtime.cluster import ClusterRuntime
 from runtime.image import image_tag
+from runtime.requests import UpRequest
 from tests.fakekube import FakeKube, conditions_status
 
 REPO = Path(__file__).resolve().parents[2]
@@ -221,7 +222,7 @@ def kind_results(clusters: str = "") -> dict:
 
 
 def set_up(wd, fake):
-    runtime(make_ctx(fake, k3d_results(exists=False, imported=False)), wd, fake).up()
+    runtime(make_ctx(fake, k3d_results(exists=False, imported=False)), wd, fake).up(UpRequest())
 
 
 def node(need: capacity.Need) -> dict:

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from runtime.cluster import ClusterRuntime
+from runtime.requests import DownRequest, TrainRequest
 from runtime.workdir import Workdir
 from tests.cluster.kit import (
     OK,
@@ -28,7 +29,7 @@ def test_down_deletes_the_cluster_and_purge_removes_built_images(wd, fake):
     wd.update_state(built_images=[TAG])
     c = make_ctx(fake, {**k3d_results(exists=True, imported=True), re.compile(".*"): OK})
     lines = []
-    assert runtime(c, wd, fake, lines=lines).down(purge=True) == 0
+    assert runtime(c, wd, fake, lines=lines).down(DownRequest(purge=True)) == 0
     assert commands(c) == [
         "k3d cluster list -o json",
         "k3d cluster delete dist-ml",
@@ -39,10 +40,10 @@ def test_down_deletes_the_cluster_and_purge_removes_built_images(wd, fake):
 
 def test_down_keep_cluster_deletes_only_what_distml_applied(wd, fake):
     set_up(wd, fake)
-    runtime(make_ctx(fake, {}), wd, fake).train(["cnn"])
+    runtime(make_ctx(fake, {}), wd, fake).train(TrainRequest(models=("cnn",)))
     c = make_ctx(fake, {})
     lines = []
-    assert runtime(c, wd, fake, lines=lines).down(keep_cluster=True) == 0
+    assert runtime(c, wd, fake, lines=lines).down(DownRequest(keep_cluster=True)) == 0
     assert commands(c) == []  # no cluster delete
     deleted = {(k[1], k[3]) for k in fake.deleted}
     assert {("TFJob", "train-cnn"), ("Job", "distml-ingest")} <= deleted

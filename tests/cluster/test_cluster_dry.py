@@ -14,6 +14,7 @@ from invoke import Result
 
 from k8s.preflight import Preflight
 from runtime.cluster import ClusterRuntime
+from runtime.requests import UpRequest
 from tests.cluster.kit import (
     K3D_CREATE,
     KNATIVE_INSTALL,
@@ -44,7 +45,7 @@ def test_dry_up_prints_commands_and_objects_in_order_and_touches_nothing(wd, fak
         clock=fake.clock,
         preflight=lambda *a, **k: Preflight(problems=["k3d: not found on PATH"]),
     )
-    assert rt.up() == 0
+    assert rt.up(UpRequest()) == 0
     assert not wd.root.exists()  # nothing written
     assert fake.applied == []  # the real seam is never built under --dry
     assert commands(c)[1] == K3D_CREATE

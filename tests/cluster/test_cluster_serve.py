@@ -8,6 +8,7 @@ import pytest
 
 from runtime.cluster import ClusterError, expected_replicas
 from runtime.cluster.serve import SETTLE_S
+from runtime.requests import DeployRequest, LoadtestRequest
 from tests.cluster.kit import (
     controller,
     kinds,
@@ -22,7 +23,7 @@ def test_deploy_selects_then_serves_and_prints_url_host_and_curl(wd, fake):
     set_up(wd, fake)
     lines = []
     rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
-    assert rt.deploy(min_accuracy=0.8, max_replicas=4) == 0
+    assert rt.deploy(DeployRequest(min_accuracy=0.8, max_replicas=4)) == 0
     applied = kinds(fake)
     assert applied[-3:] == ["Job", "ServingRuntime", "InferenceService"]
     select = fake.obj("batch/v1", "Job", "distml-select", "kubeflow")
@@ -40,7 +41,7 @@ def test_deploy_selects_then_serves_and_prints_url_host_and_curl(wd, fake):
     assert (wd.root / "sample-request.json").is_file()
     # A redeploy updates in place: the predictor polls for new versions itself.
     lines.clear()
-    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).deploy() == 0
+    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).deploy(DeployRequest()) == 0
     assert any("updated in place" in line for line in lines)
 
 
@@ -56,13 +57,15 @@ def test_a_refused_selection_fails_deploy_and_serves_nothing_new(wd):
 
     fake.clock.hooks.insert(0, fail_select)
     with pytest.raises(ClusterError, match="selection failed"):
-        runtime(make_ctx(fake, {}), wd, fake).deploy(min_accuracy=0.99)
+        runtime(make_ctx(fake, {}), wd, fake).deploy(DeployRequest(min_accuracy=0.99))
     assert "InferenceService" not in kinds(fake)
 
 
 def test_tfserving_predictor_and_request_logger(wd, fake):
     set_up(wd, fake)
-    runtime(make_ctx(fake, {}), wd, fake).deploy(predictor="tfserving", request_logger=True)
+    runtime(make_ctx(fake, {}), wd, fake).deploy(
+        DeployRequest(predictor="tfserving", request_logger=True)
+    )
     applied = kinds(fake)
     assert "ServingRuntime" not in applied and {"Deployment", "Service"} <= set(applied)
     isvc = fake.obj("serving.kserve.io/v1beta1", "InferenceService", "tf-mnist", "kubeflow")
@@ -91,13 +94,15 @@ def test_deploy_timeout_explains_why_the_isvc_is_not_ready(wd):
             },
         }
     )
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+    rt.deploy_timeout_s = 30
     with pytest.raises(ClusterError, match="RevisionMissing"):
-        runtime(make_ctx(fake, {}), wd, fake).deploy(timeout=30)
+        rt.deploy(DeployRequest())
 
 
 def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkeypatch):
     set_up(wd, fake)
-    runtime(make_ctx(fake, {}), wd, fake).deploy()
+    runtime(make_ctx(fake, {}), wd, fake).deploy(DeployRequest())
     seen = {}
 
     def fake_run(url, model, payload, out_dir, **kw):
@@ -125,7 +130,9 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
     )
     lines = []
     rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
-    assert rt.loadtest(concurrency=5) == 1  # one ready replica throughout: no scale-out
+    assert (
+        rt.loadtest(LoadtestRequest(concurrency=5)) == 1
+    )  # one ready replica throughout: no scale-out
     assert seen["url"] == "http://localhost:8080"  # the ingress, not a port-forward
     assert seen["host_header"] == "tf-mnist-kubeflow.example.com"
     assert seen["expected_replicas"] == 8
@@ -144,8 +151,10 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
         return fake_summary
 
     monkeypatch.setattr("loadtest.run.run_loadtest", rising)
-    assert runtime(make_ctx(fake, {}), wd, fake).loadtest(concurrency=5) == 0
-    runtime(make_ctx(fake, {}), wd, fake).loadtest(concurrency=5, expect_scale_out=False)
+    assert runtime(make_ctx(fake, {}), wd, fake).loadtest(LoadtestRequest(concurrency=5)) == 0
+    runtime(make_ctx(fake, {}), wd, fake).loadtest(
+        LoadtestRequest(concurrency=5, expect_scale_out=False)
+    )
     assert seen["settle_s"] == 0  # nothing to wait for
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from runtime.requests import DeployRequest, TrainRequest
 from tests.cluster.kit import (
     k3d_results,
     make_ctx,
@@ -14,8 +15,8 @@ from tests.cluster.kit import (
 
 def test_status_shows_cluster_operators_jobs_isvc_and_replicas(wd, fake):
     set_up(wd, fake)
-    runtime(make_ctx(fake, {}), wd, fake).train(["cnn"])
-    runtime(make_ctx(fake, {}), wd, fake).deploy()
+    runtime(make_ctx(fake, {}), wd, fake).train(TrainRequest(models=("cnn",)))
+    runtime(make_ctx(fake, {}), wd, fake).deploy(DeployRequest())
     fake.add_pod(
         "kubeflow", "tf-mnist-predictor-1", {"serving.kserve.io/inferenceservice": "tf-mnist"}
     )

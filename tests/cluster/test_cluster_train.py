@@ -9,6 +9,7 @@ import pytest
 from k8s import capacity
 from k8s.settings import MODEL_TYPES, Settings
 from runtime.cluster import ClusterError
+from runtime.requests import RequestError, TrainRequest
 from tests.cluster.kit import (
     TAG,
     controller,
@@ -24,7 +25,9 @@ def test_train_all_submits_one_tfjob_per_model_together_and_waits(wd, fake):
     set_up(wd, fake)
     lines = []
     rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
-    assert rt.train(["cnn", "cnn_dropout", "cnn_batchnorm"], epochs=1) == 0
+    assert (
+        rt.train(TrainRequest(models=tuple(["cnn", "cnn_dropout", "cnn_batchnorm"]), epochs=1)) == 0
+    )
     tfjobs = [o for o in fake.applied if o["kind"] == "TFJob"]
     assert [j["metadata"]["name"] for j in tfjobs] == [
         "train-cnn",
@@ -44,9 +47,14 @@ def test_train_all_submits_one_tfjob_per_model_together_and_waits(wd, fake):
 
 def test_resubmitting_replaces_the_finished_job_of_the_same_name(wd, fake):
     set_up(wd, fake)
-    runtime(make_ctx(fake, {}), wd, fake).train(["cnn"])
+    runtime(make_ctx(fake, {}), wd, fake).train(TrainRequest(models=("cnn",)))
     lines = []
-    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(["cnn"], epochs=2) == 0
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(
+            TrainRequest(models=("cnn",), epochs=2)
+        )
+        == 0
+    )
     assert ("kubeflow.org/v1", "TFJob", "kubeflow", "train-cnn") in fake.deleted
     assert "TFJob train-cnn: replacing the succeeded job" in lines
     job = fake.obj("kubeflow.org/v1", "TFJob", "train-cnn", "kubeflow")
@@ -68,7 +76,9 @@ def test_a_failed_tfjob_is_reported_with_its_pods_and_exits_nonzero(wd):
     )
     fake.set_log("train-cnn-worker-1", "Traceback ...\nValueError: boom")
     lines = []
-    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(["cnn"]) == 1
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(TrainRequest(models=("cnn",))) == 1
+    )
     text = "\n".join(lines)
     assert "ValueError: boom" in text
     assert "next: fix the cause above, then `invoke train --model-type cnn`" in text
@@ -77,15 +87,15 @@ def test_a_failed_tfjob_is_reported_with_its_pods_and_exits_nonzero(wd):
 def test_train_needs_up_and_known_models(wd, fake):
     rt = runtime(make_ctx(fake, {}), wd, fake)
     with pytest.raises(ClusterError, match="run `invoke up --runtime k3d` first"):
-        rt.train(["cnn"])
+        rt.train(TrainRequest(models=("cnn",)))
     set_up(wd, fake)
-    with pytest.raises(ClusterError, match="unknown model type 'resnet'; valid: cnn"):
-        runtime(make_ctx(fake, {}), wd, fake).train(["resnet"])
+    with pytest.raises(RequestError, match="unknown model type 'resnet'; valid: cnn"):
+        TrainRequest(models=("resnet",))
 
 
 def test_gpus_per_worker_reach_the_tfjob(wd, fake):
     set_up(wd, fake)
-    runtime(make_ctx(fake, {}), wd, fake).train(["cnn"], gpus_per_worker=1)
+    runtime(make_ctx(fake, {}), wd, fake).train(TrainRequest(models=("cnn",), gpus_per_worker=1))
     job = fake.obj("kubeflow.org/v1", "TFJob", "train-cnn", "kubeflow")
     limits = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
         "resources"
@@ -97,7 +107,7 @@ def test_parallel_runs_the_jobs_in_waves(wd, fake):
     set_up(wd, fake)
     lines = []
     rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
-    assert rt.train(["cnn", "cnn_dropout"], parallel=1) == 0
+    assert rt.train(TrainRequest(models=tuple(["cnn", "cnn_dropout"]), parallel=1)) == 0
     assert "1 job(s) at a time, 2 waves" in lines
     first_done = next(i for i, x in enumerate(lines) if "train-cnn " in x and "Succeeded" in x)
     second_submitted = lines.index("TFJob train-cnn-dropout: submitted")
@@ -109,7 +119,10 @@ def test_train_all_runs_in_waves_that_fit_a_small_node_and_says_so(wd, fake):
     s = Settings(image=TAG, provider="k3d", serving_mode="knative")
     fake.put(node(capacity.requirement(s, 2)))  # room for two jobs' workers, not three
     lines = []
-    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(list(MODEL_TYPES)) == 0
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(TrainRequest(models=MODEL_TYPES))
+        == 0
+    )
     said = [x for x in lines if x.startswith("the node offers pods")]
     assert len(said) == 1 and "3 TFJobs at once need" in said[0]
     assert said[0].endswith("running 2 at a time")
@@ -120,5 +133,8 @@ def test_train_all_runs_everything_at_once_on_a_node_that_holds_it(wd, fake):
     set_up(wd, fake)
     fake.put(node(capacity.DOCUMENTED_NODE))
     lines = []
-    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(list(MODEL_TYPES)) == 0
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).train(TrainRequest(models=MODEL_TYPES))
+        == 0
+    )
     assert not [x for x in lines if "at a time" in x]

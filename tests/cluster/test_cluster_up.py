@@ -15,6 +15,7 @@ from k8s import operators
 from k8s.preflight import Preflight
 from ml.contract import RAW_FILES
 from runtime.cluster import ClusterError, ClusterRuntime
+from runtime.requests import UpRequest
 from tests.cluster.kit import (
     K3D_CREATE,
     KC,
@@ -34,7 +35,7 @@ from tests.cluster.kit import (
 def test_up_on_an_empty_machine_runs_every_step_in_order(wd, fake):
     c = make_ctx(fake, k3d_results(exists=False, imported=False))
     lines = []
-    assert runtime(c, wd, fake, lines=lines).up() == 0
+    assert runtime(c, wd, fake, lines=lines).up(UpRequest()) == 0
     tar = wd.root / "build" / "distml-image.tar"
     assert commands(c) == [
         "k3d cluster list -o json",
@@ -61,11 +62,11 @@ def test_up_on_an_empty_machine_runs_every_step_in_order(wd, fake):
 
 
 def test_a_second_up_reports_every_step_as_already_done_and_changes_nothing(wd, fake):
-    runtime(make_ctx(fake, k3d_results(exists=False, imported=False)), wd, fake).up()
+    runtime(make_ctx(fake, k3d_results(exists=False, imported=False)), wd, fake).up(UpRequest())
     applied_before = len(fake.applied)
     c = make_ctx(fake, k3d_results(exists=True, imported=True))
     lines = []
-    assert runtime(c, wd, fake, lines=lines).up() == 0
+    assert runtime(c, wd, fake, lines=lines).up(UpRequest()) == 0
     # Only read-only queries ran: no create, no install, no import, no new Job.
     assert commands(c) == [
         "k3d cluster list -o json",
@@ -84,11 +85,11 @@ def test_a_second_up_reports_every_step_as_already_done_and_changes_nothing(wd, 
 
 def test_an_up_that_stopped_before_kserves_cluster_resources_applies_them_next_time(wd, fake):
     c = make_ctx(fake, k3d_results(exists=False, imported=False))
-    assert runtime(c, wd, fake).up() == 0
+    assert runtime(c, wd, fake).up(UpRequest()) == 0
     fake.remove(*operators.KSERVE_TF_RUNTIME)  # as if the first `up` had timed out there
     c = make_ctx(fake, k3d_results(exists=True, imported=True))
     lines = []
-    assert runtime(c, wd, fake, lines=lines).up() == 0
+    assert runtime(c, wd, fake, lines=lines).up(UpRequest()) == 0
     assert "KServe v0.20.0: already installed" in lines
     ran = commands(c)
     assert [x for x in ran if "kserve" in x and " apply " in x] == [KNATIVE_INSTALL[-1]]
@@ -98,19 +99,19 @@ def test_preflight_problems_stop_up_before_anything_is_created(wd, fake):
     c = make_ctx(fake, {})
     rt = runtime(c, wd, fake, problems=["k3d: not found on PATH: install k3d"])
     with pytest.raises(ClusterError, match=r"preflight failed, nothing was created:\n  - k3d"):
-        rt.up()
+        rt.up(UpRequest())
     assert commands(c) == [] and fake.applied == [] and not wd.root.exists()
 
 
 def test_source_dir_is_checked_then_copied_into_the_volume(wd, fake, tmp_path):
     with pytest.raises(ClusterError, match=r"lacks train-images-idx3-ubyte\.gz"):
-        runtime(make_ctx(fake, {}), wd, fake).up(source_dir=str(tmp_path))
+        runtime(make_ctx(fake, {}), wd, fake).up(UpRequest(source_dir=str(tmp_path)))
     src = tmp_path / "data"
     src.mkdir()
     for name in RAW_FILES:
         (src / name).write_bytes(b"x")
     c = make_ctx(fake, k3d_results(exists=True, imported=True))
-    assert runtime(c, wd, fake).up(source_dir=str(src)) == 0
+    assert runtime(c, wd, fake).up(UpRequest(source_dir=str(src))) == 0
     cp = [cmd for cmd in commands(c) if " cp " in cmd]
     assert cp == [
         f"{KC}-n kubeflow cp {src / n} distml-data-loader:/trained_model/raw/fashion-mnist/{n}"
@@ -137,7 +138,7 @@ def test_kind_standard_mode_installs_metrics_server_and_exposes_a_node_port(wd, 
         "docker exec dist-ml-control-plane crictl images -o json": Result('{"images": []}'),
     }
     c = make_ctx(fake, results)
-    assert runtime(c, wd, fake, provider="kind").up(serving_mode="standard") == 0
+    assert runtime(c, wd, fake, provider="kind").up(UpRequest(serving_mode="standard")) == 0
     cmds = commands(c)
     create = next(cmd for cmd in cmds if cmd.startswith("kind create cluster"))
     assert create == (
@@ -156,21 +157,21 @@ def test_kind_standard_mode_installs_metrics_server_and_exposes_a_node_port(wd, 
 
 def test_kind_knative_exposes_the_gateway_on_the_mapped_node_port_once(wd, fake):
     c = make_ctx(fake, kind_results())
-    assert runtime(c, wd, fake, provider="kind").up() == 0
+    assert runtime(c, wd, fake, provider="kind").up(UpRequest()) == 0
     patch = [cmd for cmd in commands(c) if "istio-ingressgateway" in cmd]
     assert patch == [
         "kubectl --context kind-dist-ml -n istio-system patch service istio-ingressgateway -p "
         '\'{"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 31080}]}}\''
     ]
     c2 = make_ctx(fake, kind_results("dist-ml\n"))
-    assert runtime(c2, wd, fake, provider="kind").up() == 0
+    assert runtime(c2, wd, fake, provider="kind").up(UpRequest()) == 0
     assert not any("patch" in cmd for cmd in commands(c2))
 
 
 def test_switching_serving_mode_on_a_set_up_cluster_is_refused(wd, fake):
-    runtime(make_ctx(fake, k3d_results(exists=False, imported=False)), wd, fake).up()
+    runtime(make_ctx(fake, k3d_results(exists=False, imported=False)), wd, fake).up(UpRequest())
     with pytest.raises(ClusterError, match="needs a fresh cluster: `invoke down`"):
-        runtime(make_ctx(fake, {}), wd, fake).up(serving_mode="standard")
+        runtime(make_ctx(fake, {}), wd, fake).up(UpRequest(serving_mode="standard"))
 
 
 def test_a_busy_ingress_port_stops_up_before_the_cluster_is_created(wd, fake):
@@ -193,7 +194,7 @@ def test_a_busy_ingress_port_stops_up_before_the_cluster_is_created(wd, fake):
             preflight=lambda *a, **k: Preflight(),
         )
         with pytest.raises(ClusterError, match=f"host port {port} is in use"):
-            rt.up()
+            rt.up(UpRequest())
     assert not any("cluster create" in cmd for cmd in commands(c))
 
 
@@ -211,7 +212,7 @@ def test_a_permanent_kubectl_error_fails_up_at_once_with_kubectls_message(wd, fa
     c = make_ctx(fake, results)
     started = fake.clock.now
     with pytest.raises(DistmlError, match="404 Not Found"):  # the task prints `error: ...`
-        runtime(c, wd, fake).up()
+        runtime(c, wd, fake).up(UpRequest())
     assert fake.clock.now - started < 5  # no 600 s of retries
     assert sum("kserve-crds.yaml" in cmd for cmd in commands(c)) == 1
 
@@ -236,6 +237,6 @@ def test_a_webhook_race_is_retried_until_it_passes(wd, fake):
 
     c.run = Mock(wraps=flaky)
     lines = []
-    assert runtime(c, wd, fake, lines=lines).up() == 0
+    assert runtime(c, wd, fake, lines=lines).up(UpRequest()) == 0
     assert sum(cmd.endswith("/kserve.yaml") for cmd in commands(c)) == 3
     assert any("not ready yet" in line and "connection refused" in line for line in lines)

@@ -8,6 +8,7 @@ import pytest
 
 from ml.contract import RAW_FILES
 from runtime.cluster import ClusterError
+from runtime.requests import DownRequest, UpRequest
 from tests.cluster.kit import k3d_results, make_ctx, runtime, set_up
 
 LOADER = ("v1", "Pod", "kubeflow", "distml-data-loader")
@@ -46,9 +47,9 @@ def test_a_failed_loader_pod_stops_at_once_with_its_events_and_is_deleted(wd, fa
     fake.add_event("kubeflow", "distml-data-loader", "FailedMount", "volume is not bound")
     started = fake.clock.now
     with pytest.raises(ClusterError) as info:
-        up(source_dir=str(src))
+        up(UpRequest(source_dir=str(src)))
     assert str(info.value) == (
-        "pod distml-data-loader is Failed after 300 s (events: FailedMount: volume is not "
+        "pod distml-data-loader is Failed (it will not run) (events: FailedMount: volume is not "
         "bound); check `kubectl --context k3d-dist-ml -n kubeflow describe pod "
         "distml-data-loader`"
     )
@@ -62,7 +63,7 @@ def test_a_loader_pod_that_never_runs_times_out_at_its_deadline(wd, fake, tmp_pa
     _loader_stays(fake, "Pending")
     started = fake.clock.now
     with pytest.raises(ClusterError, match=r"^pod distml-data-loader is Pending after 300 s; "):
-        up(source_dir=str(src))
+        up(UpRequest(source_dir=str(src)))
     assert LOADER in fake.deleted
     assert fake.clock.now - started == 300  # the loader's deadline; nothing else waited
     assert fake.clock.sleeps[-150:] == [2] * 150  # polled every 2 s
@@ -80,7 +81,9 @@ def test_down_keep_cluster_waits_for_the_volume_claim_to_go(wd, fake, monkeypatc
     monkeypatch.setattr(fake, "delete", finalizing)
     lines = []
     started = fake.clock.now
-    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).down(keep_cluster=True) == 0
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).down(DownRequest(keep_cluster=True)) == 0
+    )
     assert PVC in deletes and PVC not in fake.objects
     assert fake.clock.now - started == 5
     assert "PersistentVolumeClaim strategy-volume (its data with it)" in lines[-2]
@@ -93,7 +96,7 @@ def test_a_claim_held_by_a_finalizer_fails_down_at_its_deadline_and_says_what_to
     monkeypatch.setattr(fake, "delete", lambda *args: True)  # accepted, never gone
     started = fake.clock.now
     with pytest.raises(ClusterError) as info:
-        runtime(make_ctx(fake, {}), wd, fake).down(keep_cluster=True)
+        runtime(make_ctx(fake, {}), wd, fake).down(DownRequest(keep_cluster=True))
     assert str(info.value) == (
         "PersistentVolumeClaim strategy-volume was not deleted within 300 s; check its "
         "finalizers: kubectl --context k3d-dist-ml -n kubeflow get persistentvolumeclaim "
