@@ -12,7 +12,7 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
     V/checkpoints/<model>/               resumable training state       (ml.train)
     V/tensorboard/<model>/               TensorBoard event files        (ml.train)
     V/serving/<service>/<version>/       published SavedModels          (ml.select)
-    V/serving/<service>/publish.json     what is published, and why     (ml.select)
+    V/serving/<service>/<version>/publish.json   what was published, and why (ml.select)
     V/reports/selection.json             the selection report           (ml.select)
 """
 
