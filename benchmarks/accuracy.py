@@ -23,7 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ml.config import MODEL_TYPES, resolve  # noqa: E402
+from ml import contract  # noqa: E402
+from ml.config import resolve  # noqa: E402
 
 
 def run_job(volume: Path, model: str, profile: str, seed: int, workers: int, log_dir: Path):
@@ -72,17 +73,19 @@ def pipeline_throughput(volume: Path, global_batch: int, batches: int = 400) -> 
     return batches * global_batch / (time.perf_counter() - started)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--profiles", default="quick,full")
-    p.add_argument("--models", default=",".join(MODEL_TYPES))
+    p.add_argument("--models", default=",".join(contract.MODEL_TYPES))
     p.add_argument("--seeds", type=int, default=3, help="seeds for quick (full uses 1)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--work", default=str(REPO / ".distml" / "bench"))
     p.add_argument(
         "--source-dir",
-        default=os.environ.get("DISTML_DATA_DIR") or str(REPO.parent / "shared/data/fashion-mnist"),
-        help="the four Fashion-MNIST .gz files (default: $DISTML_DATA_DIR, else ../shared)",
+        default=os.environ.get(contract.DATA_DIR_ENV)
+        or str(REPO.parent / "shared/data/fashion-mnist"),
+        help="the four Fashion-MNIST .gz files "
+        f"(default: ${contract.DATA_DIR_ENV}, else ../shared)",
     )
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument(
@@ -92,77 +95,57 @@ def main(argv: list[str] | None = None) -> int:
         help="only combine earlier accuracy.json files (e.g. a quick and a full "
         "run) into one report in --out",
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     out = Path(args.out)
     if args.merge:
-        reports = [json.loads(Path(f).read_text()) for f in args.merge]
-        for rep in reports:  # each row keeps the pipeline figure measured in its own run
-            for r in rep["results"]:
-                r.setdefault("pipeline_examples_per_second", rep["pipeline_examples_per_second"])
-        merged = {
-            **reports[0],
-            "results": [r for rep in reports for r in rep["results"]],
-            "date": max(rep["date"] for rep in reports),
-        }
-        del merged["pipeline_examples_per_second"]
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "accuracy.json").write_text(json.dumps(merged, indent=2) + "\n")
-        (out / "accuracy.md").write_text(markdown(merged))
-        print(markdown(merged))
-        return 0
+        report = merge([json.loads(Path(f).read_text()) for f in args.merge])
+    else:
+        report = measure(args, out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "accuracy.md").write_text(markdown(report))
+    print(markdown(report))
+    return 0
 
+
+def merge(reports: list[dict]) -> dict:
+    """One report of earlier runs' results (e.g. a quick and a full run)."""
+    for rep in reports:  # each row keeps the pipeline figure measured in its own run
+        for r in rep["results"]:
+            r.setdefault("pipeline_examples_per_second", rep["pipeline_examples_per_second"])
+    merged = {
+        **reports[0],
+        "results": [r for rep in reports for r in rep["results"]],
+        "date": max(rep["date"] for rep in reports),
+    }
+    del merged["pipeline_examples_per_second"]
+    return merged
+
+
+def measure(args: argparse.Namespace, out: Path) -> dict:
+    """Train and score every profile x model; the report with the pipeline's throughput."""
     from ml.data import prepare
-    from ml.evaluate import evaluate_saved_model, load_test_arrays
+    from ml.evaluate import load_test_arrays
 
     work = Path(args.work)
     volume, logs = work / "volume", work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     prepare(volume, source_dir=args.source_dir)
-    images, labels = load_test_arrays(volume, log=lambda m: None)
+    test = load_test_arrays(volume, log=lambda m: None)
     results = []
     for profile in args.profiles.split(","):
         seeds = range(1, args.seeds + 1) if profile == "quick" else [1]
         for model in args.models.split(","):
-            runs = []
-            for seed in seeds:
-                wall = run_job(volume, model, profile, seed, args.workers, logs)
-                cand = volume / "candidates" / model
-                metrics = json.loads((cand / "metrics.json").read_text())
-                acc = evaluate_saved_model(cand, images, labels)["accuracy"]
-                runs.append(
-                    {
-                        "seed": seed,
-                        "accuracy": acc,
-                        "wall_seconds": round(wall, 1),
-                        "train_seconds": metrics["train_seconds"],
-                        "train_examples_per_second": metrics["examples_per_second"],
-                    }
-                )
-                print(
-                    f"{profile:5} {model:13} seed {seed}: accuracy {acc:.4f}, "
-                    f"wall {wall:.0f} s, {metrics['examples_per_second']:.0f} ex/s",
-                    flush=True,
-                )
-            accs = [r["accuracy"] for r in runs]
-            cfg = resolve(profile, overrides={"model_type": model})
-            results.append(
-                {
-                    "profile": profile,
-                    "model": model,
-                    "runs": runs,
-                    "accuracy_mean": statistics.mean(accs),
-                    "accuracy_spread": (max(accs) - min(accs)) if len(accs) > 1 else 0.0,
-                    "wall_seconds_mean": statistics.mean(r["wall_seconds"] for r in runs),
-                    "train_examples_per_second": statistics.mean(
-                        r["train_examples_per_second"] for r in runs
-                    ),
-                    "config": {k: v for k, v in cfg.to_dict().items() if k != "extra"},
-                }
-            )
+            runs = [run_scored(volume, model, profile, s, args.workers, logs, test) for s in seeds]
+            results.append(summarise(profile, model, runs))
     global_batch = 64 * args.workers
     pipe = pipeline_throughput(volume, global_batch)
-    report = {
+    return {
         "workers": args.workers,
         "machine": {
             "cpus": os.cpu_count(),
@@ -173,10 +156,46 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "date": time.strftime("%Y-%m-%d"),
     }
-    (out / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "accuracy.md").write_text(markdown(report))
-    print(markdown(report))
-    return 0
+
+
+def run_scored(
+    volume: Path, model: str, profile: str, seed: int, workers: int, logs: Path, test: tuple
+) -> dict:
+    """One training job, its candidate scored on the test arrays ``test`` (images, labels)."""
+    from ml.evaluate import evaluate_saved_model
+
+    wall = run_job(volume, model, profile, seed, workers, logs)
+    metrics = json.loads(Path(contract.metrics_path(volume, model)).read_text())
+    images, labels = test
+    acc = evaluate_saved_model(contract.candidate_dir(volume, model), images, labels)["accuracy"]
+    print(
+        f"{profile:5} {model:13} seed {seed}: accuracy {acc:.4f}, "
+        f"wall {wall:.0f} s, {metrics['examples_per_second']:.0f} ex/s",
+        flush=True,
+    )
+    return {
+        "seed": seed,
+        "accuracy": acc,
+        "wall_seconds": round(wall, 1),
+        "train_seconds": metrics["train_seconds"],
+        "train_examples_per_second": metrics["examples_per_second"],
+    }
+
+
+def summarise(profile: str, model: str, runs: list[dict]) -> dict:
+    """A model's row: accuracy mean and spread over seeds, speed, and the resolved config."""
+    accs = [r["accuracy"] for r in runs]
+    cfg = resolve(profile, overrides={"model_type": model})
+    return {
+        "profile": profile,
+        "model": model,
+        "runs": runs,
+        "accuracy_mean": statistics.mean(accs),
+        "accuracy_spread": (max(accs) - min(accs)) if len(accs) > 1 else 0.0,
+        "wall_seconds_mean": statistics.mean(r["wall_seconds"] for r in runs),
+        "train_examples_per_second": statistics.mean(r["train_examples_per_second"] for r in runs),
+        "config": {k: v for k, v in cfg.to_dict().items() if k != "extra"},
+    }
 
 
 def markdown(report: dict) -> str:

@@ -1,17 +1,19 @@
 """``python -m ml``: the image's default command. Prints how to run each step."""
 
+from ml.contract import DEFAULT_SERVICE, PROFILES
+
 USAGE = """distml pod image: every step is `python -m ml.<step>`; run one with --help for all flags.
 
   ingest   python -m ml.ingest --volume /trained_model [--source-dir DIR]
-  train    python -m ml.train  --volume /trained_model --model-type cnn [--profile quick|full]
+  train    python -m ml.train  --volume /trained_model --model-type cnn [--profile {profiles}]
            (one per worker; TF_CONFIG from the training operator makes it multi-worker)
-  select   python -m ml.select --volume /trained_model --service tf-mnist [--min-accuracy A]
-  serve    python -m ml.serve  --model-dir /trained_model/serving/tf-mnist \\
-               --model-name tf-mnist --host 0.0.0.0 --http-port 8080
+  select   python -m ml.select --volume /trained_model --service {svc} [--min-accuracy A]
+  serve    python -m ml.serve  --model-dir /trained_model/serving/{svc} \\
+               --model-name {svc} --host 0.0.0.0 --http-port 8080
   evaluate python -m ml.evaluate --volume /trained_model --model-dir DIR
 
 The volume (a PVC mounted at /trained_model) must be writable by UID 1000.
-"""
+""".format(profiles="|".join(PROFILES), svc=DEFAULT_SERVICE)
 
 
 def main() -> int:

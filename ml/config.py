@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-MODEL_TYPES: tuple[str, ...] = ("cnn", "cnn_dropout", "cnn_batchnorm")
-PROFILES: tuple[str, ...] = ("quick", "full")
+from ml.contract import DEFAULT_PROFILE, MODEL_TYPES, PROFILES
+
 LR_SCHEDULES: tuple[str, ...] = ("step", "constant", "cosine")
 
 TRAIN_EXAMPLES = 60_000
@@ -35,8 +35,8 @@ class TrainConfig:
 
     model_type: str = "cnn"
     """One of ``MODEL_TYPES``."""
-    profile: str = "quick"
-    """Named budget the remaining defaults came from (``quick`` or ``full``)."""
+    profile: str = DEFAULT_PROFILE
+    """Named budget the remaining defaults came from (one of ``PROFILES``)."""
     epochs: int = 3
     """Number of epochs to train."""
     steps_per_epoch: int | None = 70
@@ -188,10 +188,10 @@ def resolve(
 
     ``None`` values in overrides are ignored.
 
-    The profile is the one passed, else the file's ``profile`` key, else ``quick``.
+    The profile is the one passed, else the file's ``profile`` key, else ``DEFAULT_PROFILE``.
     """
     file_values = dict(file_values or {})
-    profile = profile or file_values.pop("profile", None) or "quick"
+    profile = profile or file_values.pop("profile", None) or DEFAULT_PROFILE
     if profile not in PROFILE_DEFAULTS:
         raise ConfigError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
     values: dict[str, Any] = {"profile": profile, **PROFILE_DEFAULTS[profile]}

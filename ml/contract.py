@@ -12,7 +12,7 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
     V/checkpoints/<model>/               resumable training state       (ml.train)
     V/tensorboard/<model>/               TensorBoard event files        (ml.train)
     V/serving/<service>/<version>/       published SavedModels          (ml.select)
-    V/serving/<service>/publish.json     what is published, and why     (ml.select)
+    V/serving/<service>/<version>/publish.json   what was published, and why (ml.select)
     V/reports/selection.json             the selection report           (ml.select)
 """
 
@@ -47,6 +47,8 @@ SELECTION_REPORT = "selection.json"
 
 # Exit codes a step's caller acts on (status travels as an exit code or a JSON line).
 PREEMPTED_EXIT = 42  # ml.train: stopped by SIGTERM after saving its step; restart resumes
+# ml.train's machine-readable progress: this prefix, then one JSON object per line.
+PROGRESS_PREFIX = "DISTML_PROGRESS "
 
 AnyPath = str | Path | PurePosixPath
 
@@ -68,6 +70,14 @@ def candidate_dir(volume: AnyPath, model: str) -> str:
 
 def metrics_path(volume: AnyPath, model: str) -> str:
     return _p(volume, "candidates", model, METRICS_FILE)
+
+
+def checkpoints_dir(volume: AnyPath, model: str) -> str:
+    return _p(volume, "checkpoints", model)
+
+
+def tensorboard_dir(volume: AnyPath, model: str) -> str:
+    return _p(volume, "tensorboard", model)
 
 
 def serving_dir(volume: AnyPath, service: str) -> str:
@@ -191,6 +201,44 @@ def read_metrics(path: AnyPath) -> Metrics | None:
     if data is None:
         return None
     return Metrics(history=list(data.get("history") or []), final=dict(data.get("final") or {}))
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What ``ml.ingest`` did, printed as its last stdout line: one JSON object such as
+    ``{"ingest": "prepared", "dataset": "V/datasets/fashion_mnist"}``."""
+
+    PREPARED = "prepared"
+    ALREADY_PREPARED = "already-prepared"
+
+    status: str  # PREPARED or ALREADY_PREPARED
+    dataset: str  # the prepared dataset's directory
+
+    @property
+    def changed(self) -> bool:
+        """Whether this run prepared the dataset (False: the volume already held it)."""
+        return self.status == self.PREPARED
+
+    def line(self) -> str:
+        return json.dumps({"ingest": self.status, "dataset": self.dataset})
+
+
+def read_ingest_line(output: str) -> IngestResult:
+    """The ``IngestResult`` in ``ml.ingest``'s output (its last such line).
+
+    Raises ValueError when the output holds none (the step failed, or is not ``ml.ingest``).
+    """
+    for raw in reversed(output.splitlines()):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("ingest") in (
+            IngestResult.PREPARED,
+            IngestResult.ALREADY_PREPARED,
+        ):
+            return IngestResult(status=data["ingest"], dataset=str(data.get("dataset", "")))
+    raise ValueError("no ingest result line in the output of ml.ingest")
 
 
 def read_selection(path: AnyPath) -> dict[str, Any]:

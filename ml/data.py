@@ -41,6 +41,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from ml import contract
+from ml.contract import DATA_DIR_ENV, RAW_FILES
+
 if TYPE_CHECKING:
     import tensorflow as tf
 
@@ -86,20 +89,22 @@ class FileSpec(NamedTuple):
     sha256: str
 
 
-#: The four original files, name -> (size in bytes, sha256). Same values as tfds's
-#: ``url_checksums/fashion_mnist.txt``. Download order is this order.
+_TRAIN_IMAGES, _TRAIN_LABELS, _TEST_IMAGES, _TEST_LABELS = RAW_FILES
+
+#: The four original files (names: ``contract.RAW_FILES``), name -> (size in bytes, sha256).
+#: Same values as tfds's ``url_checksums/fashion_mnist.txt``. Download order is this order.
 FILES: Mapping[str, FileSpec] = MappingProxyType(
     {
-        "train-images-idx3-ubyte.gz": FileSpec(
+        _TRAIN_IMAGES: FileSpec(
             26_421_880, "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84"
         ),
-        "train-labels-idx1-ubyte.gz": FileSpec(
+        _TRAIN_LABELS: FileSpec(
             29_515, "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845"
         ),
-        "t10k-images-idx3-ubyte.gz": FileSpec(
+        _TEST_IMAGES: FileSpec(
             4_422_102, "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073"
         ),
-        "t10k-labels-idx1-ubyte.gz": FileSpec(
+        _TEST_LABELS: FileSpec(
             5_148, "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"
         ),
     }
@@ -107,15 +112,11 @@ FILES: Mapping[str, FileSpec] = MappingProxyType(
 
 #: split -> (images file, labels file)
 _SPLIT_FILES: Mapping[str, tuple[str, str]] = MappingProxyType(
-    {
-        "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-        "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
-    }
+    {"train": (_TRAIN_IMAGES, _TRAIN_LABELS), "test": (_TEST_IMAGES, _TEST_LABELS)}
 )
 
 DEFAULT_MIRROR = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 MIRROR_ENV = "DISTML_DATA_MIRROR"
-DATA_DIR_ENV = "DISTML_DATA_DIR"
 #: Seconds to wait for the mirror to connect or send the next chunk.
 DOWNLOAD_TIMEOUT = 30.0
 
@@ -135,11 +136,11 @@ _CHUNK = 1 << 20
 
 _FIXES = (
     "Fix one of:\n"
-    "  - pass --source-dir DIR (or set DISTML_DATA_DIR=DIR) to a directory holding the four "
+    f"  - pass --source-dir DIR (or set {DATA_DIR_ENV}=DIR) to a directory holding the four "
     "files\n"
     "  - apt-get install dataset-fashion-mnist  (installs them in "
-    "/usr/share/datasets/fashion-mnist/)\n"
-    f"  - pass --mirror URL (or set DISTML_DATA_MIRROR=URL) to a reachable copy of {DEFAULT_MIRROR}"
+    f"{DEBIAN_DIR}/)\n"
+    f"  - pass --mirror URL (or set {MIRROR_ENV}=URL) to a reachable copy of {DEFAULT_MIRROR}"
 )
 
 
@@ -443,8 +444,8 @@ def load_arrays(
 
 
 def datasets_dir(volume: str | os.PathLike[str]) -> Path:
-    """The tfds ``data_dir`` on a volume: ``<volume>/datasets``."""
-    return Path(volume) / "datasets"
+    """The tfds ``data_dir`` on a volume: ``<volume>/datasets`` (``contract.datasets_dir``)."""
+    return Path(contract.datasets_dir(volume))
 
 
 def _builder(data_dir: Path):  # -> tfds.core.DatasetBuilder

@@ -63,12 +63,16 @@ def evaluate_saved_model(
     return {"accuracy": correct / n, "loss": total_loss / n, "examples": n}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ml.evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--volume", required=True, help="volume root (test split from V/datasets/)")
     p.add_argument("--model-dir", nargs="+", required=True, help="SavedModel directories")
     p.add_argument("--source-dir", help="raw files, when V/datasets/ is not prepared")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     from ml.data import DataError
 
     try:

@@ -3,7 +3,10 @@
     python -m ml.ingest --volume V [--source-dir D] [--mirror URL]
 
 Idempotent: a volume that already holds the prepared dataset is left untouched. Exit codes:
-0 done (or nothing to do), 2 a data problem (message on stderr says how to fix it).
+0 done (or nothing to do), 2 a data problem (message on stderr says how to fix it). On
+success the last stdout line is one JSON object, ``contract.IngestResult``, e.g.
+``{"ingest": "already-prepared", "dataset": "V/datasets/fashion_mnist"}``; read it with
+``contract.read_ingest_line``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import sys
 
 from ml import data
+from ml.contract import DATA_DIR_ENV, IngestResult
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         "--source-dir",
         default=None,
         help="directory holding the four original .gz files, searched first "
-        f"(default: ${data.DATA_DIR_ENV}, then {data.DEBIAN_DIR}, then {data.KERAS_DIR})",
+        f"(default: ${DATA_DIR_ENV}, then {data.DEBIAN_DIR}, then {data.KERAS_DIR})",
     )
     parser.add_argument(
         "--mirror",
@@ -47,10 +51,17 @@ def main(argv: list[str] | None = None) -> int:
 
     tfds.disable_progress_bar()  # tqdm bars flood pod logs; prepare logs its own lines
     try:
-        data.prepare(args.volume, source_dir=args.source_dir, mirror=args.mirror, log=print)
+        changed = data.prepare(
+            args.volume, source_dir=args.source_dir, mirror=args.mirror, log=print
+        )
     except data.DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    result = IngestResult(
+        status=IngestResult.PREPARED if changed else IngestResult.ALREADY_PREPARED,
+        dataset=str(data.datasets_dir(args.volume) / data.TFDS_NAME),
+    )
+    print(result.line(), flush=True)
     return 0
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ml.config import MODEL_TYPES, ConfigError
+from ml.config import ConfigError
+from ml.contract import MODEL_TYPES
 
 INPUT_SHAPE = (28, 28, 1)
 NUM_CLASSES = 10

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ml import contract
+from ml.contract import DEFAULT_SERVICE, PUBLISH_FILE
 from ml.evaluate import CandidateError, evaluate_saved_model, load_test_arrays
-
-PUBLISH_FILE = "publish.json"
 
 
 def serving_versions(serving_dir: Path) -> list[int]:
@@ -78,7 +78,7 @@ def _read_publish_record(version_dir: Path) -> dict[str, Any]:
 
 def rollback(volume: Path, service: str) -> tuple[int, int]:
     """Republish the version that served before the current one; return (restored, new)."""
-    serving_dir = volume / "serving" / service
+    serving_dir = Path(contract.serving_dir(volume, service))
     versions = serving_versions(serving_dir)
     if not versions:
         raise SystemExit(f"error: nothing is published under {serving_dir}; run a deploy first")
@@ -118,15 +118,9 @@ def select(
     log: Any = print,
 ) -> tuple[int, dict[str, Any]]:
     """Evaluate, decide, maybe publish. Returns (exit code, the selection report)."""
-    candidates_dir = volume / "candidates"
-    serving_dir = volume / "serving" / service
-    names = (
-        sorted(
-            p.name for p in candidates_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
-        )
-        if candidates_dir.is_dir()
-        else []
-    )
+    candidates_dir = Path(contract.candidates_dir(volume))
+    serving_dir = Path(contract.serving_dir(volume, service))
+    names = _candidate_names(candidates_dir)
     report: dict[str, Any] = {
         "service": service,
         "min_accuracy": min_accuracy,
@@ -142,6 +136,37 @@ def select(
 
     images, labels = load_test_arrays(volume, source_dir, log=log)
     report["test_examples"] = len(labels)
+    report["candidates"] = _evaluate_candidates(candidates_dir, names, images, labels, log)
+    usable = [c for c in report["candidates"] if c["status"] == "ok"]
+    current = _evaluate_serving(serving_dir, images, labels)
+    if current is not None:
+        report["serving_before"] = current
+    if not usable:
+        report["reason"] = "no usable candidate (every one was missing or corrupt)"
+        return _finish(volume, report, 1, log)
+
+    winner = max(usable, key=lambda c: (c["accuracy"], -names.index(c["model_type"])))
+    report["winner"] = winner["model_type"]
+    code = _judge_and_publish(
+        report, winner, current, candidates_dir, serving_dir, min_accuracy, force, log
+    )
+    return _finish(volume, report, code, log)
+
+
+def _candidate_names(candidates_dir: Path) -> list[str]:
+    """The candidate directories' names, sorted (hidden ones are exports in progress)."""
+    if not candidates_dir.is_dir():
+        return []
+    return sorted(
+        p.name for p in candidates_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+    )
+
+
+def _evaluate_candidates(
+    candidates_dir: Path, names: list[str], images: Any, labels: Any, log: Any
+) -> list[dict[str, Any]]:
+    """One report entry per candidate: its scores (``status: ok``) or why it was skipped."""
+    entries = []
     for name in names:
         entry: dict[str, Any] = {"model_type": name, "path": str(candidates_dir / name)}
         try:
@@ -151,70 +176,81 @@ def select(
         except CandidateError as e:
             entry.update(status="skipped", error=str(e))
             log(f"candidate {name}: skipped: {e}")
-        report["candidates"].append(entry)
+        entries.append(entry)
+    return entries
 
-    usable = [c for c in report["candidates"] if c["status"] == "ok"]
+
+def _evaluate_serving(serving_dir: Path, images: Any, labels: Any) -> dict[str, Any] | None:
+    """The version serving now and its scores (or its load error); None if none is."""
     versions = serving_versions(serving_dir)
-    current: dict[str, Any] | None = None
-    if versions:
-        current = {"version": versions[-1]}
-        try:
-            current.update(evaluate_saved_model(serving_dir / str(versions[-1]), images, labels))
-        except CandidateError as e:
-            current["error"] = str(e)
-        report["serving_before"] = current
-    if not usable:
-        report["reason"] = "no usable candidate (every one was missing or corrupt)"
-        return _finish(volume, report, 1, log)
+    if not versions:
+        return None
+    current: dict[str, Any] = {"version": versions[-1]}
+    try:
+        current.update(evaluate_saved_model(serving_dir / str(versions[-1]), images, labels))
+    except CandidateError as e:
+        current["error"] = str(e)
+    return current
 
-    winner = max(usable, key=lambda c: (c["accuracy"], -names.index(c["model_type"])))
-    report["winner"] = winner["model_type"]
-    acc = winner["accuracy"]
+
+def _judge_and_publish(
+    report: dict[str, Any],
+    winner: dict[str, Any],
+    current: dict[str, Any] | None,
+    candidates_dir: Path,
+    serving_dir: Path,
+    min_accuracy: float,
+    force: bool,
+    log: Any,
+) -> int:
+    """Publish the winner unless it is below ``min_accuracy`` or worse than what serves
+    (``force`` overrides both); record the outcome in ``report``; return the exit code."""
+    name, acc = winner["model_type"], winner["accuracy"]
     serving_acc = current.get("accuracy") if current else None
     if acc < min_accuracy and not force:
         report["reason"] = (
-            f"best candidate {winner['model_type']} scores {acc:.4f}, below "
+            f"best candidate {name} scores {acc:.4f}, below "
             f"--min-accuracy {min_accuracy:.4f}; nothing published"
         )
-        return _finish(volume, report, 1, log)
+        return 1
     if serving_acc is not None and acc < serving_acc and not force:
         report["version"] = current["version"]
         report["reason"] = (
             f"kept version {current['version']} ({serving_acc:.4f}): best "
-            f"candidate {winner['model_type']} scores {acc:.4f}, which is worse "
+            f"candidate {name} scores {acc:.4f}, which is worse "
             "(use --force to publish it anyway)"
         )
-        return _finish(volume, report, 0, log)
-    why = f"{winner['model_type']} has the highest test accuracy ({acc:.4f})"
+        return 0
+    why = f"{name} has the highest test accuracy ({acc:.4f})"
     if serving_acc is not None:
         why += f", not worse than serving version {current['version']} ({serving_acc:.4f})"
     if force:
         why += " [forced]"
     version = publish(
-        candidates_dir / winner["model_type"],
-        serving_dir,
-        {"source": f"candidate {winner['model_type']}", "accuracy": acc},
+        candidates_dir / name, serving_dir, {"source": f"candidate {name}", "accuracy": acc}
     )
     report.update(published=True, version=version, reason=why)
-    log(f"published {winner['model_type']} as {serving_dir / str(version)}")
-    return _finish(volume, report, 0, log)
+    log(f"published {name} as {serving_dir / str(version)}")
+    return 0
 
 
 def _finish(volume: Path, report: dict[str, Any], code: int, log: Any) -> tuple[int, dict]:
     report["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    _write_json_atomic(volume / "reports" / "selection.json", report)
+    _write_json_atomic(Path(contract.selection_report(volume)), report)
     log(("" if code == 0 else "error: ") + report["reason"])
     return code, report
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ml.select",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--volume", required=True, help="volume root (the PVC mount)")
-    p.add_argument("--service", default="tf-mnist", help="service (model) name to publish under")
+    p.add_argument(
+        "--service", default=DEFAULT_SERVICE, help="service (model) name to publish under"
+    )
     p.add_argument(
         "--min-accuracy",
         type=float,
@@ -232,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         help="republish the version that served before the current one, then exit",
     )
     p.add_argument("--source-dir", help="raw Fashion-MNIST files, when V/datasets/ is not ready")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if not 0.0 <= args.min_accuracy <= 1.0:
         p.error(f"--min-accuracy must be between 0 and 1 (a fraction), got {args.min_accuracy}")

@@ -22,18 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ml import contract
 from ml.cluster import ClusterSpec, parse_tf_config
-from ml.config import (
-    LR_SCHEDULES,
-    MODEL_TYPES,
-    PROFILES,
-    ConfigError,
-    TrainConfig,
-    load_config_file,
-    resolve,
-)
+from ml.config import LR_SCHEDULES, ConfigError, TrainConfig, load_config_file, resolve
+from ml.contract import DEFAULT_PROFILE, MODEL_TYPES, PREEMPTED_EXIT, PROFILES, PROGRESS_PREFIX
 
-PROGRESS_PREFIX = "DISTML_PROGRESS "
+# Progress line every N steps when no --log-every is given (the contract's commands pass
+# contract.LOG_EVERY).
+DEFAULT_LOG_EVERY = 10
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=PROFILES,
         default=None,
         help="training budget; quick = 3 x 70 steps, full = 30 full passes "
-        "(default: the --config file's, else quick)",
+        f"(default: the --config file's, else {DEFAULT_PROFILE})",
     )
     p.add_argument("--config", help="YAML file of TrainConfig fields (applied after the profile)")
     p.add_argument("--epochs", type=int, help="override the profile's epoch count")
@@ -79,7 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="raw Fashion-MNIST .gz files, used only when "
         "V/datasets/ has no prepared dataset (see python -m ml.ingest)",
     )
-    p.add_argument("--log-every", type=int, default=10, help="print a progress line every N steps")
+    p.add_argument(
+        "--log-every",
+        type=int,
+        default=DEFAULT_LOG_EVERY,
+        help="print a progress line every N steps",
+    )
     return p
 
 
@@ -172,7 +173,7 @@ def train(
     spec: ClusterSpec,
     *,
     source_dir: str | None = None,
-    log_every: int = 10,
+    log_every: int = DEFAULT_LOG_EVERY,
 ) -> dict[str, Any]:
     """Run one worker's part of the job; return the metrics (chief writes the candidate)."""
     import tensorflow as tf
@@ -181,21 +182,52 @@ def train(
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     import tf_keras as keras
 
-    from ml.data import load_split
-    from ml.export import export_model
-    from ml.models import build_model
-    from ml.pipeline import make_dataset
     from ml.preemption import backup_callback
 
     workers = strategy.num_replicas_in_sync
-    global_batch = cfg.global_batch_size(workers)
     steps = cfg.resolved_steps_per_epoch(workers)
+    _announce(cfg, spec, workers, steps, tf.__version__)
+
+    # From here on SIGTERM is a request to save and stop (ml.preemption), not an end.
+    ckpt_dir = Path(contract.checkpoints_dir(volume, cfg.model_type))
+    backup = backup_callback(keras, strategy, str(ckpt_dir / "backup"), steps)
+    keras.utils.set_random_seed(cfg.seed)
+    train_ds, val_ds = _datasets(cfg, volume, cfg.global_batch_size(workers), source_dir)
+    with strategy.scope():
+        model = _build(cfg)
+
+    state: dict[str, Any] = {}
+    callbacks = [
+        *_callbacks(keras, cfg, volume, steps, log_every, state),
+        backup,  # last: a save on SIGTERM comes after the step's progress line
+    ]
+    started = time.monotonic()
+    model.fit(
+        train_ds,
+        epochs=cfg.epochs,
+        steps_per_epoch=steps,
+        validation_data=val_ds,
+        callbacks=callbacks,
+        verbose=0,
+    )
+    seconds = time.monotonic() - started
+    metrics = _metrics(cfg, state, workers, steps, seconds)
+    _export_candidate(model, cfg, metrics, volume, spec)
+    _emit("done", seconds=round(seconds, 3), chief=spec.is_chief)
+    return metrics
+
+
+def _announce(
+    cfg: TrainConfig, spec: ClusterSpec, workers: int, steps: int, tf_version: str
+) -> None:
+    """Record the run's resolved shape in ``cfg.extra`` (so in params.yaml) and print it."""
+    global_batch = cfg.global_batch_size(workers)
     cfg.extra.update(
         {
             "workers": workers,
             "global_batch_size": global_batch,
             "steps_per_epoch_resolved": steps,
-            "tensorflow": tf.__version__,
+            "tensorflow": tf_version,
         }
     )
     print(
@@ -204,10 +236,14 @@ def train(
         flush=True,
     )
 
-    # From here on SIGTERM is a request to save and stop (ml.preemption), not an end.
-    ckpt_dir = volume / "checkpoints" / cfg.model_type
-    backup = backup_callback(keras, strategy, str(ckpt_dir / "backup"), steps)
-    keras.utils.set_random_seed(cfg.seed)
+
+def _datasets(
+    cfg: TrainConfig, volume: Path, global_batch: int, source_dir: str | None
+) -> tuple[Any, Any]:
+    """The training dataset and, with ``cfg.validation``, the test split (else None)."""
+    from ml.data import load_split
+    from ml.pipeline import make_dataset
+
     train_ds = make_dataset(
         load_split(volume, "train", source_dir=source_dir),
         global_batch_size=global_batch,
@@ -222,36 +258,37 @@ def train(
             global_batch_size=global_batch,
             training=False,
         )
+    return train_ds, val_ds
 
-    with strategy.scope():
-        model = build_model(
-            cfg.model_type,
-            learning_rate=cfg.learning_rate,
-            bn_momentum=cfg.bn_momentum,
-            seed=cfg.seed,
-        )
 
-    tb_dir = volume / "tensorboard" / cfg.model_type
-    state: dict[str, Any] = {}
-    callbacks = [
+def _build(cfg: TrainConfig) -> Any:
+    from ml.models import build_model
+
+    return build_model(
+        cfg.model_type, learning_rate=cfg.learning_rate, bn_momentum=cfg.bn_momentum, seed=cfg.seed
+    )
+
+
+def _callbacks(
+    keras: Any, cfg: TrainConfig, volume: Path, steps: int, log_every: int, state: dict[str, Any]
+) -> list[Any]:
+    """Checkpoints, TensorBoard, the LR schedule and the progress lines (filling ``state``)."""
+    ckpt_dir = Path(contract.checkpoints_dir(volume, cfg.model_type))
+    tb_dir = contract.tensorboard_dir(volume, cfg.model_type)
+    return [
         keras.callbacks.ModelCheckpoint(
             str(ckpt_dir / "weights" / "epoch-{epoch:03d}"), save_weights_only=True
         ),
-        keras.callbacks.TensorBoard(log_dir=str(tb_dir), write_graph=False, profile_batch=0),
+        keras.callbacks.TensorBoard(log_dir=tb_dir, write_graph=False, profile_batch=0),
         keras.callbacks.LearningRateScheduler(lambda epoch, lr: cfg.learning_rate_for_epoch(epoch)),
         _progress_callback(keras, cfg, steps, log_every, state),
-        backup,  # last: a save on SIGTERM comes after the step's progress line
     ]
-    started = time.monotonic()
-    model.fit(
-        train_ds,
-        epochs=cfg.epochs,
-        steps_per_epoch=steps,
-        validation_data=val_ds,
-        callbacks=callbacks,
-        verbose=0,
-    )
-    seconds = time.monotonic() - started
+
+
+def _metrics(
+    cfg: TrainConfig, state: dict[str, Any], workers: int, steps: int, seconds: float
+) -> dict[str, Any]:
+    """What ``metrics.json`` holds: the history the progress callback kept, and throughput."""
     first_epoch, first_step = state.get("first_epoch") or 0, state.get("first_step") or 0
     steps_run = (cfg.epochs - first_epoch) * steps - first_step
     metrics = {
@@ -262,18 +299,25 @@ def train(
         "resumed_from_epoch": first_epoch,
         "resumed_from_step": first_step,
         "train_seconds": round(seconds, 3),
-        "examples_per_second": round(steps_run * global_batch / seconds, 1),
+        "examples_per_second": round(steps_run * cfg.global_batch_size(workers) / seconds, 1),
     }
     if metrics["history"]:
         metrics["final"] = metrics["history"][-1]
+    return metrics
+
+
+def _export_candidate(
+    model: Any, cfg: TrainConfig, metrics: dict[str, Any], volume: Path, spec: ClusterSpec
+) -> None:
+    """Export SavedModel, metrics and params; the chief's copy replaces ``V/candidates/M``."""
+    from ml.export import export_model
 
     # Every worker saves (TF's rule for multi-worker saving); only the chief's copy is kept.
     # The export is a plain (non-distributed) copy of the trained weights.
-    plain = build_model(
-        cfg.model_type, learning_rate=cfg.learning_rate, bn_momentum=cfg.bn_momentum, seed=cfg.seed
-    )
+    plain = _build(cfg)
     plain.set_weights(model.get_weights())
-    candidates = volume / "candidates"
+    candidates = Path(contract.candidates_dir(volume))
+    target = Path(contract.candidate_dir(volume, cfg.model_type))
     if spec.is_chief:
         candidates.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{cfg.model_type}.tmp-", dir=candidates))
@@ -281,16 +325,14 @@ def train(
         tmp = Path(tempfile.mkdtemp(prefix=f"distml-{cfg.model_type}-{spec.name}-"))
     try:
         export_model(plain, tmp)
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-        (tmp / "params.yaml").write_text(cfg.to_yaml())
+        (tmp / contract.METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
+        (tmp / contract.PARAMS_FILE).write_text(cfg.to_yaml())
         if spec.is_chief:
-            _swap_in(tmp, candidates / cfg.model_type)
-            print(f"exported candidate to {candidates / cfg.model_type}", flush=True)
+            _swap_in(tmp, target)
+            print(f"exported candidate to {target}", flush=True)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    _emit("done", seconds=round(seconds, 3), chief=spec.is_chief)
-    return metrics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from ml.data import DataError
-    from ml.preemption import PREEMPTED_EXIT, Preempted
+    from ml.preemption import Preempted
 
     try:
         train(cfg, Path(args.volume), spec, source_dir=args.source_dir, log_every=args.log_every)

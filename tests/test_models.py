@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ml.config import MODEL_TYPES, ConfigError
+from ml.config import ConfigError
+from ml.contract import MODEL_TYPES
 from ml.models import build_model, check_model_type
 
 # Hand-computed from the layer lists in ARCHITECTURE.md (weights + biases; BatchNorm has

@@ -1,10 +1,11 @@
-"""ml.preemption's exit code, held to TensorFlow's own preemption handler."""
+"""The contract's preemption exit code, held to TensorFlow's own preemption handler."""
 
 from __future__ import annotations
 
 import pytest
 
-from ml.preemption import PREEMPTED_EXIT, Preempted
+from ml.contract import PREEMPTED_EXIT
+from ml.preemption import Preempted
 
 
 def test_the_preempted_exit_code_is_the_one_tensorflows_handler_uses_off_google_cloud():

@@ -1,0 +1,165 @@
+"""ml.contract is light, and the pod's parsers accept exactly the commands it builds.
+
+The orchestration side (runtime/, k8s/, tasks.py) builds every pod command with ml.contract;
+the ml/* modules take their choices, defaults and names from it. These tests are what keep
+the two sides together: a flag renamed in a parser, or a choice added to the contract that
+the pod code cannot build, fails here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ml import contract
+from ml.contract import IngestResult, read_ingest_line
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("tensorflow", "tf_keras", "tensorflow_datasets", "numpy", "kserve", "yaml")
+
+
+def test_importing_the_contract_imports_nothing_heavy():
+    probe = (
+        "import json, sys\n"
+        "import ml.contract\n"
+        f"heavy = {HEAVY!r}\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        contract.ingest("/v"),
+        contract.train("/v", "cnn"),
+        contract.select("/v"),
+        contract.serve("/m", "s", host="h", http_port=1),
+        contract.evaluate("/v", ["/d"]),
+    ],
+    ids=lambda argv: argv[2],
+)
+def test_each_command_runs_a_pod_module_with_a_main(argv):
+    python, dash_m, module = argv[:3]
+    assert (python, dash_m) == ("python", "-m")
+    assert callable(importlib.import_module(module).main)
+
+
+@pytest.mark.parametrize("source_dir", [None, "/raw"])
+def test_ingest_parses_the_ingest_command(source_dir):
+    from ml import ingest
+
+    args = ingest._parser().parse_args(contract.ingest("/vol", source_dir)[3:])
+    assert (args.volume, args.source_dir, args.mirror) == ("/vol", source_dir, None)
+
+
+@pytest.mark.parametrize("profile", contract.PROFILES)
+@pytest.mark.parametrize("model", contract.MODEL_TYPES)
+def test_train_parses_the_train_command_for_every_model_and_profile(model, profile):
+    from ml import train
+
+    argv = contract.train("/vol", model, profile=profile, epochs=2, steps_per_epoch=3)
+    args = train.build_parser().parse_args(argv[3:])
+    assert (args.volume, args.model_type, args.profile) == ("/vol", model, profile)
+    assert (args.epochs, args.steps_per_epoch, args.log_every) == (2, 3, contract.LOG_EVERY)
+    cfg = train.config_from_args(args)  # the pod code knows the model and the profile
+    assert (cfg.model_type, cfg.profile, cfg.epochs, cfg.steps_per_epoch) == (
+        model,
+        profile,
+        2,
+        3,
+    )
+
+
+def test_train_command_defaults_are_the_pod_defaults():
+    from ml import train
+
+    args = train.build_parser().parse_args(contract.train("/vol", "cnn")[3:])
+    assert (args.profile, args.epochs, args.steps_per_epoch) == (
+        contract.DEFAULT_PROFILE,
+        None,
+        None,
+    )
+    assert train.config_from_args(args) == train.config_from_args(
+        train.build_parser().parse_args(["--volume", "/vol", "--model-type", "cnn"])
+    )
+
+
+def test_every_contract_model_has_a_builder():
+    from ml.models import check_model_type
+
+    assert [check_model_type(m) for m in contract.MODEL_TYPES] == list(contract.MODEL_TYPES)
+
+
+@pytest.mark.parametrize(("min_accuracy", "force"), [(0.0, False), (0.875, True)])
+def test_select_parses_the_select_command(min_accuracy, force):
+    from ml import select
+
+    argv = contract.select("/vol", "svc", min_accuracy=min_accuracy, force=force)
+    args = select.build_parser().parse_args(argv[3:])
+    assert (args.volume, args.service, args.min_accuracy) == ("/vol", "svc", min_accuracy)
+    assert (args.force, args.rollback) == (force, False)
+
+
+def test_select_parses_the_rollback_command_and_defaults_to_the_contract_service():
+    from ml import select
+
+    args = select.build_parser().parse_args(contract.select("/vol", rollback=True)[3:])
+    assert (args.volume, args.service, args.rollback) == ("/vol", contract.DEFAULT_SERVICE, True)
+    assert select.build_parser().parse_args(["--volume", "/v"]).service == contract.DEFAULT_SERVICE
+
+
+def test_evaluate_parses_the_evaluate_command():
+    from ml import evaluate
+
+    args = evaluate.build_parser().parse_args(contract.evaluate("/vol", ["/a", "/b"])[3:])
+    assert (args.volume, args.model_dir) == ("/vol", ["/a", "/b"])
+
+
+def test_serve_parses_the_serve_command():
+    from ml import serve
+
+    argv = contract.serve("/mnt/models", "svc", host="0.0.0.0", http_port=8080)
+    args = serve.build_parser().parse_args(argv[3:])
+    assert (args.model_dir, args.model_name, args.host, args.http_port) == (
+        "/mnt/models",
+        "svc",
+        "0.0.0.0",
+        8080,
+    )
+
+
+# --------------------------------------------------------------------------- ml.ingest's line
+
+
+@pytest.mark.parametrize("status", [IngestResult.PREPARED, IngestResult.ALREADY_PREPARED])
+def test_the_ingest_line_round_trips(status):
+    result = IngestResult(status, "/v/datasets/fashion_mnist")
+    assert json.loads(result.line()) == {"ingest": status, "dataset": "/v/datasets/fashion_mnist"}
+    output = f"data: some human line\n{result.line()}\n"
+    assert read_ingest_line(output) == result
+    assert result.changed is (status == IngestResult.PREPARED)
+
+
+def test_read_ingest_line_takes_the_last_result_and_skips_other_lines():
+    first = IngestResult(IngestResult.PREPARED, "/a").line()
+    last = IngestResult(IngestResult.ALREADY_PREPARED, "/b").line()
+    output = f"{first}\n{{not json\n{last}\n{json.dumps({'other': 1})}\n[1, 2]\nW0000 a warning\n"
+    assert read_ingest_line(output) == IngestResult(IngestResult.ALREADY_PREPARED, "/b")
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["", "dataset already prepared at /v/datasets/fashion_mnist\n", '{"ingest": "maybe"}\n'],
+)
+def test_read_ingest_line_refuses_output_without_a_result(output):
+    with pytest.raises(ValueError, match="no ingest result line"):
+        read_ingest_line(output)
