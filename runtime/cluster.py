@@ -706,7 +706,7 @@ class ClusterRuntime:
         return base, None
 
     def _print_access(self, s: Settings, isvc_url: str) -> None:
-        from runtime.local import write_sample_request
+        from runtime.sample import write_sample_request
 
         base, host = self._endpoint(s, isvc_url)
         sample = write_sample_request(
@@ -775,7 +775,7 @@ class ClusterRuntime:
         )
         if self.dry:
             return 0
-        from runtime.local import write_sample_request
+        from runtime.sample import write_sample_request
 
         counter = ReplicaCounter(self.kube, self.namespace, s.service)
         out_dir = self.wd.reports / "loadtest"

@@ -7,16 +7,13 @@ background. It never claims to autoscale: one server process serves every reques
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import json
 import shutil
-import struct
 import subprocess
 import time
 import urllib.error
 import urllib.request
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +21,7 @@ from typing import Any
 from common.errors import DistmlError
 from runtime.jobs import Job, JobRunner, failure_report, python_command
 from runtime.procs import is_alive, port_is_free, stop_group, stop_pid, stop_pids, tail
+from runtime.sample import write_sample_request
 from runtime.tables import ms, table
 from runtime.workdir import MARKER, Workdir
 
@@ -101,28 +99,6 @@ def _child_env() -> dict[str, str]:
     repo = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
-
-
-def encode_png_gray(pixels: Any) -> bytes:
-    """A minimal 8-bit grayscale PNG encoder (keeps TensorFlow out of this process)."""
-    height, width = pixels.shape
-    raw = b"".join(b"\x00" + bytes(pixels[row].tolist()) for row in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data))
-            + kind
-            + data
-            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-        )
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw, 9))
-        + chunk(b"IEND", b"")
-    )
 
 
 class LocalRuntime:
@@ -629,43 +605,6 @@ class LocalRuntime:
         if not (server or stopped or purge):
             self.out("nothing was running")
         return 0
-
-
-def write_sample_request(
-    root: Path, source_dir: str | None, out: Out, *, synthetic_ok: bool = False
-) -> Path:
-    """A real test image as PNG and as a ready-to-send request body (no TensorFlow).
-
-    With ``synthetic_ok`` (a cluster that downloaded the data itself, none on this
-    machine), a drawn 28x28 image stands in: the load test needs a valid request, not a
-    particular answer.
-    """
-    request = root / "sample-request.json"
-    if request.is_file():
-        return request
-    from ml.data import CLASS_NAMES, DataError, locate_raw_files, read_idx
-
-    try:
-        raw = locate_raw_files(source_dir, log=lambda m: None)
-    except DataError as e:
-        if not synthetic_ok:
-            raise UserError(f"cannot write the sample request: {e}") from e
-        import numpy as np
-
-        pixels = np.zeros((28, 28), np.uint8)
-        pixels[6:22, 4:24] = 255
-        png, what = encode_png_gray(pixels), "a drawn stand-in: no Fashion-MNIST files here"
-    else:
-        images = read_idx(raw / "t10k-images-idx3-ubyte.gz")
-        labels = read_idx(raw / "t10k-labels-idx1-ubyte.gz")
-        png = encode_png_gray(images[0])
-        what = f"test image 0, class {CLASS_NAMES[int(labels[0])]}"
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "sample.png").write_bytes(png)
-    body = {"instances": [{"b64": base64.b64encode(png).decode()}], "return_class_names": True}
-    request.write_text(json.dumps(body) + "\n")
-    out(f"sample input: {root / 'sample.png'} ({what})")
-    return request
 
 
 class DryLocalRuntime(LocalRuntime):

@@ -21,7 +21,7 @@ from runtime.jobs import (
     tf_config,
     threads_per_worker,
 )
-from runtime.local import MODEL_TYPES, LocalRuntime, UserError, encode_png_gray
+from runtime.local import MODEL_TYPES, LocalRuntime, UserError
 from runtime.procs import cmdline, free_ports, is_alive, port_is_free
 from runtime.workdir import Workdir
 
@@ -318,17 +318,6 @@ def test_down_purge_removes_only_a_distml_workdir(tmp_path):
     ours.create()
     LocalRuntime(ours, out=lambda line: None).down(purge=True)
     assert not ours.root.exists()
-
-
-def test_sample_png_encoder_round_trips(tmp_path):
-    import numpy as np
-
-    pixels = (np.arange(28 * 28) % 256).astype(np.uint8).reshape(28, 28)
-    png = tmp_path / "x.png"
-    png.write_bytes(encode_png_gray(pixels))
-    from PIL import Image
-
-    assert (np.asarray(Image.open(png)) == pixels).all()
 
 
 # ---------------------------------------------------------------- the CLI surface
