@@ -29,20 +29,10 @@ from ml.config import resolve  # noqa: E402
 
 def run_job(volume: Path, model: str, profile: str, seed: int, workers: int, log_dir: Path):
     """One training job, run exactly as the local runtime runs it; returns wall seconds."""
-    from runtime.jobs import Job, JobRunner, failure_report, python_command
+    from runtime.jobs import Job, JobRunner, failure_report
 
-    cmd = python_command(
-        "ml.train",
-        "--volume",
-        str(volume),
-        "--model-type",
-        model,
-        "--profile",
-        profile,
-        "--seed",
-        str(seed),
-        "--log-every",
-        "100",
+    cmd = contract.train(
+        volume, model, profile=profile, seed=seed, log_every=100, python=sys.executable
     )
     job = Job(name=f"{profile}-{model}-s{seed}", command=cmd)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))

@@ -216,9 +216,9 @@ def main() -> int:
         workers = {m: train(dk, args.image, volume, s, m) for m in args.models}
         run_job(dk, args.image, volume, manifests.selection_job(s, min_accuracy=0, force=False))
         from ml.data import read_idx
-        from runtime.local import encode_png_gray
+        from ml.sample import encode_png
 
-        png = encode_png_gray(read_idx(Path(args.data_dir) / "t10k-images-idx3-ubyte.gz")[0])
+        png = encode_png(read_idx(Path(args.data_dir) / "t10k-images-idx3-ubyte.gz")[0])
         predictor = serve(dk, args.image, volume, s, png)
     finally:
         dk.cleanup()

@@ -21,7 +21,8 @@ from decimal import ROUND_CEILING, Decimal
 
 from k8s import versions
 from k8s.operators import components
-from k8s.settings import MODEL_TYPES, PROVIDERS, SERVING_MODES, Resources, Settings
+from k8s.settings import PROVIDERS, SERVING_MODES, Resources, Settings
+from ml.contract import MODEL_TYPES
 
 _QUANTITY = re.compile(r"^([0-9.]+(?:[eE][-+]?[0-9]+)?)(m|Ki|Mi|Gi|Ti|k|K|M|G|T)?$")
 _FACTORS = {

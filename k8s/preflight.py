@@ -24,7 +24,8 @@ from pathlib import Path
 
 from k8s import capacity, versions
 from k8s.capacity import Need
-from k8s.settings import MODEL_TYPES, PROVIDERS, SERVING_MODES, Settings
+from k8s.settings import PROVIDERS, SERVING_MODES, Settings
+from ml.contract import MODEL_TYPES
 
 Run = Callable[[Sequence[str]], tuple[int, str, str]]
 

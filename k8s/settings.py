@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from ml import contract
 
-MODEL_TYPES = contract.MODEL_TYPES
 SERVING_MODES = ("knative", "standard")
 PREDICTORS = ("kserve", "tfserving")
 PROVIDERS = ("k3d", "kind", "minikube")

@@ -113,16 +113,17 @@ def train(
     profile: str = DEFAULT_PROFILE,
     epochs: int | None = None,
     steps_per_epoch: int | None = None,
+    seed: int | None = None,
+    log_every: int = LOG_EVERY,
     python: str = "python",
 ) -> list[str]:
     """``ml.train``: one worker of a multi-worker job (its peers come from TF_CONFIG)."""
     argv = [*_module(python, "train"), "--volume", str(volume), "--model-type", model]
-    argv += ["--profile", profile, "--log-every", str(LOG_EVERY)]
-    if epochs is not None:
-        argv += ["--epochs", str(epochs)]
-    if steps_per_epoch is not None:
-        argv += ["--steps-per-epoch", str(steps_per_epoch)]
-    return argv
+    argv += ["--profile", profile, "--log-every", str(log_every)]
+    for flag, value in (("--epochs", epochs), ("--steps-per-epoch", steps_per_epoch)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv + (["--seed", str(seed)] if seed is not None else [])
 
 
 def select(

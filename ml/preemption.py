@@ -27,12 +27,10 @@ import signal
 import time
 from typing import Any
 
-from ml.contract import PREEMPTED_EXIT
-
 # PREEMPTED_EXIT is the contract's: the code TensorFlow's own preemption handler exits with
 # off Google Cloud (failure_handling.BorgTerminationConfig). It stays importable from here
 # for the callers outside ml/ that still do (tests/test_runtime.py, tests/e2e).
-__all__ = ["CHECK_EVERY", "PREEMPTED_EXIT", "Preempted", "backup_callback"]
+__all__ = ["CHECK_EVERY", "Preempted", "backup_callback"]
 
 # Steps between two flag exchanges: a save starts at most this many steps after SIGTERM.
 CHECK_EVERY = 5

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -24,11 +23,6 @@ from typing import Any, TextIO
 from ml import contract
 from runtime.procs import free_ports, stop_groups, tail
 
-# The pod contract's progress lines (ml/train.py prints them; a unit test keeps both equal).
-PROGRESS_PREFIX = "DISTML_PROGRESS "
-# A worker that saved its step on SIGTERM exits with this: restart and resume, without
-# spending a --max-restarts.
-PREEMPTED_EXIT = contract.PREEMPTED_EXIT
 STOP_GRACE_S = 5.0  # SIGTERM, then SIGKILL for what is left: one deadline for all workers
 
 
@@ -159,9 +153,9 @@ class JobRunner:
             for line in stream:
                 log.write(line)
                 log.flush()
-                if index == 0 and line.startswith(PROGRESS_PREFIX):
+                if index == 0 and line.startswith(contract.PROGRESS_PREFIX):
                     try:
-                        event = json.loads(line[len(PROGRESS_PREFIX) :])
+                        event = json.loads(line[len(contract.PROGRESS_PREFIX) :])
                     except ValueError:
                         continue
                     if event.get("event") == "resumed":
@@ -187,7 +181,8 @@ class JobRunner:
         """Advance ``job``'s state from its workers' exit codes; True if it changed."""
         codes = [w.proc.poll() for w in job.workers]
         failed = [(w, c) for w, c in zip(job.workers, codes, strict=True) if c not in (None, 0)]
-        if failed and all(c == PREEMPTED_EXIT for _, c in failed):
+        # Workers that saved their step on SIGTERM: restart and resume, no restart spent.
+        if failed and all(c == contract.PREEMPTED_EXIT for _, c in failed):
             self._stop_workers([job])  # its peers saved the same step and are exiting too
             job.preemptions += 1
             job.progress = {}
@@ -270,8 +265,3 @@ def failure_report(job: Job, lines: int = 30) -> str:
     if job.failed_log is not None:
         text += f"\n--- last {lines} lines of {job.failed_log} ---\n{tail(job.failed_log, lines)}"
     return text
-
-
-def python_command(module: str, *args: str) -> list[str]:
-    """``python -m module args`` with this interpreter (the pod contract, as a process)."""
-    return [sys.executable, "-m", module, *args]

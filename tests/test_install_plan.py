@@ -28,7 +28,8 @@ from k8s.capacity import Need
 from k8s.operators import Installer
 from k8s.preflight import Preflight
 from k8s.providers import provider as make_provider
-from k8s.settings import MODEL_TYPES, PROVIDERS, SERVING_MODES, Settings
+from k8s.settings import PROVIDERS, SERVING_MODES, Settings
+from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterRuntime
 from runtime.requests import UpRequest
 from runtime.workdir import Workdir

@@ -15,7 +15,8 @@ import pytest
 
 from k8s import manifests as m
 from k8s import versions
-from k8s.settings import MODEL_TYPES, PREDICTORS, PROVIDERS, SERVING_MODES, Settings
+from k8s.settings import PREDICTORS, PROVIDERS, SERVING_MODES, Settings
+from ml.contract import MODEL_TYPES
 from tests import k8s_schemas
 
 IMAGE = "distml:0123456789ab"
@@ -616,13 +617,6 @@ def test_commands_parse_with_the_pod_clis(monkeypatch) -> None:
     rollback = m.selection_job(settings(), min_accuracy=0, force=False, rollback=True)
     assert select_cli.main(_command(rollback)[3:]) == 0
     assert calls[-1] == ("rollback", Path("/trained_model"), "tf-mnist")
-
-
-def test_model_types_and_profiles_match_the_pod_code() -> None:
-    from ml import config
-
-    assert MODEL_TYPES == config.MODEL_TYPES
-    assert m.PROFILES == config.PROFILES
 
 
 # -- settings and names ----------------------------------------------------------------

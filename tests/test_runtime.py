@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from common.errors import DistmlError
+from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
 from runtime import select_runtime
 from runtime.display import JobDisplay, job_line
 from runtime.jobs import (
-    PREEMPTED_EXIT,
-    PROGRESS_PREFIX,
     Job,
     JobRunner,
     tf_config,

@@ -1,7 +1,9 @@
-"""ml.serve: request validation and image headers (unit), and the real server (integration).
+"""ml.serve: request validation and image headers (ml.protocol), the version watcher
+(ml.watcher), the command line and the KServe adapter (unit), and the real server
+(integration).
 
 The integration tests start ``python -m ml.serve`` as subprocesses on free 127.0.0.1 ports:
-``server`` serves a small randomly initialised export (with gRPC on), ``empty_server``
+``server`` serves a small randomly initialised export, ``empty_server``
 starts on an empty model directory. Both are terminated in fixture finalizers.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import io
 import json
 import os
 import shutil
@@ -28,7 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
-from ml import serve
+from ml import protocol, serve, watcher
 from ml.data import CLASS_NAMES
 from ml.select import publish
 
@@ -66,9 +69,22 @@ def b64(data: bytes) -> dict[str, str]:
     return {"b64": base64.b64encode(data).decode()}
 
 
-HUGE_PNG_HEADER = png_header(100_000, 100_000)
-GIF_HEADER = b"GIF89a" + struct.pack("<HH", 40, 30) + b"\x00\x00\x00"
-BMP_HEADER = b"BM" + bytes(12) + struct.pack("<Iii", 40, 50, -60) + bytes(28)
+def huge_png(width: int, height: int) -> bytes:
+    """A PNG header claiming ``width`` x ``height`` and a few bytes of image data: a small
+    file that a decoder would try to expand to the full size."""
+    return png_header(width, height) + png_chunk(b"IDAT", zlib.compress(bytes(100)))
+
+
+def pillow_image(fmt: str, width: int, height: int) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("L", (width, height)).save(buffer, fmt)
+    return buffer.getvalue()
+
+
+HUGE_PNG = huge_png(100_000, 100_000)
+GIF = pillow_image("GIF", 40, 30)
 SMALL_PNG = gray_png(28, 28, 128)
 ZEROS = np.zeros((28, 28)).tolist()
 
@@ -146,9 +162,9 @@ BAD_REQUESTS = [
         {"instances": [b64(b"hello, world")]}, 400, "not a PNG or JPEG", id="not an image"
     ),
     pytest.param({"instances": [b64(b"")]}, 400, "empty (0 bytes)", id="empty image"),
-    pytest.param({"instances": [b64(GIF_HEADER)]}, 400, "GIF images are not supported", id="GIF"),
+    pytest.param({"instances": [b64(GIF)]}, 400, "GIF images are not supported", id="GIF"),
     pytest.param(
-        {"instances": [b64(HUGE_PNG_HEADER)]},
+        {"instances": [b64(HUGE_PNG)]},
         413,
         "100000x100000",
         id="PNG header claims 100000x100000",
@@ -206,8 +222,8 @@ BAD_REQUESTS = [
 @pytest.mark.parametrize(("body", "status", "text"), BAD_REQUESTS)
 def test_bad_requests_are_rejected_with_a_fix(body, status, text) -> None:
     payload = body.data if isinstance(body, Raw) else body
-    with pytest.raises(serve.RequestError) as info:
-        serve.parse_request(payload, max_instances=MAX_INSTANCES)
+    with pytest.raises(protocol.RequestError) as info:
+        protocol.parse_request(payload, max_instances=MAX_INSTANCES)
     assert info.value.status == status
     assert text in info.value.message
 
@@ -246,7 +262,7 @@ def test_bad_requests_are_rejected_with_a_fix(body, status, text) -> None:
     ],
 )
 def test_good_requests_parse(body, signature, form) -> None:
-    parsed = serve.parse_request(body.data if isinstance(body, Raw) else body)
+    parsed = protocol.parse_request(body.data if isinstance(body, Raw) else body)
     assert (parsed.signature_name, parsed.form) == (signature, form)
     if signature == "serving_pixels":
         assert parsed.inputs.dtype == np.float32 and parsed.inputs.shape[1:] == (28, 28, 1)
@@ -260,18 +276,18 @@ def test_b64_accepts_line_wrapping_and_the_url_safe_alphabet() -> None:
     wrapped = "\n".join(text[i : i + 76] for i in range(0, len(text), 76))
     assert "\n" in wrapped and ("+" in text or "/" in text)  # both alphabets differ here
     for form in (wrapped, base64.urlsafe_b64encode(data).decode()):
-        assert serve.parse_request({"instances": [{"b64": form}]}).inputs == [data]
+        assert protocol.parse_request({"instances": [{"b64": form}]}).inputs == [data]
 
 
 def test_format_response_adds_version_and_class_names() -> None:
     probs = np.eye(10, dtype=np.float32)[[9, 0]]
-    row = serve.format_response(probs, 3, return_class_names=True)
+    row = protocol.format_response(probs, 3, return_class_names=True)
     assert row == {
         "predictions": probs.tolist(),
         "model_version": 3,
         "class_names": [CLASS_NAMES[9], CLASS_NAMES[0]],
     }
-    assert set(serve.format_response(probs, 3, form="columnar")) == {"outputs", "model_version"}
+    assert set(protocol.format_response(probs, 3, form="columnar")) == {"outputs", "model_version"}
 
 
 @pytest.fixture(scope="module")
@@ -293,39 +309,40 @@ def test_header_parser_reads_real_png_and_jpeg(tf) -> None:
         "zlib png": (tf.constant(gray_png(30, 20)), "png"),
     }
     for name, (data, fmt) in cases.items():
-        assert serve.image_size(data.numpy()) == (fmt, 30, 20), name
+        assert protocol.image_size(data.numpy()) == (fmt, 30, 20), name
 
 
-def test_header_parser_reads_gif_and_bmp_headers() -> None:
-    assert serve.image_size(GIF_HEADER) == ("gif", 40, 30)
-    assert serve.image_size(BMP_HEADER) == ("bmp", 50, 60)  # negative height: top-down rows
+def test_header_parser_names_gif_bmp_and_webp() -> None:
+    for fmt in ("gif", "bmp", "webp"):
+        assert protocol.image_size(pillow_image(fmt, 40, 30)) == (fmt, 40, 30)
 
 
-def test_huge_png_header_is_rejected_before_decoding() -> None:
-    # The bytes hold no image data at all: a decoder would fail; the header check answers 413.
-    assert serve.image_size(HUGE_PNG_HEADER) == ("png", 100_000, 100_000)
-    with pytest.raises(serve.RequestError) as info:
-        serve.check_image(HUGE_PNG_HEADER, 0, serve.DEFAULT_MAX_IMAGE_PIXELS)
+def test_huge_png_is_rejected_before_decoding() -> None:
+    # Far too little data for its size: a decoder would fail; the header check answers 413.
+    assert protocol.image_size(HUGE_PNG) == ("png", 100_000, 100_000)
+    with pytest.raises(protocol.RequestError) as info:
+        protocol.check_image(HUGE_PNG, 0, protocol.DEFAULT_MAX_IMAGE_PIXELS)
     assert info.value.status == 413
     assert "100000x100000" in info.value.message and "--max-image-pixels" in info.value.message
-    assert serve.check_image(png_header(4096, 4096), 0, 4096 * 4096)  # the limit itself is fine
+    assert protocol.check_image(huge_png(4096, 4096), 0, 4096 * 4096)  # the limit itself is fine
 
 
 @pytest.mark.parametrize(
     ("data", "text"),
     [
-        pytest.param(b"\x89PNG\r\n\x1a\n\x00\x00", "PNG data is truncated", id="truncated PNG"),
-        pytest.param(b"\xff\xd8\xff\xe0\x00\x10JFIF", "JPEG data is truncated", id="JPEG cut"),
-        pytest.param(b"\xff\xd8\xff\xda\x00\x08", "no frame header", id="JPEG scan before SOF"),
-        pytest.param(b"\xff\xd8\x00\x00", "no marker at byte 2", id="JPEG garbage"),
-        pytest.param(b"\xff\xd8\xff\xc0\x00\x11\x08\x00\x00\x00\x10", "DNL", id="JPEG height 0"),
-        pytest.param(b"GIF89a\x01", "GIF data is truncated", id="truncated GIF"),
+        pytest.param(b"\x89PNG\r\n\x1a\n\x00\x00", "PNG header is truncated", id="truncated PNG"),
+        pytest.param(png_header(28, 28), "PNG header is truncated", id="PNG without image data"),
+        pytest.param(huge_png(28, 0), "PNG header is truncated or corrupt", id="PNG 28x0"),
+        pytest.param(b"\xff\xd8\xff\xe0\x00\x10JFIF", "JPEG header is truncated", id="JPEG cut"),
+        pytest.param(b"\xff\xd8\xff\xda\x00\x08", "JPEG header is truncated", id="JPEG scan first"),
+        pytest.param(b"\xff\xd8\x00\x00", "not a PNG or JPEG", id="JPEG garbage"),
+        pytest.param(b"GIF89a\x01", "not a PNG or JPEG", id="truncated GIF"),
         pytest.param(b"RIFF\x00\x00\x00\x00WEBP", "not a PNG or JPEG", id="WebP"),
     ],
 )
 def test_header_parser_rejects_corrupt_headers(data: bytes, text: str) -> None:
-    with pytest.raises(serve.ImageHeaderError, match=text):
-        serve.image_size(data)
+    with pytest.raises(protocol.ImageHeaderError, match=text):
+        protocol.image_size(data)
 
 
 def _version_dirs(root: Path, *names: str) -> None:
@@ -337,29 +354,29 @@ def test_watcher_serves_newest_integer_version_and_skips_failures(tmp_path: Path
     root = tmp_path / "serving" / MODEL
     attempts: list[int] = []
 
-    def loader(version: int, path: Path) -> serve.LoadedVersion:
+    def loader(version: int, path: Path) -> watcher.LoadedVersion:
         attempts.append(version)
         if (path / "broken").exists():
             raise ValueError("corrupt SavedModel")
-        return serve.LoadedVersion(version, path, {}, None)
+        return watcher.LoadedVersion(version, path, {}, None)
 
-    watcher = serve.VersionWatcher(root, loader=loader)
-    assert not watcher.poll() and watcher.current is None  # no directory at all yet
+    versions = watcher.VersionWatcher(root, loader=loader)
+    assert not versions.poll() and versions.current is None  # no directory at all yet
     _version_dirs(root, "1", "2", ".publish-9-tmp", "10x", "notes")
     (root / "7").write_text("a file, not a version")
-    assert watcher.poll() and watcher.current.version == 2
-    assert not watcher.poll() and attempts == [2]  # nothing new: nothing loaded
+    assert versions.poll() and versions.current.version == 2
+    assert not versions.poll() and attempts == [2]  # nothing new: nothing loaded
 
     _version_dirs(root, "3")
     (root / "3" / "broken").write_text("")
-    assert not watcher.poll() and watcher.current.version == 2  # 3 failed: keep serving 2
-    assert not watcher.poll() and attempts == [2, 3]  # a failed version is not retried...
+    assert not versions.poll() and versions.current.version == 2  # 3 failed: keep serving 2
+    assert not versions.poll() and attempts == [2, 3]  # a failed version is not retried...
     (root / "3" / "broken").unlink()
     os.utime(root / "3", ns=(1, 1))  # ...until its directory changes
-    assert watcher.poll() and watcher.current.version == 3
+    assert versions.poll() and versions.current.version == 3
 
     shutil.rmtree(root / "3")  # the served version disappears: fall back to the newest left
-    assert watcher.poll() and watcher.current.version == 2
+    assert versions.poll() and versions.current.version == 2
 
 
 def test_every_flag_has_help_and_limits_parse(capsys) -> None:
@@ -370,18 +387,55 @@ def test_every_flag_has_help_and_limits_parse(capsys) -> None:
         serve.main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--model-dir", "--model-name", "--host", "--http-port", "--grpc-port"):
+    for flag in ("--model-dir", "--model-name", "--host", "--http-port", "--timeout-keep-alive"):
         assert flag in out
-    args = parser.parse_args(["--model-dir", "d", "--max-image-pixels", "100x200"])
-    assert (args.max_image_pixels, args.host, args.grpc_port) == (20_000, "127.0.0.1", None)
+    assert "--grpc-port" not in out
+    args = serve.parse_args(["--model-dir", "d", "--max-image-pixels", "100x200"])
+    assert (args.max_image_pixels, args.host) == (20_000, "127.0.0.1")
+    assert (args.model_name, args.http_port, args.enable_grpc) == (MODEL, 8080, False)
+    # KServe's spellings of the two flags it shares with ours set the same values.
+    args = serve.parse_args(["--model-dir", "d", "--model_name", "m", "--http_port", "9000"])
+    assert (args.model_name, args.http_port) == ("m", 9000)
     for bad in (["--max-image-pixels", "0x5"], ["--http-port", "70000"], ["--poll-interval", "0"]):
         with pytest.raises(SystemExit):
             parser.parse_args(["--model-dir", "d", *bad])
 
 
-def test_importing_the_module_loads_neither_tensorflow_nor_kserve() -> None:
+@pytest.mark.parametrize(
+    ("flags", "text"),
+    [
+        pytest.param(["--workers", "2"], "runs one process", id="workers"),
+        pytest.param(["--enable_grpc", "true"], "V1 REST protocol only", id="gRPC"),
+    ],
+)
+def test_kserve_flags_this_server_cannot_honour_are_refused(flags, text, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        serve.parse_args(["--model-dir", "d", *flags])
+    assert info.value.code == 2 and text in capsys.readouterr().err
+
+
+def test_rest_server_binds_the_host_it_is_given() -> None:
+    """Guards ml.serve_kserve.bind_host, the one private KServe detail used: if a KServe
+    upgrade stops building its uvicorn server from ``RESTServer.config``, this fails."""
+    adapter = serve.load_kserve()
+    args = serve.parse_args(["--model-dir", "d", "--http-port", "18080"])
+    server = adapter.model_server(args)
+    rest = adapter.BoundRESTServer(
+        "kserve.model_server:app",
+        server.dataplane,
+        server.model_repository_extension,
+        server.http_port,
+        host="127.0.0.2",
+        max_body_bytes=10,
+    )
+    uvicorn_server = rest._server  # what RESTServer.start() serves
+    assert uvicorn_server.config is rest.config
+    assert (uvicorn_server.config.host, uvicorn_server.config.port) == ("127.0.0.2", 18080)
+
+
+def test_importing_the_modules_loads_neither_tensorflow_nor_kserve() -> None:
     code = (
-        "import sys, ml.serve; "
+        "import sys, ml.serve, ml.protocol, ml.watcher, ml.body_limit; "
         "print(sorted(m for m in ('tensorflow', 'kserve', 'tf_keras') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -535,7 +589,7 @@ def servers(tmp_path_factory, exported: Path) -> Iterator[dict[str, Server]]:
     publish(exported, serving, {"source": "test"})  # version 1
     started: dict[str, Server] = {}
     try:
-        started["main"] = Server(serving, root / "main.log", "--grpc-port", str(free_port()))
+        started["main"] = Server(serving, root / "main.log")
         started["empty"] = Server(root / "serving" / "empty", root / "empty.log")
         yield started
     finally:
@@ -553,11 +607,6 @@ def server(servers: dict[str, Server]) -> Server:
 def empty_server(servers: dict[str, Server]) -> Server:
     servers["empty"].wait_live()
     return servers["empty"]
-
-
-def grpc_port(server: Server) -> int:
-    args = server.proc.args
-    return int(args[args.index("--grpc-port") + 1])
 
 
 def check_probabilities(predictions: Any, n: int) -> np.ndarray:
@@ -666,48 +715,32 @@ def test_oversized_body_is_413_before_or_while_reading(server) -> None:
     assert server.predict({"instances": [ZEROS]})[0] == 200
 
 
-def test_grpc_v2_infer_on_the_given_port(server, real_images) -> None:
-    serve._import_kserve()
-    import grpc
-    from kserve.protocol.grpc import grpc_predict_v2_pb2 as pb
-    from kserve.protocol.grpc import grpc_predict_v2_pb2_grpc as pb_grpc
-
+def test_v2_infer_over_rest(server, real_images) -> None:
+    """KServe's V2 REST endpoint reaches the same model (ml.protocol.parse_v2_request)."""
     pixels = (real_images[..., None] / 255.0).astype(np.float32)
     _, rest = server.predict({"instances": pixels.tolist()})
 
-    def infer(array: np.ndarray) -> Any:
-        tensor = pb.ModelInferRequest.InferInputTensor(
-            name="pixels", datatype="FP32", shape=list(array.shape)
-        )
-        tensor.contents.fp32_contents.extend(array.reshape(-1).tolist())
-        request = pb.ModelInferRequest(id="req-1", model_name=MODEL, inputs=[tensor])
-        return stub.ModelInfer(request, timeout=30)
+    def infer(array: np.ndarray) -> tuple[int, Any]:
+        tensor = {"name": "pixels", "datatype": "FP32", "shape": list(array.shape)}
+        body = {"id": "req-1", "inputs": [{**tensor, "data": array.reshape(-1).tolist()}]}
+        url = f"{server.url}/v2/models/{MODEL}/infer"
+        headers = {"Content-Type": "application/json"}
+        return http_json("POST", url, json.dumps(body).encode(), headers)
 
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_port(server)}") as channel:
-        stub = pb_grpc.GRPCInferenceServiceStub(channel)
-        assert stub.ModelReady(pb.ModelReadyRequest(name=MODEL), timeout=30).ready
-        answer = infer(pixels)
-        assert list(answer.outputs[0].shape) == [len(pixels), 10]
-        assert (answer.model_version, answer.id) == ("1", "req-1")
-        got = np.asarray(answer.outputs[0].contents.fp32_contents).reshape(-1, 10)
-        np.testing.assert_allclose(got, rest["predictions"], atol=1e-5)
-        with pytest.raises(grpc.RpcError) as info:
-            infer(pixels * 255)
-        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "divide them by 255" in info.value.details()
+    status, answer = infer(pixels)
+    assert status == 200, answer
+    (output,) = answer["outputs"]
+    assert output["shape"] == [len(pixels), 10]
+    assert (answer["model_version"], answer["id"]) == ("1", "req-1")
+    got = np.asarray(output["data"]).reshape(-1, 10)
+    np.testing.assert_allclose(got, rest["predictions"], atol=1e-5)
+    status, answer = infer(pixels * 255)
+    assert status == 400 and "divide them by 255" in answer["error"], answer
 
 
-def normalise(ip: str) -> str:
-    # gRPC binds an IPv6 socket to the v4-mapped address: it accepts only 127.0.0.1.
-    return ip.removeprefix("::ffff:")
-
-
-def test_main_server_listens_only_on_host_http_and_grpc_ports(server) -> None:
-    sockets = server.listening()
-    assert {(normalise(ip), port) for ip, port in sockets} == {
-        ("127.0.0.1", server.port),
-        ("127.0.0.1", grpc_port(server)),
-    }, sockets
+def test_main_server_listens_only_on_host_http_port(server) -> None:
+    # HTTP on 127.0.0.1 only: nothing on 0.0.0.0, [::] or KServe's default gRPC port 8081.
+    assert server.listening() == {("127.0.0.1", server.port)}
 
 
 def test_server_without_versions_waits_not_ready_then_loads_the_first(
@@ -717,7 +750,7 @@ def test_server_without_versions_waits_not_ready_then_loads_the_first(
     assert status == 503 and "No version loaded yet" in answer["error"], answer
     assert empty_server.predict({"instances": [ZEROS]})[0] == 503
     wait_for(lambda: "waiting for a model" in empty_server.log(), 10, "the waiting log line")
-    # No gRPC without --grpc-port; HTTP on 127.0.0.1 only (nothing on 0.0.0.0, [::] or 8081).
+    # HTTP on 127.0.0.1 only (nothing on 0.0.0.0, [::] or 8081).
     assert empty_server.listening() == {("127.0.0.1", empty_server.port)}
 
     publish(exported, empty_server.model_dir, {"source": "test"})

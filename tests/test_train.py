@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ml.train import PROGRESS_PREFIX, main
+from ml.contract import PROGRESS_PREFIX
+from ml.train import main
 from runtime.procs import free_ports
 
 REPO = Path(__file__).resolve().parents[1]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from k8s.manifests.names import K8S_NODE_PORT_RANGE, MAX_SERVICE_NAME, PROFILES, is_dns_label
-from k8s.settings import MODEL_TYPES, PREDICTORS, PROVIDERS, SERVING_MODES, Resources, Settings
+from k8s.manifests.names import K8S_NODE_PORT_RANGE, MAX_SERVICE_NAME, is_dns_label
+from k8s.settings import PREDICTORS, PROVIDERS, SERVING_MODES, Resources, Settings
+from ml import contract
+from ml.contract import MODEL_TYPES
 
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # The Kubernetes quantity syntax (as in the CRDs' `pattern` for resources).
@@ -77,7 +79,7 @@ def check_settings(s: Settings) -> None:
     _check_choice("provider", s.provider, PROVIDERS)
     _check_choice("serving mode", s.serving_mode, SERVING_MODES)
     _check_choice("predictor", s.predictor, PREDICTORS)
-    _check_choice("profile", s.profile, PROFILES)
+    _check_choice("profile", s.profile, contract.PROFILES)
     _check_image(s.image)
     _check_names(s)
     _check_quantity("volume size", s.volume_size)

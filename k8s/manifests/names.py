@@ -5,9 +5,6 @@ from __future__ import annotations
 import re
 
 from k8s.settings import Settings
-from ml import contract
-
-PROFILES = contract.PROFILES
 
 PART_OF = "distml"
 MANAGED_BY = "distml"

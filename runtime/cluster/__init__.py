@@ -31,7 +31,7 @@ from typing import Any
 
 from k8s.kube import Kube
 from k8s.providers import provider
-from k8s.settings import MODEL_TYPES
+from ml.contract import MODEL_TYPES
 from runtime.api import Capabilities
 from runtime.cluster import down as _down
 from runtime.cluster import render as _render

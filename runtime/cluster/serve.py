@@ -115,7 +115,7 @@ def _endpoint(cx: ClusterContext, s: Settings, isvc_url: str | None) -> tuple[st
 
 def _sample_request(cx: ClusterContext) -> Path:
     """A V1 request body for the curl line and the load test (written into the work dir)."""
-    from runtime.local import write_sample_request
+    from runtime.sample import write_sample_request
 
     source_dir = cx.wd.load_state().get("source_dir")
     return write_sample_request(cx.wd.root, source_dir, cx.out, synthetic_ok=True)

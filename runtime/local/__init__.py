@@ -110,7 +110,7 @@ class LocalRuntime:
         code, output = self.ex.step("ingest", ingest, log)
         if code != 0:
             raise UserError(f"ingest failed (exit {code}); full log: {log}")
-        already = "already prepared" in output
+        already = not contract.read_ingest_line(output).changed
         state = self.wd.load_state()
         sample_existed = (self.wd.root / contract.SAMPLE_REQUEST).is_file()
         serving.write_sample(self, source_dir)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from ml.preemption import PREEMPTED_EXIT
-from runtime.jobs import PROGRESS_PREFIX, STOP_GRACE_S, tf_config
+from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
+from runtime.jobs import STOP_GRACE_S, tf_config
 from runtime.procs import free_ports, stop_groups
 
 EPOCHS, STEPS = 2, 40

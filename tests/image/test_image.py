@@ -134,9 +134,9 @@ def test_server_in_a_container_answers_the_host(dk, image, volume, data_dir, tra
         assert time.monotonic() < deadline, "the containerised server never became ready"
         time.sleep(0.5)
     from ml.data import read_idx
-    from runtime.local import encode_png_gray
+    from ml.sample import encode_png
 
-    png = encode_png_gray(read_idx(data_dir / "t10k-images-idx3-ubyte.gz")[0])
+    png = encode_png(read_idx(data_dir / "t10k-images-idx3-ubyte.gz")[0])
     body = json.dumps(
         {"instances": [{"b64": base64.b64encode(png).decode()}], "return_class_names": True}
     ).encode()

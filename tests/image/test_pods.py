@@ -180,9 +180,9 @@ def test_predictor_pod_is_ready_only_once_the_model_loads_then_answers(
     assert set(codes) <= {200, 503}, codes
 
     from ml.data import read_idx
-    from runtime.local import encode_png_gray
+    from ml.sample import encode_png
 
-    png = encode_png_gray(read_idx(data_dir / "t10k-images-idx3-ubyte.gz")[0])
+    png = encode_png(read_idx(data_dir / "t10k-images-idx3-ubyte.gz")[0])
     body = json.dumps({"instances": [{"b64": base64.b64encode(png).decode()}]}).encode()
     req = urllib.request.Request(
         f"http://{host}/v1/models/{settings.service}:predict",

@@ -1,0 +1,181 @@
+"""The adapter to KServe 0.21: the served ``kserve.Model``, and KServe's REST server bound to
+``--host`` with a body limit and error answers that say how to fix the request.
+
+Import it through ``ml.serve.load_kserve`` (KServe parses ``sys.argv`` when first imported).
+
+Configuration goes through KServe's public API (``kserve.ModelServer(...)``, its
+``register_model``, ``setup_event_loop`` and ``register_signal_handler``, and
+``RESTServer.create_application``), except the bind address: KServe 0.21's ``RESTServer``
+hard-codes ``host="0.0.0.0"`` in the ``uvicorn.Config`` it keeps as ``.config``, and no
+argument changes it. :func:`bind_host` is the one place that reaches into it;
+``tests/test_serve.py::test_rest_server_binds_the_host_it_is_given`` fails if an upgrade
+moves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+import kserve
+from fastapi.responses import JSONResponse
+from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
+from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
+from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
+from kserve.protocol.rest.server import RESTServer
+
+from ml.body_limit import BodyLimitMiddleware
+from ml.export import OUTPUT
+from ml.protocol import (
+    HINT,
+    ParsedRequest,
+    RequestError,
+    format_response,
+    parse_request,
+    parse_v2_request,
+)
+from ml.watcher import VersionWatcher
+
+log = logging.getLogger("ml.serve")
+
+
+class FashionMnistModel(kserve.Model):
+    """The served model: validation in ``preprocess``, the signature call in ``predict``.
+
+    Ready (``healthy``) once the watcher has loaded a version.
+    """
+
+    def __init__(self, name: str, watcher: VersionWatcher, **limits: int) -> None:
+        super().__init__(name)
+        self.watcher = watcher
+        self.limits = limits  # max_instances, max_image_pixels
+
+    async def healthy(self) -> bool:
+        return self.watcher.current is not None
+
+    def not_ready_reason(self) -> str:
+        return f"No version loaded yet from {self.watcher.model_dir} (waiting for one)."
+
+    def preprocess(self, payload: Any, headers: Any = None) -> ParsedRequest:
+        if isinstance(payload, InferRequest):  # REST /v2/models/<name>/infer
+            return parse_v2_request(payload, **self.limits)
+        return parse_request(payload, **self.limits)
+
+    async def predict(self, payload: ParsedRequest, headers: Any = None) -> Any:
+        loop = asyncio.get_running_loop()
+        version, probabilities = await loop.run_in_executor(
+            None, self.watcher.predict, payload.signature_name, payload.inputs
+        )
+        if payload.form == "v2":
+            output = InferOutput(OUTPUT, list(probabilities.shape), "FP32")
+            output.set_data_from_numpy(probabilities, binary_data=False)
+            return InferResponse(
+                response_id=payload.request_id, model_name=self.name, infer_outputs=[output],
+                model_version=str(version),
+            )  # fmt: skip
+        return format_response(
+            probabilities,
+            version,
+            form=payload.form,
+            return_class_names=payload.return_class_names,
+        )
+
+    def stop(self) -> None:
+        self.watcher.stop()
+        super().stop()
+
+
+def bind_host(server: RESTServer, host: str) -> None:
+    """Make ``server`` listen on ``host``: the one private detail of KServe touched here
+    (its ``uvicorn.Config``, created with ``host="0.0.0.0"`` and read when serving)."""
+    server.config.host = host
+
+
+class BoundRESTServer(RESTServer):
+    """KServe's REST server on ``host``, with a body limit and this server's error answers."""
+
+    def __init__(self, *a: Any, host: str, max_body_bytes: int, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        bind_host(self, host)
+        self.max_body_bytes = max_body_bytes
+
+    def create_application(self) -> None:
+        super().create_application()  # KServe's middlewares, endpoints and error handlers
+        app = kserve.model_server.app  # the FastAPI app create_application just set up
+        app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)
+        add_error_handlers(app, self.dataplane.model_registry)
+
+
+def add_error_handlers(app: Any, registry: Any) -> None:
+    """Answers that say what is wrong and how to fix it (replacing KServe's for these)."""
+
+    async def request_error(_: Any, exc: RequestError) -> JSONResponse:
+        log.info("rejected a request (%d): %s", exc.status, exc.message)
+        return JSONResponse(status_code=exc.status, content={"error": exc.message})
+
+    async def invalid_input(_: Any, exc: InvalidInput) -> JSONResponse:
+        # kserve raises this when the body is not JSON (Content-Type: application/json)
+        log.info("rejected a request (400): %s", exc)
+        return JSONResponse(status_code=400, content={"error": f"{exc}. {HINT}"})
+
+    async def not_found(_: Any, exc: ModelNotFound) -> JSONResponse:
+        served = ", ".join(registry.get_models()) or "(none)"
+        return JSONResponse(
+            status_code=404, content={"error": f"{exc} This server serves: {served}."}
+        )
+
+    async def not_ready(_: Any, exc: ModelNotReady) -> JSONResponse:
+        model = registry.get_model(exc.model_name)
+        detail = model.not_ready_reason() if hasattr(model, "not_ready_reason") else ""
+        return JSONResponse(status_code=503, content={"error": f"{exc} {detail}".strip()})
+
+    app.add_exception_handler(RequestError, request_error)
+    app.add_exception_handler(InvalidInput, invalid_input)
+    app.add_exception_handler(ModelNotFound, not_found)
+    app.add_exception_handler(ModelNotReady, not_ready)
+
+
+def model_server(args: argparse.Namespace) -> kserve.ModelServer:
+    """KServe's ModelServer from the parsed command line (KServe's own flags included)."""
+    return kserve.ModelServer(
+        http_port=args.http_port,
+        workers=1,
+        enable_grpc=False,
+        max_asyncio_workers=args.max_asyncio_workers,
+        enable_docs_url=args.enable_docs_url,
+        enable_latency_logging=args.enable_latency_logging,
+        access_log_format=args.access_log_format,
+        event_loop=args.event_loop,
+        timeout_keep_alive=args.timeout_keep_alive,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+    )
+
+
+def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.Namespace) -> None:
+    """Run the REST server until a signal stops it.
+
+    Unlike ``ModelServer.start``, the model is registered before it is ready (``start``
+    refuses that): readiness answers 503 until the watcher loads a version.
+    """
+    server.register_model(model)
+    model.enable_latency_logging = server.enable_latency_logging
+    rest = BoundRESTServer(
+        FASTAPI_APP_IMPORT_STRING,
+        server.dataplane,
+        server.model_repository_extension,
+        server.http_port,
+        host=args.host,
+        max_body_bytes=args.max_body_bytes,
+        access_log_format=server.access_log_format,
+        grace_period=server.grace_period,
+        event_loop=server.event_loop,
+        timeout_keep_alive=server.timeout_keep_alive,
+        ssl_certfile=server.ssl_certfile,
+        ssl_keyfile=server.ssl_keyfile,
+    )
+    server.setup_event_loop()
+    server.register_signal_handler()
+    asyncio.run(rest.start())

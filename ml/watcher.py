@@ -1,0 +1,256 @@
+"""The model-version watcher: serves the newest loadable version under a model directory.
+
+The directory is polled; the newest integer version directory is served (TF Serving's rule;
+hidden directories are publishes in progress and are ignored). A new version is loaded and
+warmed up completely before one reference assignment swaps it in, so no request fails or
+sees half a model; a version that fails to load is logged and skipped (retried only when its
+directory changes). TensorFlow is imported only when a version is loaded or called.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ml.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
+from ml.models import INPUT_SHAPE, NUM_CLASSES
+from ml.protocol import SIGNATURE_INPUTS, RequestError
+from ml.select import serving_versions
+
+log = logging.getLogger("ml.serve")
+
+
+class LoadedVersion(NamedTuple):
+    """One fully loaded, warmed-up version. Immutable: swapping versions swaps the object."""
+
+    version: int
+    path: Path
+    signatures: Mapping[str, Callable[..., Any]]
+    #: The loaded SavedModel object: its variables live as long as it does.
+    saved_model: Any
+
+
+def load_version(version: int, path: Path) -> LoadedVersion:
+    """Load a SavedModel, check it has the export contract's signatures, and warm it up.
+
+    Raises:
+        Exception: whatever loading raises, or ValueError when the contract is not met.
+    """
+    import tensorflow as tf
+
+    saved_model = tf.saved_model.load(str(path))
+    signatures = {}
+    for name, input_name in SIGNATURE_INPUTS.items():
+        if name not in saved_model.signatures:
+            raise ValueError(
+                f"no signature {name!r} (has {', '.join(sorted(saved_model.signatures))}); "
+                "export it with ml.export.export_model"
+            )
+        fn = saved_model.signatures[name]
+        inputs = set(fn.structured_input_signature[1])
+        if inputs != {input_name}:
+            raise ValueError(
+                f"signature {name!r} takes {sorted(inputs)}, expected [{input_name!r}]"
+            )
+        signatures[name] = fn
+    _warm_up(signatures)
+    return LoadedVersion(version, path, signatures, saved_model)
+
+
+def _warm_up(signatures: Mapping[str, Callable[..., Any]]) -> None:
+    """Call each signature once: the first call is slow, so pay it before the swap, not in
+    a request. It also proves the outputs have the contract's shape."""
+    import tensorflow as tf
+
+    blank = tf.zeros([1, *INPUT_SHAPE], tf.float32)
+    warm = {
+        PIXELS_SIGNATURE: blank,
+        DEFAULT_SIGNATURE: tf.expand_dims(tf.io.encode_png(tf.cast(blank[0], tf.uint8)), 0),
+    }
+    for name, tensor in warm.items():
+        out = signatures[name](**{SIGNATURE_INPUTS[name]: tensor})
+        shape = tuple(out[OUTPUT].shape) if OUTPUT in out else None
+        if shape != (1, NUM_CLASSES):
+            raise ValueError(
+                f"signature {name!r} answers {sorted(out)} with shape {shape}, "
+                f"expected {OUTPUT!r} [N, {NUM_CLASSES}]"
+            )
+
+
+def _fingerprint(path: Path) -> tuple[int, ...] | None:
+    """Changes when a version directory is rewritten, so a failed version is retried then."""
+    try:
+        stats = [path.stat()]
+        pb = path / "saved_model.pb"
+        if pb.exists():
+            stats.append(pb.stat())
+    except OSError:
+        return None
+    return tuple(v for s in stats for v in (s.st_mtime_ns, s.st_size))
+
+
+class VersionWatcher:
+    """Serves the newest loadable integer version under ``model_dir``; polls for new ones.
+
+    ``current`` is swapped by one reference assignment after the new version is fully
+    loaded; readers take ``current`` once per request and use only that object.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str],
+        *,
+        loader: Callable[[int, Path], Any] = load_version,
+    ) -> None:
+        self.model_dir = Path(model_dir)
+        self.current: LoadedVersion | None = None
+        self._loader = loader
+        self._failed: dict[int, tuple[int, ...] | None] = {}
+        self._said_empty = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll(self) -> bool:
+        """Check the directory once; load and switch to a newer version. True if switched."""
+        versions = serving_versions(self.model_dir)
+        current = self.current
+        if not versions:
+            self._say_empty(current)
+            return False
+        self._said_empty = False
+        for version in reversed(versions):
+            if current is not None and version == current.version:
+                return False
+            if self._try(version, current):
+                return True
+        return False
+
+    def _say_empty(self, current: LoadedVersion | None) -> None:
+        """Log once per empty spell that there is no version directory."""
+        if self._said_empty:
+            return
+        if current is None:
+            log.warning(
+                "waiting for a model: no version directory in %s yet (expecting "
+                "%s/<integer version>/saved_model.pb); not ready until one loads",
+                self.model_dir,
+                self.model_dir,
+            )
+        else:
+            log.warning(
+                "no version directory left in %s; still serving version %d",
+                self.model_dir,
+                current.version,
+            )
+        self._said_empty = True
+
+    def _try(self, version: int, current: LoadedVersion | None) -> bool:
+        """Load ``version`` and switch to it; False (logged) when it fails to load."""
+        path = self.model_dir / str(version)
+        fingerprint = _fingerprint(path)
+        if version in self._failed and self._failed[version] == fingerprint:
+            return False  # already failed in this state; retried if the directory changes
+        log.info("loading version %d from %s", version, path)
+        try:
+            loaded = self._loader(version, path)
+        except Exception as e:  # any failure must leave the serving version in place
+            self._failed[version] = fingerprint
+            still = (
+                f"still serving version {current.version}"
+                if current is not None
+                else "no version is being served yet"
+            )
+            log.error(
+                "version %d in %s failed to load and is skipped (%s: %s); %s",
+                version,
+                path,
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+                still,
+            )
+            return False
+        self.current = loaded  # the switch: one reference assignment
+        self._failed.pop(version, None)
+        was = f" (was version {current.version})" if current is not None else ""
+        log.info("serving version %d from %s%s", version, path, was)
+        return True
+
+    def _poll_safely(self) -> None:
+        try:
+            self.poll()
+        except Exception:  # e.g. the directory became unreadable: keep serving, keep polling
+            log.exception("polling %s failed; will try again", self.model_dir)
+
+    def start(self, interval: float) -> None:
+        """Poll now and then every ``interval`` seconds in a daemon thread."""
+
+        def run() -> None:
+            self._poll_safely()
+            while not self._stop.wait(interval):
+                self._poll_safely()
+
+        self._thread = threading.Thread(target=run, name="model-version-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def predict(self, signature_name: str, inputs: Any) -> tuple[int, np.ndarray]:
+        """Run one signature on the version serving now; returns (version, probabilities).
+
+        Raises:
+            RequestError: the inputs were rejected by the model (an undecodable image).
+        """
+        import tensorflow as tf
+
+        current = self.current
+        if current is None:
+            raise RuntimeError(f"no model version loaded from {self.model_dir} yet")
+        dtype = tf.string if signature_name == DEFAULT_SIGNATURE else tf.float32
+        tensor = tf.constant(inputs, dtype)
+        try:
+            out = current.signatures[signature_name](**{SIGNATURE_INPUTS[signature_name]: tensor})
+        except tf.errors.InvalidArgumentError as e:
+            if signature_name == DEFAULT_SIGNATURE:
+                where, detail = _find_undecodable(inputs, e)
+                raise RequestError(
+                    400,
+                    f"{where} could not be decoded ({detail}); send complete, valid PNG or "
+                    "JPEG files",
+                ) from e
+            raise RequestError(400, f"the pixel input was rejected ({_tf_detail(e)})") from e
+        return current.version, out[OUTPUT].numpy()
+
+
+def _tf_detail(error: Any) -> str:
+    """The useful line of a TensorFlow error message (not the graph-execution boilerplate)."""
+    skip = ("Graph execution error", "Detected at node", "<stack traces", "[[")
+    lines = [line.strip() for line in error.message.splitlines()]
+    useful = [line for line in lines if line and not line.startswith(skip)]
+    detail = useful[-1] if useful else error.message
+    detail = re.sub(r"\{\{.*?\}\}|\[Op:[^\]]*\].*$", "", detail)
+    return detail.strip() or "TensorFlow gave no reason"
+
+
+def _find_undecodable(images: Sequence[bytes], error: Any) -> tuple[str, str]:
+    """After a batch failed to decode: which instance, and why (error path only).
+
+    Decodes one image at a time with the signature's own decoder (ml.preprocess).
+    """
+    import tensorflow as tf
+
+    from ml.preprocess import decode_image
+
+    for i, data in enumerate(images):
+        try:
+            decode_image(tf.constant(data))
+        except tf.errors.InvalidArgumentError as e:
+            return f"instance {i}", _tf_detail(e)
+    return "an image", _tf_detail(error)
