@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
 import shutil
 import time
@@ -28,19 +27,12 @@ from urllib.parse import urlparse
 from common.errors import DistmlError
 from k8s import capacity, manifests
 from k8s.kube import DryKube, Kube, KubeError
+from k8s.objects import TERMINAL, ReplicaCounter, is_true, tfjob_state
 from k8s.operators import Installer, deployment_available
 from k8s.providers import Provider, provider
 from k8s.settings import MODEL_TYPES, PREDICTORS, SERVING_MODES, Settings
-from k8s.waits import (
-    TERMINAL,
-    ReplicaCounter,
-    WaitError,
-    is_true,
-    tfjob_state,
-    wait_isvc_ready,
-    wait_job,
-    wait_tfjobs,
-)
+from k8s.tfjobs import wait_tfjobs
+from k8s.waits import WaitError, wait_isvc_ready, wait_job
 from runtime.workdir import MARKER, Workdir
 
 Out = Callable[[str], None]
@@ -63,7 +55,6 @@ SETTLE_S = {
     "standard": HPA_SYNC_S + METRIC_RESOLUTION_S + PREDICTOR_START_S,
     "knative": PREDICTOR_START_S,  # the KPA's panic mode reacts within its 6 s window
 }
-_STATE_LINE = re.compile(r"^TFJob \S+: \w+ \(workers active ")
 
 
 class ClusterError(DistmlError):
@@ -517,7 +508,7 @@ class ClusterRuntime:
                     timeout=deadline_s + 120,
                     max_restarts=max_restarts,
                     clock=self.clock,
-                    out=self._not_state_lines,
+                    out=self.out,
                     on_update=self._show_jobs,
                 )
             except WaitError as e:
@@ -600,11 +591,6 @@ class ClusterRuntime:
                 f"the code changed since `invoke up` imported {state['image']} (now "
                 f"{s.image}); run `invoke up` again to build and import it"
             )
-
-    def _not_state_lines(self, line: str) -> None:
-        """wait_tfjobs' own state-change lines: _show_jobs already shows them, with times."""
-        if not _STATE_LINE.match(line):
-            self.out(line)
 
     def _show_jobs(self, rows: Sequence[Any]) -> None:
         """Live status: a line for each job whose state or replica counts changed."""
