@@ -727,7 +727,9 @@ class ClusterRuntime:
         state = self._require_up()
         if expect_scale_out is None:
             expect_scale_out = True
-        from loadtest.run import check, check_flags, run_loadtest
+        from loadtest.plan import check_flags
+        from loadtest.run import run_loadtest
+        from loadtest.summary import check
 
         try:
             check_flags(concurrency, duration, max_failure_ratio)

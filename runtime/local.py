@@ -503,7 +503,9 @@ class LocalRuntime:
                 "server process and never scales out; drop the flag or use a "
                 "cluster runtime"
             )
-        from loadtest.run import check, check_flags, run_loadtest
+        from loadtest.plan import check_flags
+        from loadtest.run import run_loadtest
+        from loadtest.summary import check
 
         try:
             check_flags(concurrency, duration, max_failure_ratio)
