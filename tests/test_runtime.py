@@ -84,10 +84,19 @@ TAG = "distml-procs-test"
 
 
 def sleeper(tag: str = TAG) -> subprocess.Popen:
-    """A detached process (its own group) whose command line carries ``tag``."""
-    return subprocess.Popen(
+    """A detached process (its own group) whose command line carries ``tag`` (Popen returns
+    during the exec, before the kernel shows the new command line: wait for it)."""
+    proc = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)", tag], start_new_session=True
     )
+    shown = poll(
+        lambda: cmdline(proc.pid),
+        lambda line: Done() if tag in line else Pending(line),
+        timeout=30,
+        interval=0.02,
+    )
+    assert shown == Done(), shown
+    return proc
 
 
 def test_a_pid_is_ours_only_while_its_command_line_has_the_tag():
@@ -455,7 +464,8 @@ def test_a_server_that_does_not_come_up_is_not_left_behind(local_rt, monkeypatch
         local_rt._start_server(port, ready_timeout=1.0)
     assert "server" not in local_rt.wd.load_state()
     assert port_is_free(port)
-    assert [pid for pid in psutil.pids() if script in cmdline(pid) and is_alive(pid)] == []
+    ours = psutil.Process().children(recursive=True)  # not other test runs' processes
+    assert [p.pid for p in ours if script in cmdline(p.pid) and is_alive(p.pid)] == []
 
 
 # ---------------------------------------------------------------- --dry on the local runtime
