@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -42,7 +42,8 @@ class Done(Generic[T]):
 
 @dataclass(frozen=True)
 class Failed:
-    """It will not happen: ``reason`` says why; ``cause`` is set when the API kept failing."""
+    """It will not happen: ``reason`` says why; ``cause`` is the exception behind it, if any
+    (the last API error when the cluster API kept failing)."""
 
     reason: str
     cause: BaseException | None = None
@@ -51,19 +52,27 @@ class Failed:
 @dataclass(frozen=True)
 class Pending:
     """Not yet. ``status`` is the line to show (printed when it changes). Returned by
-    ``poll`` itself when the deadline passed: a timeout."""
+    ``poll`` itself when the deadline passed: a timeout; ``error`` is then the API error
+    that was still going on (its note is already in ``status``)."""
 
     status: str = ""
+    error: BaseException | None = field(default=None, compare=False)
 
 
 Verdict = Done[Any] | Failed | Pending
 
 
 def first_line(exc: BaseException | None, limit: int = 240) -> str:
-    """The first line of an error's message (its type name when it has none), shortened."""
+    """The first line of an error's message (its type name when it has none), whitespace
+    runs collapsed, shortened."""
     text = str(exc or "").strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
+    line = " ".join((text.splitlines()[0] if text else type(exc).__name__).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def api_note(exc: BaseException | None) -> str:
+    """`` (last API error: ...)`` for a status or headline; '' without an error."""
+    return f" (last API error: {first_line(exc)})" if exc is not None else ""
 
 
 @dataclass
@@ -82,7 +91,8 @@ class _Retries:
             say(f"{self.what}: API call failed, retrying: {first_line(exc)}")
             return None
         if now - self.since >= self.grace:
-            return Failed(f"the API kept failing for {now - self.since:.0f}s: {exc}", cause=exc)
+            lasted = now - self.since
+            return Failed(f"the cluster API kept failing for {lasted:.0f}s: {exc}", cause=exc)
         return None
 
 
@@ -124,6 +134,6 @@ def poll(
         now = clock.monotonic()
         if now >= end:
             if retries.last is not None and retries.since is not None:
-                return Pending(f"{verdict.status} (last API error: {first_line(retries.last)})")
+                return Pending(verdict.status + api_note(retries.last), error=retries.last)
             return verdict
         clock.sleep(max(0.0, min(interval, end - now)))

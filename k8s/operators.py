@@ -18,9 +18,10 @@ from typing import Any
 
 from k8s import manifests, versions
 from k8s.kube import Kube, KubeError
+from k8s.objects import is_true
 from k8s.providers import Provider
 from k8s.settings import Settings
-from k8s.waits import is_true, retry, wait_deployments_available
+from k8s.waits import retry, wait_deployments_available
 
 # kubectl failures that go away by themselves: the API server or a webhook is starting or
 # blipping. Checked first: "error validating data: failed to download openapi ...

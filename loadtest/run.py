@@ -25,9 +25,7 @@ Nothing here imports Locust, matplotlib or TensorFlow at import time.
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
-import csv
 import json
 import math
 import os
@@ -42,82 +40,31 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-CSV_PREFIX = "locust"
-STATS_CSV = f"{CSV_PREFIX}_stats.csv"
-HISTORY_CSV = f"{CSV_PREFIX}_stats_history.csv"
-FAILURES_CSV = f"{CSV_PREFIX}_failures.csv"
-EXCEPTIONS_CSV = f"{CSV_PREFIX}_exceptions.csv"
-PER_SECOND_CSV = f"{CSV_PREFIX}_per_second.csv"  # written by our locustfile
-LOG_FILE = "locust.log"
-SUMMARY_JSON = "summary.json"
-CHART_PNG = "chart.png"
+from common.poll import Done, Pending, Verdict, poll
+from loadtest.chart import write_chart
+from loadtest.plan import Plan, parse_duration, plan_run
+from loadtest.summary import (
+    CHART_PNG,
+    EXCEPTIONS_CSV,
+    FAILURES_CSV,
+    HISTORY_CSV,
+    LOG_FILE,
+    PER_SECOND_CSV,
+    STATS_CSV,
+    SUMMARY_JSON,
+    check,
+    history,
+    num,
+    summarise,
+)
 
 PROGRESS_EVERY_S = 5.0
 SAMPLE_EVERY_S = 1.0
 STOP_GRACE_S = 5.0
 DEFAULT_TIMEOUT_MARGIN_S = 60.0  # Locust start-up + shutdown on top of the run time
-MAX_ERRORS_IN_SUMMARY = 10
-
-_DURATION_RE = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
-def parse_duration(text: str | int) -> int:
-    """Seconds in ``"30s"``, ``"2m"``, ``"1h"``, ``"1m30s"`` or a plain ``"90"``; must be > 0."""
-    if isinstance(text, bool):
-        raise ValueError(f"invalid duration {text!r}")
-    s = str(text).strip().lower()
-    if s.isdigit():
-        seconds = int(s)
-    else:
-        m = _DURATION_RE.fullmatch(s)
-        if not s or m is None:
-            raise ValueError(
-                f"invalid duration {text!r}: use seconds ('90') or a number with a unit "
-                "h/m/s ('30s', '2m', '1m30s')"
-            )
-        h, mins, secs = (int(g or 0) for g in m.groups())
-        seconds = h * 3600 + mins * 60 + secs
-    if seconds <= 0:
-        raise ValueError(f"invalid duration {text!r}: must be at least 1 second")
-    return seconds
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _num(value: str | None) -> float | None:
-    """A CSV cell as a float; None for '', 'N/A' and junk."""
-    try:
-        x = float(value) if value not in (None, "", "N/A") else None
-    except ValueError:
-        return None
-    return x if x is not None and math.isfinite(x) else None
-
-
-def _read_csv_rows(path: Path) -> list[dict[str, str]]:
-    """Complete rows of a CSV file that may still be being written (partial last line dropped)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    if not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    return list(csv.DictReader(text.splitlines()))
-
-
-def _aggregated(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    return [r for r in rows if r.get("Name") == "Aggregated"]
-
-
-def _history(out_dir: Path) -> list[dict[str, str]]:
-    """Aggregated rows of the stats history, one per timestamp (the last one wins)."""
-    by_ts: dict[float, dict[str, str]] = {}
-    for row in _aggregated(_read_csv_rows(out_dir / HISTORY_CSV)):
-        ts = _num(row.get("Timestamp"))
-        if ts is not None:
-            by_ts[ts] = row
-    return [by_ts[ts] for ts in sorted(by_ts)]
+# --------------------------------------------------------------------------- Locust process
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -207,17 +154,17 @@ class _ReplicaWatcher:
 def _progress_line(
     out_dir: Path, elapsed: float, seconds: int, prev: tuple[float, float] | None, replicas: str
 ) -> tuple[str, tuple[float, float] | None]:
-    rows = _history(out_dir)
+    rows = history(out_dir)
     if not rows:
         return f"loadtest: {elapsed:5.0f}s/{seconds}s  starting Locust...", prev
     last = rows[-1]
-    ts = _num(last.get("Timestamp")) or 0.0
-    count = _num(last.get("Total Request Count")) or 0.0
-    failures = int(_num(last.get("Total Failure Count")) or 0)
-    base = prev or (_num(rows[0].get("Timestamp")) or ts, _num(rows[0].get("Total Request Count")))
+    ts = num(last.get("Timestamp")) or 0.0
+    count = num(last.get("Total Request Count")) or 0.0
+    failures = int(num(last.get("Total Failure Count")) or 0)
+    base = prev or (num(rows[0].get("Timestamp")) or ts, num(rows[0].get("Total Request Count")))
     dt = ts - base[0]
     rps = (count - (base[1] or 0.0)) / dt if dt > 0 else 0.0
-    users = int(_num(last.get("User Count")) or 0)
+    users = int(num(last.get("User Count")) or 0)
     line = (
         f"loadtest: {elapsed:5.0f}s/{seconds}s  users {users}  requests {int(count)}  "
         f"failures {failures}  rps {rps:.1f}{replicas}"
@@ -225,174 +172,14 @@ def _progress_line(
     return line, (ts, count)
 
 
-# --------------------------------------------------------------------------- summary
-
-
-def _unwrap_error(text: str) -> str:
-    """``CatchResponseError('HTTP 500: boom')`` -> ``HTTP 500: boom`` (our own messages)."""
-    m = re.fullmatch(r"CatchResponseError\((.*)\)", text, flags=re.DOTALL)
-    if m:
-        with contextlib.suppress(ValueError, SyntaxError):
-            inner = ast.literal_eval(m.group(1))
-            if isinstance(inner, str):
-                return inner
-    return text
-
-
-def _summarise(out_dir: Path) -> dict[str, Any]:
-    """Totals from the Aggregated row of locust_stats.csv and the top failures."""
-    agg = _aggregated(_read_csv_rows(out_dir / STATS_CSV))
-    row = agg[-1] if agg else {}
-    requests = int(_num(row.get("Request Count")) or 0)
-    failures = int(_num(row.get("Failure Count")) or 0)
-
-    def ms(column: str) -> float | None:
-        x = _num(row.get(column))
-        return None if x is None or requests == 0 else round(x, 2)
-
-    errors = [
-        {
-            "method": r.get("Method", ""),
-            "name": r.get("Name", ""),
-            "error": _unwrap_error(r.get("Error", "")),
-            "occurrences": int(_num(r.get("Occurrences")) or 0),
-        }
-        for r in _read_csv_rows(out_dir / FAILURES_CSV)
-    ]
-    errors.sort(key=lambda e: -e["occurrences"])
-    return {
-        "requests": requests,
-        "failures": failures,
-        "failure_ratio": round(failures / requests, 6) if requests else 0.0,
-        "rps": round(_num(row.get("Requests/s")) or 0.0, 3),
-        "p50_ms": ms("50%"),
-        "p95_ms": ms("95%"),
-        "p99_ms": ms("99%"),
-        "avg_ms": ms("Average Response Time"),
-        "max_ms": ms("Max Response Time"),
-        "errors": errors[:MAX_ERRORS_IN_SUMMARY],
-    }
-
-
-def _throughput(out_dir: Path, t0: float) -> tuple[list[float], list[float], list[float]]:
-    """(edges, requests/s, failures/s) for each wall-clock second, from the per-second CSV."""
-    counts: dict[int, tuple[float, float]] = {}
-    for row in _read_csv_rows(out_dir / PER_SECOND_CSV):
-        t = _num(row.get("Timestamp"))
-        if t is not None:
-            counts[int(t)] = (_num(row.get("Requests")) or 0.0, _num(row.get("Failures")) or 0.0)
-    if not counts:
-        return [], [], []
-    first, last = min(counts), max(counts)
-    edges = [t - t0 for t in range(first, last + 2)]
-    rps = [counts.get(t, (0.0, 0.0))[0] for t in range(first, last + 1)]
-    fps = [counts.get(t, (0.0, 0.0))[1] for t in range(first, last + 1)]
-    return edges, rps, fps
-
-
-def _latency(history: list[dict[str, str]], t0: float) -> tuple[list[float], ...]:
-    """(t, p50, p95) from the history rows; Locust writes 0/0 before it has a window."""
-    t, p50, p95 = [], [], []
-    for row in history:
-        ts, a, b = _num(row.get("Timestamp")), _num(row.get("50%")), _num(row.get("95%"))
-        if ts is None or a is None or b is None or (a == 0 and b == 0):
-            continue
-        t.append(ts - t0)
-        p50.append(a)
-        p95.append(b)
-    return t, p50, p95
-
-
-def _write_chart(out_dir: Path, summary: dict[str, Any], t0: float) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    edges, rps, fps = _throughput(out_dir, t0)
-    lat_t, p50, p95 = _latency(_history(out_dir), t0)
-    replicas = summary.get("replicas") or []
-    panels = 3 if replicas else 2
-    fig = Figure(figsize=(10, 2.9 * panels + 0.9), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(panels, 1, sharex=True)
-
-    def no_data(ax) -> None:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-
-    ax = axes[0]
-    if edges:
-        ax.stairs(rps, edges, label="requests/s", color="tab:blue", lw=1.5)
-        ax.stairs(fps, edges, label="failures/s", color="tab:red", lw=1.5)
-        ax.axhline(summary["rps"], ls="--", lw=1, color="tab:gray", label="mean requests/s")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
-    else:
-        no_data(ax)
-    ax.set_title("Throughput (requests completed in each second)")
-    ax.set_ylabel("per second")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-
-    ax = axes[1]
-    if lat_t:
-        ax.plot(lat_t, p50, marker=".", label="p50", color="tab:green")
-        ax.plot(lat_t, p95, marker=".", label="p95", color="tab:orange")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
-    else:
-        no_data(ax)
-    ax.set_title("Latency (Locust's rolling ~10 s window)")
-    ax.set_ylabel("ms")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-
-    if replicas:
-        ax = axes[2]
-        ts = [r["t_s"] for r in replicas]
-        ready = [r["ready"] for r in replicas]
-        ax.step(ts, ready, where="post", marker=".", color="tab:purple", label="ready replicas")
-        ax.axhline(summary["replicas_start"], ls="--", lw=1, color="tab:gray", label="at start")
-        expected = summary.get("replicas_expected")
-        if expected:
-            ax.axhline(
-                expected, ls=":", lw=1.5, color="tab:red", label="expected peak (autoscaler)"
-            )
-        ax.set_title(
-            f"Ready replicas (start {summary['replicas_start']}, peak {summary['replicas_peak']}"
-            + (f", expected {expected})" if expected else ")")
-        )
-        ax.set_ylabel("replicas")
-        ax.set_ylim(bottom=0, top=max([*ready, expected or 0]) + 1)
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
-        ax.grid(alpha=0.3)
-
-    axes[-1].set_xlabel("seconds since start")
-    axes[-1].set_xlim(left=0)
-
-    def fmt(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:g}"
-
-    fig.suptitle(
-        f"Load test: model {summary['model']} at {summary['url']}, "
-        f"{summary['concurrency']} users, {summary['duration_s']} s\n"
-        f"{summary['requests']} requests, {summary['failures']} failures, "
-        f"{summary['rps']:.1f} req/s, p50 {fmt(summary['p50_ms'])} ms, "
-        f"p95 {fmt(summary['p95_ms'])} ms, p99 {fmt(summary['p99_ms'])} ms"
-    )
-    fig.savefig(out_dir / CHART_PNG, dpi=100)
-
-
 # --------------------------------------------------------------------------- runner
 
 
-def _check_payload(path: Path) -> None:
-    if not path.is_file():
-        raise FileNotFoundError(f"payload file not found: {path}")
-    try:
-        instances = json.loads(path.read_bytes())["instances"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: not a KServe V1 request body with 'instances' ({e})") from e
-    if not isinstance(instances, list) or not instances:
-        raise ValueError(f"{path}: 'instances' must be a non-empty list")
+def _fresh_out_dir(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    outputs = (STATS_CSV, HISTORY_CSV, FAILURES_CSV, EXCEPTIONS_CSV, PER_SECOND_CSV)
+    for name in (*outputs, SUMMARY_JSON, CHART_PNG):
+        (out / name).unlink(missing_ok=True)  # never report a previous run's results
 
 
 def run_loadtest(
@@ -426,95 +213,70 @@ def run_loadtest(
     Locust itself fails, ``TimeoutError`` when it overruns ``duration + timeout_margin_s``;
     ``KeyboardInterrupt`` is re-raised after Locust has been stopped.
     """
-    seconds = parse_duration(duration)
-    if isinstance(concurrency, bool) or int(concurrency) != concurrency or concurrency < 1:
-        raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
-    rate = float(concurrency if spawn_rate is None else spawn_rate)
-    if not (rate > 0 and math.isfinite(rate)):
-        raise ValueError(f"spawn_rate must be > 0, got {spawn_rate!r}")
-    url = url.strip().rstrip("/")
-    if not re.match(r"https?://[^/]", url):
-        raise ValueError(f"url must start with http:// or https://, got {url!r}")
-    if not model_name or "/" in model_name:
-        raise ValueError(f"invalid model name {model_name!r}")
-    payload = Path(payload_path).resolve()
-    _check_payload(payload)
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    outputs = (STATS_CSV, HISTORY_CSV, FAILURES_CSV, EXCEPTIONS_CSV, PER_SECOND_CSV)
-    for name in (*outputs, SUMMARY_JSON, CHART_PNG):
-        (out / name).unlink(missing_ok=True)  # never report a previous run's results
-
-    cmd = [
-        sys.executable, "-m", "locust",
-        "-f", str(LOCUSTFILE),
-        "--headless",
-        "--users", str(int(concurrency)),
-        "--spawn-rate", f"{rate:g}",
-        "--run-time", f"{seconds}s",
-        "--host", url,
-        "--csv", str(out / CSV_PREFIX),
-        "--csv-full-history",  # history percentiles over a rolling window, not cumulative
-        "--only-summary",
-        "--exit-code-on-error", "0",  # request failures are judged by check(), not here
-    ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCUST_")}
-    env.update(
-        DISTML_LOADTEST_PAYLOAD=str(payload),
-        DISTML_LOADTEST_MODEL=model_name,
-        PYTHONUNBUFFERED="1",
+    plan = plan_run(
+        url, model_name, payload_path, out_dir, concurrency, duration, spawn_rate, host_header
     )
-    env.pop("DISTML_LOADTEST_HOST_HEADER", None)
-    if host_header:
-        env["DISTML_LOADTEST_HOST_HEADER"] = host_header
-
-    endpoint = f"{url}/v1/models/{model_name}:predict"
+    _fresh_out_dir(plan.out)
     log(
-        f"loadtest: {concurrency} users (spawn {rate:g}/s) for {seconds}s against {endpoint}"
-        + (f" (Host: {host_header})" if host_header else "")
+        f"loadtest: {concurrency} users (spawn {plan.rate:g}/s) for {plan.seconds}s against "
+        f"{plan.endpoint}" + (f" (Host: {host_header})" if host_header else "")
     )
     started_at = datetime.now(UTC)
     t0 = started_at.timestamp()
     watcher = _ReplicaWatcher(replica_sampler, t0, log) if replica_sampler else None
-    log_path = out / LOG_FILE
-    with open(log_path, "wb") as log_file:
+    rc, elapsed = _run_locust(plan, watcher, log, timeout_margin_s, settle_s)
+    log_path = plan.out / LOG_FILE
+    if rc != 0 or not (plan.out / STATS_CSV).is_file():
+        raise RuntimeError(
+            f"Locust failed (exit code {rc}); last lines of {log_path}:\n{_tail(log_path)}"
+        )
+    samples = watcher.samples if watcher else []
+    summary = _summary(plan, started_at, elapsed, samples, expected_replicas)
+    (plan.out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2) + "\n")
+    write_chart(plan.out, summary, t0)
+    log(_result_line(summary))
+    return summary
+
+
+def _result_line(summary: dict[str, Any]) -> str:
+    return (
+        f"loadtest: {summary['requests']} requests, {summary['failures']} failures, "
+        f"{summary['rps']:.1f} req/s, p50/p95/p99 {summary['p50_ms']}/{summary['p95_ms']}/"
+        f"{summary['p99_ms']} ms"
+        + (
+            f", ready replicas {summary['replicas_start']} -> peak {summary['replicas_peak']}"
+            if summary["replicas"]
+            else ""
+        )
+    )
+
+
+def _run_locust(
+    plan: Plan,
+    watcher: _ReplicaWatcher | None,
+    log: Callable[[str], Any],
+    timeout_margin_s: float,
+    settle_s: float,
+) -> tuple[int, float]:
+    """Locust's exit code and run time (s); with ``settle_s``, the replicas watched after the
+    load. Locust's whole process group is stopped on any exception, then re-raised."""
+    with open(plan.out / LOG_FILE, "wb") as log_file:
         if watcher:
             watcher.start()
         mono0 = time.monotonic()
-        deadline = mono0 + seconds + timeout_margin_s
-        next_progress = mono0 + PROGRESS_EVERY_S
-        prev: tuple[float, float] | None = None
         proc: subprocess.Popen | None = None
         try:
             proc = subprocess.Popen(
-                cmd,
-                cwd=out,  # not the caller's cwd: nothing there may shadow Locust's imports
-                env=env,
+                plan.command(),
+                cwd=plan.out,  # not the caller's cwd: nothing there may shadow Locust's imports
+                env=plan.env(),
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=os.name == "posix",
                 creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0),
             )
-            while True:
-                try:
-                    rc = proc.wait(timeout=0.2)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                now = time.monotonic()
-                if now >= deadline:
-                    raise TimeoutError(
-                        f"Locust still running {now - mono0:.0f}s after start "
-                        f"(run time {seconds}s + margin {timeout_margin_s:g}s); stopped it. "
-                        f"Log: {log_path}"
-                    )
-                if now >= next_progress:
-                    next_progress += PROGRESS_EVERY_S
-                    samples = watcher.samples if watcher else []
-                    replicas = f"  ready replicas {samples[-1]['ready']}" if samples else ""
-                    line, prev = _progress_line(out, now - mono0, seconds, prev, replicas)
-                    log(line)
+            rc = _wait_for_locust(proc, plan, mono0, watcher, log, timeout_margin_s)
             elapsed = time.monotonic() - mono0
             if watcher and settle_s > 0 and rc == 0 and not watcher.wait_for_scale_out(0):
                 log(
@@ -530,108 +292,91 @@ def run_loadtest(
             if watcher:
                 watcher.stop()
         _signal_group(proc, signal.SIGKILL if os.name == "posix" else signal.SIGTERM)
-
-    if rc != 0 or not (out / STATS_CSV).is_file():
-        raise RuntimeError(
-            f"Locust failed (exit code {rc}); last lines of {log_path}:\n{_tail(log_path)}"
-        )
-
-    summary: dict[str, Any] = {
-        "url": url,
-        "model": model_name,
-        "endpoint": endpoint,
-        "host_header": host_header,
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "duration_s": seconds,
-        "elapsed_s": round(elapsed, 2),
-        "concurrency": int(concurrency),
-        "spawn_rate": rate,
-        **_summarise(out),
-    }
-    samples = watcher.samples if watcher else []
-    summary["replicas"] = samples
-    summary["replicas_start"] = samples[0]["ready"] if samples else None
-    summary["replicas_peak"] = max(s["ready"] for s in samples) if samples else None
-    summary["replicas_end"] = samples[-1]["ready"] if samples else None
-    summary["replicas_expected"] = expected_replicas
-    summary["files"] = {
-        "stats_csv": STATS_CSV,
-        "history_csv": HISTORY_CSV,
-        "failures_csv": FAILURES_CSV,
-        "per_second_csv": PER_SECOND_CSV,
-        "log": LOG_FILE,
-        "chart": CHART_PNG,
-    }
-    (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2) + "\n")
-    _write_chart(out, summary, t0)
-    log(
-        f"loadtest: {summary['requests']} requests, {summary['failures']} failures, "
-        f"{summary['rps']:.1f} req/s, p50/p95/p99 {summary['p50_ms']}/{summary['p95_ms']}/"
-        f"{summary['p99_ms']} ms"
-        + (
-            f", ready replicas {summary['replicas_start']} -> peak {summary['replicas_peak']}"
-            if samples
-            else ""
-        )
-    )
-    return summary
+    return rc, elapsed
 
 
-# --------------------------------------------------------------------------- verdict
+class _Progress:
+    """Judges Locust's exit code: Done(code), else a progress line every PROGRESS_EVERY_S."""
 
+    def __init__(self, plan: Plan, mono0: float, deadline: float, watcher: Any) -> None:
+        self.plan, self.mono0, self.deadline, self.watcher = plan, mono0, deadline, watcher
+        self.next = mono0 + PROGRESS_EVERY_S
+        self.line = ""
+        self.prev: tuple[float, float] | None = None
 
-def check_flags(concurrency: int, duration: str | int, max_failure_ratio: float) -> None:
-    """The load test's flags, checked before anything starts: ValueError naming the flag."""
-    if concurrency < 1:
-        raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
-    if not 0.0 <= max_failure_ratio <= 1.0:
-        raise ValueError(f"--max-failure-ratio is between 0 and 1, got {max_failure_ratio}")
-    try:
-        parse_duration(duration)
-    except ValueError as e:
-        raise ValueError(f"--duration: {e}") from e
-
-
-def check(
-    summary: dict[str, Any], max_failure_ratio: float = 0.0, expect_scale_out: bool = False
-) -> list[str]:
-    """Problems with a run's summary (empty list = pass).
-
-    - no requests completed;
-    - failure ratio above ``max_failure_ratio``;
-    - with ``expect_scale_out``: no replica samples, or peak ready replicas not above the
-      starting count (and below 2: going from 0 to 1 is a cold start, not a scale-out).
-    """
-    problems: list[str] = []
-    requests = int(summary.get("requests") or 0)
-    failures = int(summary.get("failures") or 0)
-    if requests == 0:
-        problems.append(
-            f"no requests were made against {summary.get('endpoint') or summary.get('url')} "
-            f"(see {LOG_FILE})"
-        )
-    else:
-        ratio = failures / requests
-        if ratio > max_failure_ratio:
-            top = (summary.get("errors") or [{}])[0].get("error")
-            problems.append(
-                f"{failures} of {requests} requests failed (failure ratio {ratio:.4g} > "
-                f"allowed {max_failure_ratio:g})" + (f"; most common: {top}" if top else "")
+    def __call__(self, rc: int | None) -> Verdict:
+        if rc is not None:
+            return Done(rc)
+        now = time.monotonic()
+        if self.next <= now < self.deadline:
+            self.next += PROGRESS_EVERY_S
+            samples = self.watcher.samples if self.watcher else []
+            replicas = f"  ready replicas {samples[-1]['ready']}" if samples else ""
+            self.line, self.prev = _progress_line(
+                self.plan.out, now - self.mono0, self.plan.seconds, self.prev, replicas
             )
-    if expect_scale_out:
-        samples = summary.get("replicas") or []
-        if not samples:
-            problems.append("scale-out expected, but ready replicas were not sampled")
-        else:
-            start = summary.get("replicas_start", samples[0]["ready"])
-            peak = summary.get("replicas_peak", max(s["ready"] for s in samples))
-            if peak <= start or peak < 2:
-                problems.append(
-                    f"no scale-out: ready replicas peaked at {peak} (started at {start}); "
-                    "check the load reaches the autoscaler (through the ingress gateway, "
-                    "not a port-forward) and that new pods are not Pending for CPU"
-                )
-    return problems
+        return Pending(self.line)
+
+
+def _wait_for_locust(
+    proc: subprocess.Popen,
+    plan: Plan,
+    mono0: float,
+    watcher: _ReplicaWatcher | None,
+    log: Callable[[str], Any],
+    timeout_margin_s: float,
+) -> int:
+    """Locust's exit code; TimeoutError when it runs past its run time + the margin."""
+    deadline = mono0 + plan.seconds + timeout_margin_s
+    verdict = poll(
+        proc.poll,
+        _Progress(plan, mono0, deadline, watcher),
+        timeout=max(0.0, deadline - time.monotonic()),
+        interval=0.2,
+        on_change=log,
+    )
+    if isinstance(verdict, Done):
+        return verdict.value
+    raise TimeoutError(
+        f"Locust still running {time.monotonic() - mono0:.0f}s after start "
+        f"(run time {plan.seconds}s + margin {timeout_margin_s:g}s); stopped it. "
+        f"Log: {plan.out / LOG_FILE}"
+    )
+
+
+def _summary(
+    plan: Plan,
+    started_at: datetime,
+    elapsed: float,
+    samples: list[dict[str, float | int]],
+    expected_replicas: int | None,
+) -> dict[str, Any]:
+    """What ``summary.json`` holds: the run, Locust's totals, the replica samples, the files."""
+    return {
+        "url": plan.url,
+        "model": plan.model,
+        "endpoint": plan.endpoint,
+        "host_header": plan.host_header,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "duration_s": plan.seconds,
+        "elapsed_s": round(elapsed, 2),
+        "concurrency": plan.concurrency,
+        "spawn_rate": plan.rate,
+        **summarise(plan.out),
+        "replicas": samples,
+        "replicas_start": samples[0]["ready"] if samples else None,
+        "replicas_peak": max(s["ready"] for s in samples) if samples else None,
+        "replicas_end": samples[-1]["ready"] if samples else None,
+        "replicas_expected": expected_replicas,
+        "files": {
+            "stats_csv": STATS_CSV,
+            "history_csv": HISTORY_CSV,
+            "failures_csv": FAILURES_CSV,
+            "per_second_csv": PER_SECOND_CSV,
+            "log": LOG_FILE,
+            "chart": CHART_PNG,
+        },
+    }
 
 
 # --------------------------------------------------------------------------- CLI

@@ -10,6 +10,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
+
+from common.poll import Done, Pending, poll
+
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct ports that were free on ``host`` a moment ago (bound together)."""
@@ -35,10 +39,10 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def cmdline(pid: int) -> str:
-    """The command line of ``pid`` ('' if it is gone or unreadable)."""
+    """The command line of ``pid`` ('' if it is gone, a zombie or unreadable)."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline()).strip()
+    except psutil.Error:
         return ""
 
 
@@ -50,16 +54,11 @@ def is_alive(pid: int, must_contain: str = "") -> bool:
     if pid <= 0:
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
             return False
-    except (OSError, IndexError):
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
         pass
     return must_contain in cmdline(pid) if must_contain else True
 
@@ -73,17 +72,13 @@ def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
 def stop_groups(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
     """SIGTERM the process groups of all ``procs`` at once, wait for them on one shared
     deadline of ``grace`` seconds, then SIGKILL every group that is left; reap them."""
-    for proc in procs:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
+    _signal_groups([proc.pid for proc in procs if proc.poll() is None], signal.SIGTERM)
     deadline = time.monotonic() + grace
     for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    for proc in procs:  # children of a group may outlive its leader: kill every group
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+    # Children of a group may outlive its leader: kill every group.
+    _signal_groups([proc.pid for proc in procs], signal.SIGKILL)
     for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
@@ -93,20 +88,29 @@ def stop_pids(pids: list[int], must_contain: str, grace: float = 5.0) -> list[in
     """:func:`stop_groups` for detached processes we started earlier (by pid, checked
     against ``must_contain``); the pids that were running."""
     running = [pid for pid in pids if is_alive(pid, must_contain)]
-    for pid in running:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(is_alive(pid) for pid in running):
-        for pid in running:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.1)
-    for pid in running:
-        if is_alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+    _signal_groups(running, signal.SIGTERM)
+    poll(
+        lambda: _still_alive(running),
+        lambda alive: Pending() if alive else Done(),
+        timeout=grace,
+        interval=0.1,
+    )
+    _signal_groups(_still_alive(running), signal.SIGKILL)
     return running
+
+
+def _signal_groups(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+
+
+def _still_alive(pids: list[int]) -> list[int]:
+    """The pids that still run (reaping those that are our own exited children)."""
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    return [pid for pid in pids if is_alive(pid)]
 
 
 def stop_pid(pid: int, must_contain: str, grace: float = 10.0) -> bool:

@@ -131,7 +131,7 @@ class LoadtestRequest:
     expect_scale_out: bool = True
 
     def __post_init__(self) -> None:
-        from loadtest.run import check_flags
+        from loadtest.plan import check_flags
 
         try:
             check_flags(self.concurrency, self.duration, self.max_failure_ratio)

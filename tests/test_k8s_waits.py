@@ -19,17 +19,16 @@ import pytest
 import yaml
 
 from common.errors import DistmlError
+from k8s.diagnose import tfjob_failure_report
 from k8s.kube import ApiKube, DryKube, KubeError
+from k8s.objects import ReplicaCounter
+from k8s.tfjobs import TFJobRow, wait_tfjobs
 from k8s.waits import (
-    ReplicaCounter,
-    TFJobRow,
     WaitError,
     retry,
-    tfjob_failure_report,
     wait_deployments_available,
     wait_isvc_ready,
     wait_job,
-    wait_tfjobs,
 )
 from tests.fakekube import FakeKube, conditions_status
 
@@ -305,7 +304,7 @@ def worker(fake: FakeKube, job: str, i: int, **kwargs) -> dict:
     return fake.add_pod(NS, f"{job}-worker-{i}", labels, **kwargs)
 
 
-def test_tfjobs_all_succeed_with_live_rows(fake: FakeKube) -> None:
+def two_succeeding_tfjobs(fake: FakeKube) -> None:
     for job in ("cnn", "cnn-dropout"):
         fake.sequence(
             TF,
@@ -321,6 +320,10 @@ def test_tfjobs_all_succeed_with_live_rows(fake: FakeKube) -> None:
         )
         worker(fake, job, 0)
         worker(fake, job, 1, restart_count=1)
+
+
+def test_tfjobs_all_succeed_with_live_rows_and_no_state_lines(fake: FakeKube) -> None:
+    two_succeeding_tfjobs(fake)
     updates: list[list[TFJobRow]] = []
     lines, out = collect()
 
@@ -344,6 +347,24 @@ def test_tfjobs_all_succeed_with_live_rows(fake: FakeKube) -> None:
     ]
     assert updates[2][0] == TFJobRow("cnn", "Running", active=2, restarts=1)
     assert updates[-1][1] == TFJobRow("cnn-dropout", "Succeeded", succeeded=2, restarts=1)
+    assert lines == []  # the rows show the states: no line repeats them
+
+
+def test_tfjobs_without_on_update_print_each_state_change(fake: FakeKube) -> None:
+    two_succeeding_tfjobs(fake)
+    lines, out = collect()
+
+    result = wait_tfjobs(fake, NS, ["cnn", "cnn-dropout"], timeout=600, clock=fake.clock, out=out)
+
+    assert result == {"cnn": "Succeeded", "cnn-dropout": "Succeeded"}
+    assert [line.split(" (")[0] for line in lines] == [
+        "TFJob cnn: Created",
+        "TFJob cnn-dropout: Created",
+        "TFJob cnn: Running",
+        "TFJob cnn-dropout: Running",
+        "TFJob cnn: Succeeded",
+        "TFJob cnn-dropout: Succeeded",
+    ]
     assert "TFJob cnn: Running (workers active 2, succeeded 0, failed 0; restarts 1)" in lines
 
 

@@ -25,7 +25,10 @@ from typing import ClassVar
 import psutil
 import pytest
 
+from common.poll import Done, Pending, poll
+from loadtest import plan
 from loadtest import run as lt
+from loadtest import summary as ls
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "fashion"
@@ -109,12 +112,9 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
+    verdict = poll(condition, lambda v: Done(v) if v else Pending(), timeout=timeout, interval=0.05)
+    if isinstance(verdict, Done):
+        return verdict.value
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
@@ -142,13 +142,13 @@ def gone(pid: int) -> bool:
     [("30s", 30), ("2m", 120), ("90", 90), (" 1m30s ", 90), ("1h", 3600), ("5S", 5), (7, 7)],
 )
 def test_parse_duration(text, seconds):
-    assert lt.parse_duration(text) == seconds
+    assert plan.parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "abc", "30x", "1.5m", "-5", "0", "0s", "s", "m30", True])
 def test_parse_duration_rejects_junk(text):
     with pytest.raises(ValueError, match="invalid duration"):
-        lt.parse_duration(text)
+        plan.parse_duration(text)
 
 
 def _summary(requests=100, failures=0, replicas=None) -> dict:
@@ -186,14 +186,14 @@ def _summary(requests=100, failures=0, replicas=None) -> dict:
 )
 def test_check(summary, kwargs, expected):
     """One problem per expected fragment, in order."""
-    problems = lt.check(summary, **kwargs)
+    problems = ls.check(summary, **kwargs)
     assert len(problems) == len(expected), problems
     for problem, fragment in zip(problems, expected, strict=True):
         assert fragment in problem
 
 
 def test_check_names_the_most_common_error():
-    (problem,) = lt.check(_summary(failures=5))
+    (problem,) = ls.check(_summary(failures=5))
     assert problem.endswith("most common: HTTP 500: boom")
 
 
@@ -210,12 +210,12 @@ def test_check_names_the_most_common_error():
     ],
 )
 def test_failure_messages_are_unwrapped(csv_error, message):
-    assert lt._unwrap_error(csv_error) == message
+    assert ls.unwrap_error(csv_error) == message
 
 
 def test_importing_loadtest_is_cheap():
     code = (
-        "import sys, loadtest, loadtest.run\n"
+        "import sys, loadtest, loadtest.run, loadtest.summary, loadtest.chart, loadtest.plan\n"
         "heavy = [m for m in ('locust', 'gevent', 'matplotlib', 'tensorflow', 'ml')"
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
@@ -258,7 +258,7 @@ def test_bad_arguments(tmp_path):
 def test_locust_failing_to_start_is_an_error(tmp_path, monkeypatch):
     broken = tmp_path / "broken_locustfile.py"
     broken.write_text("raise RuntimeError('this locustfile is broken')\n")
-    monkeypatch.setattr(lt, "LOCUSTFILE", broken)
+    monkeypatch.setattr(plan, "LOCUSTFILE", broken)
     with pytest.raises(RuntimeError, match="Locust failed") as exc:
         lt.run_loadtest(
             "http://127.0.0.1:9",  # never contacted
@@ -308,16 +308,16 @@ def test_real_run_summary(ok_run):
     assert summary["started_at"].endswith("+00:00")
     assert summary["replicas"] == [] and summary["replicas_peak"] is None
     assert json.loads((out / "summary.json").read_text()) == summary
-    assert lt.check(summary) == []
+    assert ls.check(summary) == []
 
 
 def test_real_run_files(ok_run):
     summary, out, _hosts, _lines = ok_run
     for name in ("locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv"):
         assert (out / name).stat().st_size > 0, name
-    assert lt._history(out), "no Aggregated rows in the stats history"
+    assert ls.history(out), "no Aggregated rows in the stats history"
     # The CSVs hold every request, including the last second's (see the locustfile).
-    per_second = lt._read_csv_rows(out / "locust_per_second.csv")
+    per_second = ls.read_csv_rows(out / "locust_per_second.csv")
     assert sum(int(r["Requests"]) for r in per_second) == summary["requests"]
     width, height = png_size(out / "chart.png")
     assert width >= 800 and height >= 500
@@ -344,9 +344,9 @@ def test_failures_are_counted_and_fail_the_cli(tmp_path, capsys):
     errors = {e["error"] for e in summary["errors"]}
     assert "HTTP 500: model exploded" in errors
     assert "a prediction row is not 10 numbers" in errors
-    problems = lt.check(summary)
+    problems = ls.check(summary)
     assert len(problems) == 1 and f"{summary['failures']} of {summary['requests']}" in problems[0]
-    assert lt.check(summary, max_failure_ratio=0.9) == []
+    assert ls.check(summary, max_failure_ratio=0.9) == []
     err = capsys.readouterr().err
     assert "FAIL" in err and "requests failed" in err
 
@@ -377,7 +377,7 @@ def test_replica_sampler_is_recorded_and_charted(tmp_path, ok_run):
     assert summary["replicas_start"] == 1 and summary["replicas_peak"] == 3
     assert summary["replicas_expected"] == 8  # what the autoscaler should reach, charted
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["replicas_expected"] == 8
-    assert lt.check(summary, expect_scale_out=True) == []
+    assert ls.check(summary, expect_scale_out=True) == []
     # The chart gets a third panel: taller than the two-panel chart of ok_run.
     assert png_size(tmp_path / "out" / "chart.png")[1] > png_size(ok_run[1] / "chart.png")[1]
 
@@ -415,7 +415,7 @@ def test_replicas_that_turn_ready_after_the_load_count_with_settle(tmp_path):
     assert summary["replicas_start"] == 1 and summary["replicas_peak"] == 2
     assert summary["replicas"][-1]["t_s"] > summary["duration_s"]  # sampled after the load
     assert summary["replicas"][-1]["t_s"] < summary["duration_s"] + 20  # not the whole 30 s
-    assert lt.check(summary, expect_scale_out=True) == []
+    assert ls.check(summary, expect_scale_out=True) == []
 
 
 def test_timeout_stops_locust(tmp_path):
@@ -456,7 +456,7 @@ def test_ctrl_c_leaves_no_locust_behind(tmp_path):
             locusts = wait_for(lambda: locust_processes(parent), 30, "Locust to start")
             # ...and to be sending load (a history row with all 5 users).
             wait_for(
-                lambda: any(r.get("User Count") == "5" for r in lt._history(out)),
+                lambda: any(r.get("User Count") == "5" for r in ls.history(out)),
                 30,
                 "Locust to run its users",
             )

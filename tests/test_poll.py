@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.poll import Done, Failed, Pending, first_line, poll
+from common.poll import Done, Failed, Pending, api_note, first_line, poll
 from tests.fakekube import FakeClock
 
 
@@ -74,6 +74,7 @@ def test_retried_errors_are_tolerated_then_fail_after_the_grace():
         what="Job x",
     )
     assert isinstance(verdict, Failed) and isinstance(verdict.cause, Blip)
+    assert verdict.reason == "the cluster API kept failing for 6s: connection refused\nmore detail"
     assert clock.now == 16  # errors from t=10; the grace of 6 s ends at t=16
     assert lines == [
         "Job x: API call failed, retrying: connection refused",
@@ -99,8 +100,25 @@ def test_a_timeout_during_api_errors_says_so():
 
     verdict = poll(observe, _judge, timeout=5, clock=FakeClock(), retry_on=(Blip,), retry_for=30)
     assert verdict == Pending("not observed yet (last API error: i/o timeout)")
+    assert isinstance(verdict, Pending) and isinstance(verdict.error, Blip)
+    assert api_note(verdict.error) == " (last API error: i/o timeout)"
+
+
+def test_a_timeout_after_the_api_recovered_has_no_error():
+    clock = FakeClock()
+
+    def observe():
+        if clock.now < 2:
+            raise Blip("i/o timeout")
+        return "x"
+
+    verdict = poll(observe, _judge, timeout=5, clock=clock, retry_on=(Blip,))
+    assert verdict == Pending("state x")
+    assert isinstance(verdict, Pending) and verdict.error is None
+    assert api_note(verdict.error) == ""
 
 
 def test_first_line_shortens_and_names_empty_errors():
     assert first_line(ValueError("")) == "ValueError"
     assert first_line(ValueError("x" * 300), limit=10) == "x" * 9 + "…"
+    assert first_line(ValueError("  a \t b  \nsecond line")) == "a b"

@@ -9,9 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from common.errors import DistmlError
+from common.poll import Done, Pending, poll
 from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
 from runtime import select_runtime
 from runtime.display import JobDisplay, job_line
@@ -22,7 +24,7 @@ from runtime.jobs import (
     threads_per_worker,
 )
 from runtime.local import LocalRuntime, UserError
-from runtime.procs import cmdline, free_ports, is_alive, port_is_free
+from runtime.procs import cmdline, free_ports, is_alive, port_is_free, stop_pid
 from runtime.requests import (
     DeployRequest,
     DownRequest,
@@ -84,6 +86,65 @@ def test_free_ports_are_distinct_and_bindable():
     ports = free_ports(6)
     assert len(set(ports)) == 6
     assert all(port_is_free(p) for p in ports)
+
+
+TAG = "distml-procs-test"
+
+
+def sleeper(tag: str = TAG) -> subprocess.Popen:
+    """A detached process (its own group) whose command line carries ``tag`` (Popen returns
+    during the exec, before the kernel shows the new command line: wait for it)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", tag], start_new_session=True
+    )
+    shown = poll(
+        lambda: cmdline(proc.pid),
+        lambda line: Done() if tag in line else Pending(line),
+        timeout=30,
+        interval=0.02,
+    )
+    assert shown == Done(), shown
+    return proc
+
+
+def test_a_pid_is_ours_only_while_its_command_line_has_the_tag():
+    proc = sleeper()
+    try:
+        assert TAG in cmdline(proc.pid)
+        assert is_alive(proc.pid, TAG) and is_alive(proc.pid)
+        assert not is_alive(proc.pid, "another-tag")  # a recycled pid is someone else's
+        assert not is_alive(0) and not is_alive(-1)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not is_alive(proc.pid) and cmdline(proc.pid) == ""
+
+
+def test_a_zombie_counts_as_dead():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not reaped yet
+    try:
+        became = poll(
+            lambda: psutil.Process(proc.pid).status(),
+            lambda status: Done() if status == psutil.STATUS_ZOMBIE else Pending(status),
+            timeout=30,
+            interval=0.05,
+        )
+        assert became == Done()
+        assert not is_alive(proc.pid) and cmdline(proc.pid) == ""
+    finally:
+        proc.wait()
+
+
+def test_stop_pid_stops_only_a_process_that_is_ours():
+    proc = sleeper()
+    try:
+        assert stop_pid(proc.pid, "another-tag", grace=1.0) is False
+        assert proc.poll() is None  # not ours: left alone
+        assert stop_pid(proc.pid, TAG, grace=5.0) is True
+        assert not is_alive(proc.pid)  # gone (and reaped) before stop_pid returned
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_tf_config_is_what_the_operator_gives_each_worker():
@@ -418,8 +479,8 @@ def test_a_server_that_does_not_come_up_is_not_left_behind(local_rt, monkeypatch
         start_server(local_rt, port, ready_timeout=1.0)
     assert "server" not in local_rt.wd.load_state()
     assert port_is_free(port)
-    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-    assert [pid for pid in pids if script in cmdline(pid) and is_alive(pid)] == []
+    ours = psutil.Process().children(recursive=True)  # not other test runs' processes
+    assert [p.pid for p in ours if script in cmdline(p.pid) and is_alive(p.pid)] == []
 
 
 # ---------------------------------------------------------------- --dry on the local runtime

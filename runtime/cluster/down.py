@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 from k8s import manifests
-from k8s.waits import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
+from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import delete_and_wait
 from runtime.workdir import MARKER

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from common.poll import Done, Pending, poll
-from k8s.waits import JOB_API, WaitError, wait_job
+from k8s.objects import JOB_API
+from k8s.waits import WaitError, wait_job
 from runtime.cluster.context import ClusterContext, ClusterError
 
 DELETE_POLL_S = 1

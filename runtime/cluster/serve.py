@@ -11,8 +11,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from k8s import manifests
+from k8s.objects import ISVC_API, ReplicaCounter
 from k8s.settings import Settings
-from k8s.waits import ISVC_API, ReplicaCounter, WaitError, wait_isvc_ready
+from k8s.waits import WaitError, wait_isvc_ready
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import apply_reporting, run_job
 from runtime.requests import DeployRequest, LoadtestRequest
@@ -156,7 +157,7 @@ class Target:
 
 def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     state = cx.require_up()
-    from loadtest.run import check
+    from loadtest.summary import check
 
     s = cx.settings(target=state.get("target"), max_replicas=state.get("max_replicas"))
     target = _target(cx, s, request.concurrency)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from k8s.kube import KubeError
+from k8s.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
 from k8s.operators import deployment_available
-from k8s.waits import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
 from runtime.cluster.context import ClusterContext
 from runtime.tables import table
 

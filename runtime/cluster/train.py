@@ -4,7 +4,6 @@ the volume for the accuracy table and the training-curves chart."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +11,10 @@ from typing import Any
 
 from common.errors import DistmlError
 from k8s import capacity, manifests
+from k8s.objects import TERMINAL, TFJOB_API, tfjob_state
 from k8s.settings import Settings
-from k8s.waits import TERMINAL, TFJOB_API, TFJobRow, WaitError, tfjob_state, wait_tfjobs
+from k8s.tfjobs import TFJobRow, wait_tfjobs
+from k8s.waits import WaitError
 from ml.contract import metrics_path, read_metrics
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.cluster.objects import delete_and_wait
@@ -24,7 +25,6 @@ from runtime.tables import table
 
 WAIT_GRACE_S = 120  # beyond the jobs' own deadline, for the operator to mark them
 COPY_OUT_TIMEOUT_S = 180
-_STATE_LINE = re.compile(r"^TFJob \S+: \w+ \(workers active ")
 
 
 @dataclass
@@ -50,16 +50,6 @@ class JobLines:
                 f"[{elapsed:6.0f}s] {r.name:<22} {r.state:<10} workers: active {r.active}, "
                 f"succeeded {r.succeeded}, failed {r.failed}; restarts {r.restarts}"
             )
-
-
-def not_state_lines(out: Out) -> Out:
-    """``out`` without wait_tfjobs' own state-change lines: JobLines shows them, with times."""
-
-    def filtered(line: str) -> None:
-        if not _STATE_LINE.match(line):
-            out(line)
-
-    return filtered
 
 
 def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
@@ -158,7 +148,7 @@ def _run_waves(
                 timeout=s.train_deadline_s + WAIT_GRACE_S,
                 max_restarts=s.max_restarts,
                 clock=cx.clock,
-                out=not_state_lines(cx.out),
+                out=cx.out,
                 on_update=lines,
             )
         except WaitError as e:

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from k8s import manifests
+from k8s.objects import JOB_API, is_true
 from k8s.operators import Installer
 from k8s.settings import SERVING_MODES, Settings
-from k8s.waits import JOB_API, is_true
 from ml.contract import RAW_FILES
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import apply_reporting, run_job
