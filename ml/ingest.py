@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ml import data
+from ml import data, raw
 from ml.contract import DATA_DIR_ENV, IngestResult
 
 
@@ -33,13 +33,13 @@ def _parser() -> argparse.ArgumentParser:
         "--source-dir",
         default=None,
         help="directory holding the four original .gz files, searched first "
-        f"(default: ${DATA_DIR_ENV}, then {data.DEBIAN_DIR}, then {data.KERAS_DIR})",
+        f"(default: ${DATA_DIR_ENV}, then {raw.DEBIAN_DIR}, then {raw.KERAS_DIR})",
     )
     parser.add_argument(
         "--mirror",
         default=None,
         help="base URL to download the files from when no directory has them "
-        f"(default: ${data.MIRROR_ENV}, else {data.DEFAULT_MIRROR})",
+        f"(default: ${raw.MIRROR_ENV}, else {raw.DEFAULT_MIRROR})",
     )
     return parser
 

@@ -65,16 +65,16 @@ def required_data_dir() -> Path:
 def isolated_data_places(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_url: str
 ) -> tuple[Path, Path]:
-    """Point ``ml.data``'s Debian and Keras dirs at empty temp dirs; unset the data env vars.
+    """Point ``ml.raw``'s Debian and Keras dirs at empty temp dirs; unset the data env vars.
 
     ``$DISTML_DATA_MIRROR`` is set to a refusing loopback port, so nothing can reach the real
     mirror by accident. Returns ``(debian_dir, keras_dir)`` (not created).
     """
-    from ml import data
+    from ml import raw
 
     debian, keras = tmp_path / "sys-debian", tmp_path / "sys-keras"
-    monkeypatch.setattr(data, "DEBIAN_DIR", debian)
-    monkeypatch.setattr(data, "KERAS_DIR", keras)
+    monkeypatch.setattr(raw, "DEBIAN_DIR", debian)
+    monkeypatch.setattr(raw, "KERAS_DIR", keras)
     monkeypatch.delenv("DISTML_DATA_DIR", raising=False)
     monkeypatch.setenv("DISTML_DATA_MIRROR", dead_url)
     return debian, keras

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ml import data, ingest
+from ml import data, ingest, raw
 from ml.contract import IngestResult, read_ingest_line
 
 pytestmark = pytest.mark.usefixtures("isolated_data_places")
@@ -60,7 +60,7 @@ def test_files_agree_with_tfds_checksums():
     rows = [line.split("\t") for line in table.read_text().splitlines() if line.strip()]
     tfds_files = {Path(url).name: (int(size), sha) for url, size, sha, *_ in rows}
     assert tfds_files == {name: (s.size, s.sha256) for name, s in data.FILES.items()}
-    assert all(url.startswith(data.DEFAULT_MIRROR) for url, *_ in rows)
+    assert all(url.startswith(raw.DEFAULT_MIRROR) for url, *_ in rows)
 
 
 # --------------------------------------------------------------------------- search order
@@ -68,24 +68,24 @@ def test_files_agree_with_tfds_checksums():
 
 def test_search_places_default_order(isolated_data_places):
     debian, keras = isolated_data_places
-    assert data.search_places() == [debian, keras]
+    assert raw.search_places() == [debian, keras]
 
 
 def test_search_places_env_first(isolated_data_places, monkeypatch, tmp_path):
     debian, keras = isolated_data_places
     monkeypatch.setenv("DISTML_DATA_DIR", str(tmp_path / "env"))
-    assert data.search_places() == [tmp_path / "env", debian, keras]
+    assert raw.search_places() == [tmp_path / "env", debian, keras]
 
 
 def test_search_places_source_dir_beats_env(isolated_data_places, monkeypatch, tmp_path):
     debian, keras = isolated_data_places
     monkeypatch.setenv("DISTML_DATA_DIR", str(tmp_path / "env"))
-    assert data.search_places(tmp_path / "arg") == [tmp_path / "arg", debian, keras]
+    assert raw.search_places(tmp_path / "arg") == [tmp_path / "arg", debian, keras]
 
 
 def test_system_places_defaults():
     """The real (unpatched) constants, from a private copy of the module."""
-    spec = importlib.util.spec_from_file_location("_pristine_ml_data", data.__file__)
+    spec = importlib.util.spec_from_file_location("_pristine_ml_raw", raw.__file__)
     pristine = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pristine)
     assert str(pristine.DEBIAN_DIR) == "/usr/share/datasets/fashion-mnist"

@@ -13,7 +13,8 @@ from PIL import Image
 
 from common.errors import DistmlError
 from ml import contract, sample
-from ml.data import CLASS_NAMES, DEBIAN_DIR, read_idx
+from ml.data import CLASS_NAMES, read_idx
+from ml.raw import DEBIAN_DIR
 from runtime.sample import write_sample_request
 
 
