@@ -11,6 +11,7 @@ USAGE = """distml pod image: every step is `python -m ml.<step>`; run one with -
   serve    python -m ml.serve  --model-dir /trained_model/serving/{svc} \\
                --model-name {svc} --host 0.0.0.0 --http-port 8080
   evaluate python -m ml.evaluate --volume /trained_model --model-dir DIR
+  sample   python -m ml.sample --out-dir DIR [--source-dir DIR] [--synthetic-ok]
 
 The volume (a PVC mounted at /trained_model) must be writable by UID 1000.
 """.format(profiles="|".join(PROFILES), svc=DEFAULT_SERVICE)

@@ -6,9 +6,9 @@ tensorflow-datasets is the on-volume format: :func:`prepare` hands the located f
 :func:`load_split` reads it back (or, when a volume holds no prepared dataset, builds the same
 ``tf.data.Dataset`` straight from the raw files).
 
-Every failure a user can cause or fix raises :class:`ml.raw.DataError`, whose message says what is wrong
-and how to fix it. TensorFlow and tensorflow-datasets are imported inside the functions that use
-them, so importing this module is cheap.
+Every failure a user can cause or fix raises :class:`ml.raw.DataError`, whose message says
+what is wrong and how to fix it. TensorFlow and tensorflow-datasets are imported inside the
+functions that use them, so importing this module is cheap.
 """
 
 from __future__ import annotations

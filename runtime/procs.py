@@ -14,6 +14,18 @@ import psutil
 
 from common.poll import Done, Pending, poll
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def python_env() -> dict[str, str]:
+    """The environment every pod-contract step runs with here: this repository importable
+    (``python -m ml.<step>``), output unbuffered, TensorFlow's C++ logging quiet."""
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct ports that were free on ``host`` a moment ago (bound together)."""

@@ -14,8 +14,9 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from runtime.procs import python_env
+
 Out = Callable[[str], None]
-REPO = Path(__file__).resolve().parents[2]
 
 # TensorFlow's C++ start-up noise: dropped from what the user sees (the logs keep it).
 NOISE = (
@@ -29,17 +30,6 @@ NOISE = (
     "cuda_",
     "Unable to register",
 )
-
-
-def child_env() -> dict[str, str]:
-    """The environment of every step: this repo importable, unbuffered, TF quiet."""
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = str(REPO) + (
-        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
-    )
-    return env
 
 
 def interesting(line: str) -> bool:
@@ -83,7 +73,7 @@ class Executor:
                 stdin=subprocess.DEVNULL,
                 text=True,
                 errors="replace",
-                env=child_env(),
+                env=python_env(),
             ) as proc,
         ):
             assert proc.stdout is not None
@@ -106,7 +96,7 @@ class Executor:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=child_env(),
+                env=python_env(),
                 start_new_session=True,
             )
         self.out(f"{what} starting (pid {proc.pid}): {shown(cmd)}")

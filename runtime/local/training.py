@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ml import contract
 from runtime.jobs import Job, JobRunner, failure_report
-from runtime.local.executor import child_env
+from runtime.procs import python_env
 from runtime.requests import TrainRequest
 from runtime.tables import table
 
@@ -73,7 +73,7 @@ def _run(rt: LocalRuntime, request: TrainRequest, jobs: list[Job], parallel: int
         parallel=parallel,
         max_restarts=request.max_restarts,
         log_dir=rt.wd.logs / "train",
-        env=child_env(),
+        env=python_env(),
         deadline_s=DEADLINE_S,
         on_change=display.update,
         on_pids=lambda pids: rt.wd.update_state(train_pids=pids),
