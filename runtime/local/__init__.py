@@ -188,3 +188,5 @@ class LocalRuntime:
                 f"{self.wd.root} has no {MARKER} marker, so it was not made by "
                 "distml; not deleting it"
             )
+        else:
+            self.out(f"no work dir at {self.wd.root}; nothing to remove")
