@@ -38,6 +38,7 @@ from k8s.waits import (
     poll_cluster,
     secs,
 )
+from ml import contract
 
 UNSCHEDULABLE_S = 300.0  # a worker the scheduler keeps refusing: its job cannot progress
 
@@ -190,7 +191,7 @@ def wait_tfjobs(
     names: Sequence[str],
     *,
     timeout: float = 3600.0,
-    max_restarts: int = 2,
+    max_restarts: int = contract.DEFAULT_MAX_RESTARTS,
     interval: float = POLL_S,
     stuck_after: float = STUCK_S,
     clock: Clock = time,

@@ -30,11 +30,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ml import contract
 from ml.protocol import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_INSTANCES
 
 log = logging.getLogger("ml.serve")  # not __name__: that is "__main__" under -m
 
-DEFAULT_MODEL_NAME = "tf-mnist"
+DEFAULT_MODEL_NAME = contract.DEFAULT_SERVICE
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
 DEFAULT_POLL_INTERVAL = 2.0

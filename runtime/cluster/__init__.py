@@ -31,6 +31,7 @@ from typing import Any
 
 from k8s.kube import Kube
 from k8s.providers import provider
+from ml import contract
 from ml.contract import MODEL_TYPES
 from runtime.api import Capabilities
 from runtime.cluster import down as _down
@@ -73,7 +74,7 @@ class ClusterRuntime:
         workdir: Workdir,
         root: Path,
         *,
-        service: str = "tf-mnist",
+        service: str = contract.DEFAULT_SERVICE,
         namespace: str = "kubeflow",
         cluster: str = "dist-ml",
         ingress_port: int = 8080,
