@@ -17,6 +17,7 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from common.errors import DistmlError
+from k8s.settings import PROVIDERS
 from ml import contract
 from runtime.requests import DEFAULT_HTTP_PORT
 
@@ -25,7 +26,6 @@ MODEL_HELP = ", ".join(contract.MODEL_TYPES)
 RUNTIME_HELP = (
     "auto (default: k3d when Docker + k3d are there, else local), local, k3d, kind, minikube"
 )
-CLUSTER_RUNTIMES = ("k3d", "kind", "minikube")
 
 
 def _workdir(c):
@@ -50,7 +50,7 @@ def _runtime(c, requested, *, for_up=False):
     except DistmlError as e:
         raise Exit(f"error: {e}", code=2) from e
     print(f"runtime: {name} ({why})", flush=True)
-    if name in CLUSTER_RUNTIMES:
+    if name in PROVIDERS:
         return _cluster_runtime(c, name, wd)
     from runtime.local import LocalRuntime
 
@@ -395,8 +395,8 @@ def render(
     """Write every manifest up/train-all/deploy apply, as YAML, in apply order (no cluster)."""
     name = runtime or str(c.config.runtime)
     name = "k3d" if name in ("auto", "local") else name
-    if name not in CLUSTER_RUNTIMES:
-        raise Exit(f"error: --runtime must be one of {', '.join(CLUSTER_RUNTIMES)}", code=2)
+    if name not in PROVIDERS:
+        raise Exit(f"error: --runtime must be one of {', '.join(PROVIDERS)}", code=2)
     wd = _workdir(c)
     rt = _cluster_runtime(c, name, wd)
     target = Path(out) if out else wd.root / "manifests"

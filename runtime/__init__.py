@@ -10,8 +10,9 @@ import subprocess
 from collections.abc import Callable
 
 from common.errors import DistmlError
+from k8s.settings import PROVIDERS
 
-RUNTIMES = ("auto", "local", "k3d", "kind", "minikube")
+RUNTIMES = ("auto", "local", *PROVIDERS)
 # A switch kept for forks that want to ship without the cluster path: when False, ``auto``
 # never picks a cluster and asking for one is refused with a clear message.
 CLUSTER_RUNTIMES_READY = True
@@ -40,7 +41,7 @@ def select_runtime(
     ready = CLUSTER_RUNTIMES_READY if cluster_ready is None else cluster_ready
     if requested not in RUNTIMES:
         raise DistmlError(f"unknown runtime {requested!r}; valid: {', '.join(RUNTIMES)}")
-    if requested in ("k3d", "kind", "minikube"):
+    if requested in PROVIDERS:
         if not ready:
             raise DistmlError(
                 f"the {requested} runtime is not available in this version of distml yet; "
