@@ -7,9 +7,9 @@ from typing import Any
 
 from ml.config import ConfigError
 from ml.contract import MODEL_TYPES
+from ml.data import IMAGE_SHAPE, NUM_CLASSES
 
-INPUT_SHAPE = (28, 28, 1)
-NUM_CLASSES = 10
+INPUT_SHAPE = (*IMAGE_SHAPE, 1)  # one grey channel
 
 
 def _cnn(keras: Any, seed: int, bn_momentum: float) -> Any:
