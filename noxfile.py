@@ -131,17 +131,18 @@ INTEGRATION_INGRESS_PORT = "18080"
 KIND_CONTEXT = f"kind-{INTEGRATION_CLUSTER}"
 
 
-def _integration_steps(mode: str, data_dir: str | None) -> list[list[str]]:
-    """The lifecycle, as ``invoke`` argument lists, in order."""
+def _integration_steps(mode: str, data_dir: str | None, argo: bool = False) -> list[list[str]]:
+    """The lifecycle, as ``invoke`` argument lists, in order: the task chain, or (``argo``)
+    the same pipeline as one Argo Workflow."""
     source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
-    return [
-        ["up", "--runtime", "kind", "--serving-mode", mode, *source],
-        # As many jobs at once as the node's requests allow (k8s.capacity decides).
-        ["train-all", "--epochs", "1", "--steps-per-epoch", "5"],
-        ["deploy"],
-        # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
-        ["loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"],
-    ]
+    up = ["up", "--runtime", "kind", "--serving-mode", mode, *source]
+    budget = ["--epochs", "1", "--steps-per-epoch", "5"]
+    # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
+    load = ["loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
+    if argo:  # ingest -> TFJobs in parallel -> select -> serve, watched to the end
+        return [[*up, "--with-argo"], ["workflow", "--watch", *budget], load]
+    # As many jobs at once as the node's requests allow (k8s.capacity decides).
+    return [up, ["train-all", *budget], ["deploy"], load]
 
 
 def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
@@ -158,6 +159,7 @@ def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
         "pods": ([*kubectl, "get", "pods", "-A", "-o", "wide"], None),
         "events": ([*kubectl, "get", "events", "-A", "--sort-by=.lastTimestamp"], 100),
         "describe": ([*kubectl, "describe", "tfjobs,inferenceservices", "-n", "kubeflow"], None),
+        "workflows": ([*kubectl, "get", "workflows", "-n", "kubeflow", "-o", "yaml"], None),
         "kind-export-logs": (
             ["kind", "export", "logs", str(out_dir / "kind-logs"), "--name", INTEGRATION_CLUSTER],
             None,
@@ -180,16 +182,18 @@ def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
 def integration(session: nox.Session) -> None:
     """The lifecycle on a kind cluster (Docker + kind + kubectl; tens of minutes).
 
-    ``nox -s integration -- [knative|standard] [--keep-cluster]``; the serving mode also
-    comes from DISTML_SERVING_MODE (default knative). Fails, never skips, when a piece is
-    missing.
+    ``nox -s integration -- [knative|standard] [--with-argo] [--keep-cluster]``; the serving
+    mode also comes from DISTML_SERVING_MODE (default knative); ``--with-argo`` runs the
+    pipeline as one Argo Workflow (``up --with-argo``, ``workflow --watch``) instead of the
+    task chain. Fails, never skips, when a piece is missing.
     """
+    flags = ("--keep-cluster", "--with-argo")
     modes = [a for a in session.posargs if a in ("knative", "standard")]
-    unknown = [a for a in session.posargs if a not in ("knative", "standard", "--keep-cluster")]
+    unknown = [a for a in session.posargs if a not in ("knative", "standard", *flags)]
     if unknown or len(modes) > 1:
         session.error(
             f"unknown arguments {' '.join(unknown or modes)}: "
-            "usage: nox -s integration -- [knative|standard] [--keep-cluster]"
+            "usage: nox -s integration -- [knative|standard] [--with-argo] [--keep-cluster]"
         )
     mode = modes[0] if modes else os.environ.get("DISTML_SERVING_MODE") or "knative"
     if mode not in ("knative", "standard"):
@@ -223,7 +227,7 @@ def integration(session: nox.Session) -> None:
         env["DISTML_DATA_DIR"] = data_dir
     passed = False
     try:
-        for step in _integration_steps(mode, data_dir):
+        for step in _integration_steps(mode, data_dir, argo="--with-argo" in session.posargs):
             session.run(_bin("invoke"), *step, env=env, external=True)
         passed = True
     except CommandFailed:
