@@ -24,6 +24,7 @@ from tests.cluster.kit import (
     k3d_results,
     make_ctx,
     runtime,
+    set_up,
 )
 from tests.fakekube import conditions_status
 
@@ -190,3 +191,17 @@ def test_dry_down_keep_cluster_prints_the_removal(wd, fake):
     assert runtime(c, wd, fake).down(DownRequest(keep_cluster=True)) == 0
     assert ARGO_REMOVE in commands(c)
     assert wd.load_state()["argo"] is True  # --dry touches nothing
+
+
+def test_status_shows_argo_once_up_installed_it(wd, fake):
+    def status_lines():
+        lines = []
+        c = make_ctx(fake, k3d_results(exists=True, imported=True))
+        assert runtime(c, wd, fake, lines=lines).status() == 0
+        return "\n".join(lines)
+
+    set_up(wd, fake)
+    assert "argo workflows" not in status_lines()
+    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    assert runtime(c, wd, fake).up(UpRequest(with_argo=True)) == 0
+    assert re.search(r"argo workflows +available", status_lines())
