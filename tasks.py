@@ -167,9 +167,19 @@ def _float(flag, value, default=None):
         "autoscaling) or standard (HPA on CPU; lighter)",
         "base": "cluster: build the image's base locally ('local': debootstrap)",
         "base-image": "cluster: base image for the project image",
+        "with-argo": "cluster: also install Argo Workflows (pinned; namespace argo) for "
+        "`invoke workflow`; kept by later `up`s, removed by `down --keep-cluster`",
     }
 )
-def up(c, runtime=None, source_dir=None, serving_mode=None, base=None, base_image=None):
+def up(
+    c,
+    runtime=None,
+    source_dir=None,
+    serving_mode=None,
+    base=None,
+    base_image=None,
+    with_argo=False,
+):
     """Set up the runtime: cluster, operators, image, volume, dataset (idempotent)."""
     from runtime.requests import UpRequest
 
@@ -179,6 +189,7 @@ def up(c, runtime=None, source_dir=None, serving_mode=None, base=None, base_imag
         serving_mode=serving_mode,
         base=base,
         base_image=base_image,
+        with_argo=with_argo,
     )
     rt = _runtime(c, runtime, for_up=True)
     _call(rt.up, _checked(rt, request))

@@ -156,6 +156,12 @@ STACK: dict[str, tuple[Pods, ...]] = {
         # kserve-localmodelnode-agent is a DaemonSet for nodes labelled
         # kserve/localmodel=worker: none here, so no pod.
     ),
+    # Argo Workflows v4.1.2's install.yaml sets no resources on either container: they
+    # request nothing (the scheduler places them anywhere), so they add 0 to every sum.
+    "argo": (
+        Pods("argo/workflow-controller", Need(0, 0)),
+        Pods("argo/argo-server", Need(0, 0)),
+    ),
 }
 # Knative's queue-proxy beside each predictor: config-deployment's queue-sidecar-cpu-request
 # default; its memory request applies only with queueproxy.resource-defaults Enabled (off).
@@ -170,10 +176,10 @@ DOCUMENTED_NODE = Need(4000, 7680)
 KUBELET_EVICTION_MI = 100
 
 
-def stack_pods(provider: str, serving_mode: str) -> list[Pods]:
+def stack_pods(provider: str, serving_mode: str, with_argo: bool = False) -> list[Pods]:
     """Every pod on the node once `up` is done, before any of ours."""
     pods = list(PROVIDER_PODS[provider])
-    for step in components(provider, serving_mode):
+    for step in components(provider, serving_mode, with_argo):
         if step == "metrics_server" and provider == "minikube":
             pods += MINIKUBE_METRICS_SERVER
         else:
@@ -202,7 +208,7 @@ def predictor_need(s: Settings) -> Need:
 
 def requirement(s: Settings, jobs: int = len(MODEL_TYPES)) -> Need:
     """The node `s` needs: the stack, ``jobs`` TFJobs at once and the minimum predictors."""
-    stack = _sum(stack_pods(s.provider, s.serving_mode))
+    stack = _sum(stack_pods(s.provider, s.serving_mode, s.with_argo))
     return stack + job_need(s) * jobs + predictor_need(s) * s.min_replicas
 
 

@@ -1,5 +1,6 @@
 """Installing what the cluster needs: the training operator, cert-manager, Istio +
-Knative (knative mode) or metrics-server (standard mode), KServe.
+Knative (knative mode) or metrics-server (standard mode), KServe; Argo Workflows when
+asked (``up --with-argo``), and its removal (``down --keep-cluster``).
 
 Each step first asks the cluster whether it is already there (a second ``invoke up``
 reports every step as already done and changes nothing), then installs with ``kubectl``
@@ -16,12 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from common.poll import Done, Pending, api_note
 from k8s import manifests, versions
 from k8s.kube import Kube, KubeError
 from k8s.objects import is_true
 from k8s.providers import Provider
 from k8s.settings import Settings
-from k8s.waits import retry, wait_deployments_available
+from k8s.waits import (
+    POLL_S,
+    WaitError,
+    outcome,
+    poll_cluster,
+    retry,
+    wait_deployments_available,
+)
 
 # kubectl failures that go away by themselves: the API server or a webhook is starting or
 # blipping. Checked first: "error validating data: failed to download openapi ...
@@ -90,7 +99,17 @@ KSERVE_TF_RUNTIME = (
 )
 
 
-def components(provider: str, serving_mode: str) -> tuple[str, ...]:
+# Argo Workflows: its namespace (install.yaml's objects name it, but the file does not
+# create it) and the Deployments `up` waits for (the controller runs workflows; the server
+# is the UI and API).
+ARGO_NAMESPACE = "argo"
+ARGO_DEPLOYMENTS = ("workflow-controller", "argo-server")
+# How long `down --keep-cluster` gives kubectl to delete Argo's objects (CRDs included:
+# the API server deletes every Workflow first) and the namespace to go.
+ARGO_DELETE_TIMEOUT_S = 300
+
+
+def components(provider: str, serving_mode: str, with_argo: bool = False) -> tuple[str, ...]:
     """The install steps `up` runs, in order: ``Installer`` methods. Pure, so the capacity
     sums and the install-plan tests follow the same plan."""
     steps = ["training_operator", "cert_manager"]
@@ -99,7 +118,7 @@ def components(provider: str, serving_mode: str) -> tuple[str, ...]:
         steps += ["istio", *([] if provider == "k3d" else ["gateway_node_port"]), "knative"]
     elif provider != "k3d":  # k3s bundles metrics-server
         steps.append("metrics_server")
-    return (*steps, "kserve")
+    return (*steps, "kserve", *(["argo"] if with_argo else []))
 
 
 def deployment_available(kube: Kube, namespace: str, name: str) -> bool:
@@ -324,6 +343,67 @@ class Installer:
         )
         # No default-mode patch: every InferenceService names its mode in an annotation.
 
+    def argo(self) -> None:
+        label = f"Argo Workflows {versions.ARGO_WORKFLOWS_VERSION}"
+        if self.present(label, ARGO_NAMESPACE, ARGO_DEPLOYMENTS[0]):
+            return
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ARGO_NAMESPACE, "labels": manifests.labels()},
+            }
+        )
+        self.kubectl_retrying(
+            f"apply --server-side -n {ARGO_NAMESPACE} -f {versions.ARGO_WORKFLOWS_URL}", label
+        )
+        self.wait(ARGO_NAMESPACE, list(ARGO_DEPLOYMENTS))
+
     def all(self) -> None:
-        for step in components(self.provider.name, self.settings.serving_mode):
+        s = self.settings
+        for step in components(self.provider.name, s.serving_mode, s.with_argo):
             getattr(self, step)()
+
+    # ------------------------------------------------------------------ removal
+    def remove_argo(self) -> None:
+        """Delete what install.yaml made (its CRDs, and with them every Workflow; its
+        cluster roles and priority class; kubectl waits until they are gone), then the
+        namespace, waited for too: an `up --with-argo` right after must not meet objects
+        that are still being deleted."""
+        label = f"Argo Workflows {versions.ARGO_WORKFLOWS_VERSION}"
+        args = (
+            f"delete -n {ARGO_NAMESPACE} -f {versions.ARGO_WORKFLOWS_URL} --ignore-not-found "
+            f"--timeout {ARGO_DELETE_TIMEOUT_S}s"
+        )
+        result = self.kubectl(args, warn=True)
+        if not result.ok:
+            err = (result.stderr or result.stdout or "").strip()
+            raise KubeError(
+                f"removing {label}: kubectl exited {result.exited}: {err[-400:]}\nnext: "
+                f"see what is left with `{self.provider.kubectl('get crd')} | grep argoproj` "
+                "and run `invoke down --keep-cluster` again"
+            )
+        if self.kube.delete("v1", "Namespace", ARGO_NAMESPACE) and not self.dry:
+            self._wait_namespace_gone(ARGO_NAMESPACE)
+        self.out(f"{label}: removed (its CRDs, cluster roles and namespace {ARGO_NAMESPACE})")
+
+    def _wait_namespace_gone(self, name: str) -> None:
+        what = f"namespace {name} to be deleted"
+        verdict = poll_cluster(
+            lambda: self.kube.get("v1", "Namespace", name),
+            lambda ns: Done() if ns is None else Pending(f"namespace {name}: terminating"),
+            what=what,
+            timeout=ARGO_DELETE_TIMEOUT_S,
+            interval=POLL_S,
+            clock=self.clock,
+            out=self.out,
+        )
+        outcome(
+            verdict,
+            what,
+            lambda v: WaitError(
+                f"timed out after {ARGO_DELETE_TIMEOUT_S} s waiting for {what}{api_note(v.error)}",
+                next_step=f"`{self.provider.kubectl(f'get namespace {name} -o yaml')}`: its "
+                "status.conditions say which objects or finalizers it waits for",
+            ),
+        )

@@ -41,6 +41,7 @@ class Settings:
     volume_size: str = "5Gi"
     mount_path: str = "/trained_model"
     serving_mode: str = "knative"
+    with_argo: bool = False  # Argo Workflows installed too (`invoke up --with-argo`)
     # Training.
     workers: int = contract.DEFAULT_WORKERS
     profile: str = contract.DEFAULT_PROFILE

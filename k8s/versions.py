@@ -78,3 +78,12 @@ METRICS_SERVER_URL = (
 TFSERVING_RUNTIME_VERSION = "2.18.0"
 # The optional request logger (the original design's message-dumper).
 MESSAGE_DUMPER_IMAGE = "gcr.io/knative-releases/knative.dev/eventing/cmd/event_display:v1.18.0"
+
+# Argo Workflows (`invoke up --with-argo`): the release's cluster install, applied into the
+# `argo` namespace (the file holds no Namespace object). Its full CRDs (~12 MB) are far
+# above client-side apply's 256 KiB last-applied annotation: applied --server-side.
+ARGO_WORKFLOWS_VERSION = "v4.1.2"
+ARGO_WORKFLOWS_URL = (
+    "https://github.com/argoproj/argo-workflows/releases/download/"
+    f"{ARGO_WORKFLOWS_VERSION}/install.yaml"
+)

@@ -55,6 +55,7 @@ class UpRequest:
     serving_mode: str | None = _needs("cluster", "--serving-mode")
     base: str | None = _needs("cluster", "--base")
     base_image: str | None = _needs("cluster", "--base-image")
+    with_argo: bool = _needs("cluster", "--with-argo", False)
 
     def __post_init__(self) -> None:
         _one_of("--serving-mode", self.serving_mode, SERVING_MODES)

@@ -1,10 +1,13 @@
 """`up`'s install plan held against the real upstream files (``../shared/k8s-upstream``).
 
-For every provider x serving mode the installer runs against a cluster made of those
-files (tests/upstream.py): each ``kubectl apply`` reads the file its URL names, each patch
-changes what was applied, each wait is recorded. Then, from the files:
+For every provider x serving mode, without and with Argo Workflows, the installer runs
+against a cluster made of those files (tests/upstream.py): each ``kubectl apply`` reads the
+file its URL names, each patch changes what was applied, each wait is recorded. Then, from
+the files:
 - every label selector selects something, every applied URL is one INDEX.json lists;
-- every Deployment and namespace a wait names was applied before the wait;
+- every namespaced object lands in a namespace that exists before it;
+- every Deployment and namespace a wait names was applied before the wait, and each
+  waited Deployment's selector matches its own pod template's labels;
 - every ConfigMap, Service, port and Deployment `up` patches exists;
 - every admission webhook (failurePolicy Fail) that can match an object the plan or the
   later tasks create is served by a Deployment the plan waited for before that object;
@@ -47,11 +50,14 @@ from tests.upstream import (
 )
 
 PLANS = [(p, m) for p in PROVIDERS for m in SERVING_MODES]
+ARGO_PLANS = [(p, m, argo) for p, m in PLANS for argo in (False, True)]
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 
 
-def settings(provider: str, mode: str) -> Settings:
-    return Settings(image="distml:0123456789ab", provider=provider, serving_mode=mode)
+def settings(provider: str, mode: str, with_argo: bool = False) -> Settings:
+    return Settings(
+        image="distml:0123456789ab", provider=provider, serving_mode=mode, with_argo=with_argo
+    )
 
 
 def our_pods(s: Settings, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -72,23 +78,30 @@ def our_pods(s: Settings, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [*pods, {"apiVersion": "v1", "kind": "Pod", "metadata": meta}]
 
 
-def run_plan(provider: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> PlanCluster:
+def run_plan(
+    provider: str, mode: str, monkeypatch: pytest.MonkeyPatch, with_argo: bool = False
+) -> PlanCluster:
     """Run the installer's plan, then add what `up`, `train-all` and `deploy` create."""
     cluster = PlanCluster(provider, baseline(provider))
     monkeypatch.setattr(operators, "wait_deployments_available", cluster.wait)
-    s = settings(provider, mode)
+    s = settings(provider, mode, with_argo)
     p = make_provider(provider)
     Installer(plan_context(cluster), cluster.kube, p, s, lambda _: None, FakeClock()).all()
     ours = [o for _, o in manifests.cluster_objects(s, models=MODEL_TYPES, source_dir=True)]
     cluster.ours(ours + our_pods(s, ours), "up, train-all, deploy")
-    cluster.mode = mode
+    cluster.mode, cluster.with_argo = mode, with_argo
     return cluster
 
 
-@pytest.fixture(scope="module", params=PLANS, ids=[f"{p}-{m}" for p, m in PLANS])
+@pytest.fixture(
+    scope="module",
+    params=ARGO_PLANS,
+    ids=[f"{p}-{m}" + ("-argo" if argo else "") for p, m, argo in ARGO_PLANS],
+)
 def plan(request: pytest.FixtureRequest) -> PlanCluster:
     with pytest.MonkeyPatch.context() as mp:
-        return run_plan(*request.param, mp)
+        provider, mode, argo = request.param
+        return run_plan(provider, mode, mp, argo)
 
 
 # ------------------------------------------------------------------ URLs and selectors
@@ -132,8 +145,8 @@ def test_client_side_applies_fit_the_last_applied_annotation(plan: PlanCluster):
                 assert size < 256 * 1024, f"{obj['metadata']['name']} ({size} B) in {step.url}"
 
 
-@pytest.mark.parametrize("provider,mode", PLANS)
-def test_invoke_dry_up_applies_no_url_outside_the_index(provider, mode, tmp_path):
+@pytest.mark.parametrize("provider,mode,argo", ARGO_PLANS)
+def test_invoke_dry_up_applies_no_url_outside_the_index(provider, mode, argo, tmp_path):
     c = MockContext(
         config=Config(overrides={"run": {"dry": True}}), run={re.compile(".*"): Result("")}
     )
@@ -147,7 +160,7 @@ def test_invoke_dry_up_applies_no_url_outside_the_index(provider, mode, tmp_path
         preflight=lambda *a, **k: Preflight(),
     )
     rt.__dict__["image"] = "distml:0123456789ab"  # no image hash of a tmp dir
-    assert rt.up(UpRequest(serving_mode=mode)) == 0
+    assert rt.up(UpRequest(serving_mode=mode, with_argo=argo)) == 0
     urls = []
     for call in c.run.call_args_list:
         words = call.args[0].split()
@@ -155,6 +168,7 @@ def test_invoke_dry_up_applies_no_url_outside_the_index(provider, mode, tmp_path
             if "apply" in words and flag in words:
                 urls.append(words[words.index(flag) + 1].strip("'"))
     assert urls and all(u in index() for u in urls), sorted(set(urls) - set(index()))
+    assert (versions.ARGO_WORKFLOWS_URL in urls) == argo
 
 
 # ------------------------------------------------------------------ waits and patches
@@ -175,6 +189,75 @@ def test_every_wait_names_what_was_applied_before_it(plan: PlanCluster):
         assert deployments, f"wait on namespace {step.namespace}: no Deployment applied there"
         missing = set(step.names or []) - deployments
         assert not missing, f"wait on {step.namespace}/{sorted(missing)}: never applied"
+
+
+def test_every_waited_deployment_selects_its_own_pods(plan: PlanCluster):
+    """A Deployment whose selector misses its template's labels is refused by the API
+    server (and one that matched other pods would never turn Available for the right
+    reason): each one a wait names or covers, as applied, selects its own pods."""
+    checked = 0
+    for step in plan.steps:
+        if step.what != "wait":
+            continue
+        for d in plan.all("Deployment"):
+            if d["metadata"]["namespace"] != step.namespace or (
+                step.names is not None and d["metadata"]["name"] not in step.names
+            ):
+                continue
+            template = (d["spec"].get("template") or {}).get("metadata") or {}
+            if "selector" not in d["spec"]:  # minikube's add-on, as we model it
+                continue
+            checked += 1
+            assert selector_matches(d["spec"]["selector"], template.get("labels") or {}), (
+                f"Deployment {step.namespace}/{d['metadata']['name']}: its selector "
+                f"{d['spec']['selector']} does not match its pods' labels"
+            )
+    assert checked
+
+
+def test_every_namespaced_object_lands_in_a_namespace_that_exists(plan: PlanCluster):
+    """kubectl applies a file's objects in order: each namespaced one needs its namespace
+    from the cluster, an earlier step or earlier in the same file (install.yaml of Argo
+    carries none: `up` creates `argo` first)."""
+    have = {o["metadata"]["name"] for o in baseline(plan.provider)}
+    for step in plan.steps:
+        for obj in step.objects:
+            if obj["kind"] == "Namespace":
+                have.add(obj["metadata"]["name"])
+            ns = obj["metadata"].get("namespace")
+            assert ns is None or ns in have, (
+                f"{obj['kind']} {ns}/{obj['metadata']['name']} ({step.what} "
+                f"{step.url or step.command}): namespace {ns} does not exist yet"
+            )
+
+
+def test_argo_is_applied_server_side_into_its_namespace_and_its_deployments_waited_for(
+    plan: PlanCluster,
+):
+    applies = [s for s in plan.steps if s.url == versions.ARGO_WORKFLOWS_URL]
+    if not plan.with_argo:
+        assert not applies and not plan.find("Namespace", operators.ARGO_NAMESPACE, None)
+        return
+    (apply,) = applies
+    at = plan.steps.index(apply)
+    words = shlex.split(apply.command)
+    assert "--server-side" in words and words[words.index("-n") + 1] == operators.ARGO_NAMESPACE
+    # The file holds no Namespace: the one `up` makes came just before it.
+    assert not [o for o in apply.objects if o["kind"] == "Namespace"]
+    assert plan.steps[at - 1].objects[0]["metadata"]["name"] == operators.ARGO_NAMESPACE
+    in_file = {
+        o["metadata"]["name"]
+        for o in apply.objects
+        if o["kind"] == "Deployment" and o["metadata"]["namespace"] == operators.ARGO_NAMESPACE
+    }
+    wait = plan.steps[at + 1]
+    assert wait.what == "wait" and wait.namespace == operators.ARGO_NAMESPACE
+    # Every Deployment of the release is waited for (a new one in a later release fails here).
+    assert set(wait.names or []) == in_file == set(operators.ARGO_DEPLOYMENTS)
+    # Its CRDs are what needs --server-side: far above the 256 KiB annotation.
+    crds = [o for o in apply.objects if o["kind"] == "CustomResourceDefinition"]
+    assert max(len(json.dumps(o)) for o in crds) > 256 * 1024
+    assert "workflows.argoproj.io" in {o["metadata"]["name"] for o in crds}
 
 
 def test_every_patch_targets_an_applied_object_and_field(plan: PlanCluster):
@@ -362,7 +445,7 @@ def test_pinned_stack_figures_are_the_upstream_files_after_ups_patches(plan: Pla
     derived = scheduled([o for o in plan.all() if _key(o) in keys])
     pinned = {
         p.name: (p.need, p.count)
-        for step in operators.components(plan.provider, plan.mode)
+        for step in operators.components(plan.provider, plan.mode, plan.with_argo)
         if not (step == "metrics_server" and plan.provider == "minikube")  # an add-on
         for p in capacity.STACK[step]
     }
@@ -379,6 +462,20 @@ def test_the_default_plan_fits_a_4_cpu_8_gib_engine_at_peak(provider, mode):
     need = capacity.requirement(s, len(MODEL_TYPES))
     assert need.fits(capacity.DOCUMENTED_NODE), f"{provider}/{mode} needs {need}"
     assert capacity.jobs_at_once(capacity.DOCUMENTED_NODE, s) == len(MODEL_TYPES)
+
+
+@pytest.mark.parametrize("provider,mode", PLANS)
+def test_argo_adds_nothing_to_the_requests_so_the_readme_table_holds_with_it(provider, mode):
+    """Argo's two pods request nothing (install.yaml sets no resources; held to the file by
+    the pinned-figures test above): the README's table is the same with --with-argo."""
+    without, with_argo = settings(provider, mode), settings(provider, mode, with_argo=True)
+    assert capacity.requirement(with_argo) == capacity.requirement(without)
+    argo_pods = capacity.stack_pods(provider, mode, True)[
+        len(capacity.stack_pods(provider, mode)) :
+    ]
+    assert [p.name for p in argo_pods] == [
+        f"{operators.ARGO_NAMESPACE}/{d}" for d in operators.ARGO_DEPLOYMENTS
+    ]
 
 
 def test_the_release_istio_profile_would_not_fit():

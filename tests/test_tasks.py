@@ -44,6 +44,13 @@ def test_cluster_only_flags_are_noted_as_ignored_on_the_local_runtime(wd):
     assert r.stdout.rstrip().endswith("--host 127.0.0.1 --http-port 8181")
 
 
+def test_with_argo_is_noted_as_ignored_by_the_local_runtime(wd):
+    r = invoke(wd, "--dry", "up", "--runtime", "local", "--with-argo")
+    assert r.returncode == 0, r.stderr
+    assert "note: --with-argo applies to cluster runtimes; ignored on local" in r.stdout
+    assert "argoproj" not in r.stdout  # nothing of Argo is planned
+
+
 def test_gpus_on_the_local_runtime_are_refused_not_ignored(wd):
     r = invoke(wd, "train", "--model-type", "cnn", "--gpus-per-worker", "1")
     assert r.returncode == 2

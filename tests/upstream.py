@@ -118,6 +118,7 @@ class PlanCluster:
         self.steps: list[Step] = []
         self.provider = provider
         self.mode = ""  # set by whoever runs the plan
+        self.with_argo = False  # likewise
         for obj in baseline:
             self.store(obj)
 
@@ -172,6 +173,17 @@ class PlanCluster:
         objs = objects(url)
         if selector:
             objs = [o for o in objs if matches(o["metadata"].get("labels") or {}, selector)]
+        if "-n" in args:  # kubectl -n: the namespace of the file's namespaced objects
+            namespace = args[args.index("-n") + 1]
+            for obj in objs:
+                if not self._namespaced(obj):
+                    continue
+                have = obj["metadata"].setdefault("namespace", namespace)
+                if have != namespace:  # kubectl refuses the whole apply
+                    raise AssertionError(
+                        f"`{command}`: {obj['kind']} {obj['metadata']['name']} names namespace "
+                        f"{have}, not {namespace}"
+                    )
         self.steps.append(Step("apply", command, url=url, selector=selector, objects=objs))
         if not objs:  # what kubectl says, and exits 1
             return Result(command=command, exited=1, stderr="error: no objects passed to apply")

@@ -119,6 +119,7 @@ class ClusterRuntime:
             serving_mode=request.serving_mode,
             base=request.base,
             base_image=request.base_image,
+            with_argo=request.with_argo,
             preflight=self._preflight,
             port_free=self._port_free,
         )

@@ -68,6 +68,7 @@ class ClusterContext:
             namespace=self.namespace,
             service=self.service,
             serving_mode=state.get("serving_mode", "knative"),
+            with_argo=bool(state.get("argo")),
             ingress_node_port=self.provider.ingress_node_port,
         )
         s = replace(base, **{k: v for k, v in changes.items() if v is not None})

@@ -1,5 +1,6 @@
 """`invoke down` on a cluster: delete the cluster (or, with --keep-cluster, only what distml
-applied in it); with --purge also the images it built and the work dir."""
+applied in it, and Argo Workflows when `up --with-argo` installed it); with --purge also
+the images it built and the work dir."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import shutil
 
 from k8s import manifests
 from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
+from k8s.operators import Installer
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import delete_and_wait
 from runtime.workdir import MARKER
@@ -29,6 +31,8 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
     state = cx.wd.load_state()
     if keep_cluster:
         _delete_objects(cx)
+        if state.get("argo"):
+            Installer(cx.c, cx.kube, p, cx.settings(), cx.out, cx.clock).remove_argo()
     elif p.exists(cx.c):
         cx.out(f"deleting cluster {p.cluster} ({p.name}) and everything in it")
         p.delete(cx.c)
@@ -42,6 +46,7 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
         cx.wd.update_state(
             up=False,
             deployed=False,
+            argo=None,  # removed above, or gone with the cluster
             serving_mode=state.get("serving_mode") if keep_cluster else None,
         )
     return 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from k8s.kube import KubeError
 from k8s.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
-from k8s.operators import deployment_available
+from k8s.operators import ARGO_DEPLOYMENTS, ARGO_NAMESPACE, deployment_available
 from runtime.cluster.context import ClusterContext
 from runtime.tables import table
 
@@ -39,18 +39,20 @@ def status(cx: ClusterContext) -> int:
         ),
     ]
     if exists:
-        rows += _in_cluster(cx, state.get("serving_mode", "knative"))
+        rows += _in_cluster(cx, state.get("serving_mode", "knative"), bool(state.get("argo")))
     rows += _last_loadtest(state.get("last_loadtest"))
     for line in table(rows).splitlines():
         cx.out(line)
     return 0
 
 
-def _in_cluster(cx: ClusterContext, serving_mode: str) -> list[Row]:
+def _in_cluster(cx: ClusterContext, serving_mode: str, argo: bool) -> list[Row]:
     """The operators; when the API answered, the TFJobs and the InferenceService too."""
     components = list(COMPONENTS)
     if serving_mode == "knative":
         components[2:2] = KNATIVE_COMPONENTS
+    if argo:  # `up --with-argo`
+        components.append(("argo workflows", ARGO_NAMESPACE, ARGO_DEPLOYMENTS[0]))
     rows: list[Row] = []
     for label, ns, dep in components:
         try:

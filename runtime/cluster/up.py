@@ -29,20 +29,24 @@ def up(
     base_image: str | None,
     preflight: Callable[..., Any] | None,
     port_free: Callable[[int], bool] | None,
+    with_argo: bool = False,
 ) -> int:
     mode = _serving_mode(cx, serving_mode)
     source = _check_source_dir(source_dir)
+    # Argo, once asked for, stays: a later plain `up` checks it like every other operator.
+    argo = with_argo or bool(cx.wd.load_state().get("argo"))
     _run_preflight(cx, mode, preflight)
     if not cx.dry:
         cx.wd.create()
-        cx.wd.update_state(serving_mode=mode)
-    s = cx.settings(serving_mode=mode)
+        # Recorded before the install: `down --keep-cluster` removes a half-done one too.
+        cx.wd.update_state(serving_mode=mode, **({"argo": True} if argo else {}))
+    s = cx.settings(serving_mode=mode, with_argo=argo)
     p = cx.provider
 
     _cluster(cx, port_free)
     cx.out(f"== namespace {s.namespace}")
     apply_reporting(cx, manifests.namespace(s))
-    cx.out(f"== operators ({mode} serving mode)")
+    cx.out(f"== operators ({mode} serving mode{', with Argo Workflows' if argo else ''})")
     Installer(cx.c, cx.kube, p, s, cx.out, cx.clock).all()
     cx.out(f"== image {s.image}")
     _image(cx, s.image, base=base, base_image=base_image)

@@ -12,7 +12,7 @@ from unittest.mock import Mock
 
 from invoke import Config, MockContext, Result
 
-from k8s import capacity, manifests, operators
+from k8s import capacity, manifests, operators, versions
 from k8s.preflight import Preflight
 from runtime.cluster import ClusterRuntime
 from runtime.image import image_tag
@@ -23,14 +23,17 @@ REPO = Path(__file__).resolve().parents[2]
 TAG = image_tag(REPO)
 OK = Result(exited=0)
 
-# Which kubectl install brings which Deployment (namespace, name) up.
+# Which kubectl install brings which Deployments (namespace, name) up.
 OPERATOR_DEPLOYMENTS = {
-    "training-operator.git": ("kubeflow", "training-operator"),
-    "cert-manager.yaml": ("cert-manager", "cert-manager-webhook"),
-    "istio-kind-no-mesh/istio.yaml": ("istio-system", "istiod"),
-    "net-istio.yaml": ("knative-serving", "net-istio-controller"),
-    "kserve.yaml": ("kserve", "kserve-controller-manager"),
-    "metrics-server": ("kube-system", "metrics-server"),
+    "training-operator.git": [("kubeflow", "training-operator")],
+    "cert-manager.yaml": [("cert-manager", "cert-manager-webhook")],
+    "istio-kind-no-mesh/istio.yaml": [("istio-system", "istiod")],
+    "net-istio.yaml": [("knative-serving", "net-istio-controller")],
+    "kserve.yaml": [("kserve", "kserve-controller-manager")],
+    "metrics-server": [("kube-system", "metrics-server")],
+    versions.ARGO_WORKFLOWS_URL: [
+        (operators.ARGO_NAMESPACE, d) for d in operators.ARGO_DEPLOYMENTS
+    ],
 }
 
 
@@ -56,9 +59,12 @@ def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
         result = inner(command, *args, **kwargs)
         if dry:
             return result
-        for needle, (ns, name) in OPERATOR_DEPLOYMENTS.items():
-            if needle in command and " apply " in command:
-                available(fake, ns, name)
+        for needle, deployments in OPERATOR_DEPLOYMENTS.items():
+            for ns, name in deployments:
+                if needle in command and " apply " in command:
+                    available(fake, ns, name)
+                elif needle in command and " delete " in command:  # kubectl delete -f
+                    fake.remove("apps/v1", "Deployment", name, ns)
         if "kserve-cluster-resources.yaml" in command and " apply " in command:
             api, kind, name = operators.KSERVE_TF_RUNTIME
             fake.put({"apiVersion": api, "kind": kind, "metadata": {"name": name}})
@@ -170,6 +176,9 @@ K3D_CREATE = (
     "--k3s-arg '--disable=traefik@server:*' -p '8080:80@loadbalancer' --wait --timeout 300s"
 )
 KC = "kubectl --context k3d-dist-ml "
+ARGO_URL = "https://github.com/argoproj/argo-workflows/releases/download/v4.1.2/install.yaml"
+ARGO_INSTALL = KC + f"apply --server-side -n argo -f {ARGO_URL}"
+ARGO_REMOVE = KC + f"delete -n argo -f {ARGO_URL} --ignore-not-found --timeout 300s"
 KNATIVE_INSTALL = [
     KC + "apply --server-side --force-conflicts -k "
     "'github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.0'",
