@@ -94,3 +94,20 @@ def test_cluster_settings_live_under_one_namespace(wd):
     assert r.returncode == 0, r.stderr
     assert "k3d cluster create it " in r.stdout
     assert "-p '18080:80@loadbalancer'" in r.stdout
+
+
+@pytest.mark.parametrize("dry", [False, True], ids=["run", "dry run"])
+def test_a_workflow_on_the_local_runtime_is_refused_with_exit_2(wd, dry):
+    r = invoke(wd, *(["--dry"] if dry else []), "workflow", "--runtime", "local", "--watch")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "error: workflows need a cluster" in r.stderr
+    assert "`invoke up --runtime k3d --with-argo`" in r.stderr
+    assert "`invoke train-all deploy`" in r.stderr
+    assert "would run" not in r.stdout  # nothing pretended
+
+
+def test_workflow_flags_are_checked_before_a_runtime_is_chosen(wd):
+    r = invoke(wd, "workflow", "--model-type", "vgg")
+    assert r.returncode == 2
+    assert "unknown model type 'vgg'" in r.stderr
+    assert "runtime:" not in r.stdout
