@@ -89,6 +89,17 @@ from k8s.manifests.serving import (
     message_dumper_url,
     serving_runtime,
 )
+from k8s.manifests.workflow import (
+    CACHE_LABEL,
+    WORKFLOW_CACHE,
+    WORKFLOW_NAME,
+    WORKFLOW_SA,
+    memo_key,
+    workflow,
+    workflow_cache,
+    workflow_objects,
+    workflow_rbac,
+)
 from k8s.settings import Settings
 
 
@@ -123,6 +134,7 @@ def cluster_objects(
 
 
 __all__ = [
+    "CACHE_LABEL",
     "COMMON_LABELS",
     "COMPONENT_LABEL",
     "HPA_CPU_TARGET_PERCENT",
@@ -152,6 +164,9 @@ __all__ = [
     "TFJOB_PORT_NAME",
     "VOLUME_NAME",
     "WORKER_GRACE_S",
+    "WORKFLOW_CACHE",
+    "WORKFLOW_NAME",
+    "WORKFLOW_SA",
     "check_models",
     "check_settings",
     "cluster_objects",
@@ -162,6 +177,7 @@ __all__ = [
     "is_dns_label",
     "labels",
     "loader_pod",
+    "memo_key",
     "message_dumper",
     "message_dumper_url",
     "namespace",
@@ -174,4 +190,8 @@ __all__ = [
     "tfjob",
     "tfjob_name",
     "train_command",
+    "workflow",
+    "workflow_cache",
+    "workflow_objects",
+    "workflow_rbac",
 ]
