@@ -379,7 +379,7 @@ def render(
     predictor="kserve",
     source_dir=False,
 ):
-    """Write every manifest up/train-all/deploy apply, as YAML, in apply order (no cluster)."""
+    """Write every manifest up/train-all/deploy/workflow apply, as YAML, in order (no cluster)."""
     name = runtime or str(c.config.runtime)
     name = "k3d" if name in ("auto", "local") else name
     if name not in PROVIDERS:

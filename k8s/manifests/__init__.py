@@ -101,6 +101,13 @@ from k8s.manifests.workflow import (
     workflow_rbac,
 )
 from k8s.settings import Settings
+from ml import contract
+
+
+def data_cache_key(s: Settings) -> str:
+    """The Workflow's ingestion cache key for this deployment: its image (the code
+    version) and the dataset files' checksums (``ml.contract.RAW_SHA256``)."""
+    return memo_key(s.image, contract.RAW_SHA256)
 
 
 def cluster_objects(
@@ -113,7 +120,8 @@ def cluster_objects(
 ) -> list[tuple[str, dict[str, Any]]]:
     """Every object of a whole lifecycle as ``(step, object)`` in apply order; step is
     one of ``STEPS``. ``source_dir``: the data come from local files (loader pod, and
-    ingest reads them from ``raw_data_dir(s)``)."""
+    ingest reads them from ``raw_data_dir(s)``). Last, the ``workflow`` step: what
+    `invoke workflow` applies instead of train-all + deploy (its RBAC, cache, Workflow)."""
     check_settings(s)
     models = check_models(models)
     check_min_accuracy(min_accuracy)
@@ -130,6 +138,16 @@ def cluster_objects(
     out.append(("deploy", inference_service(s)))
     if s.serving_mode == "standard":
         out.append(("deploy", ingress_service(s)))
+    out += [
+        ("workflow", obj)
+        for obj in workflow_objects(
+            s,
+            models=models,
+            cache_key=data_cache_key(s),
+            min_accuracy=min_accuracy,
+            source_dir=source_dir,
+        )
+    ]
     return out
 
 
@@ -170,6 +188,7 @@ __all__ = [
     "check_models",
     "check_settings",
     "cluster_objects",
+    "data_cache_key",
     "dns_name",
     "inference_service",
     "ingest_job",

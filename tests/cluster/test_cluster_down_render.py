@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from k8s import manifests
+from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterRuntime
 from runtime.requests import DownRequest, TrainRequest
 from runtime.workdir import Workdir
@@ -76,6 +78,13 @@ def test_render_writes_every_object_in_apply_order_and_each_is_valid(
     objects = [yaml.safe_load(p.read_text()) for p in files[1:]]
     assert [o["kind"] for o in objects][:2] == ["Namespace", "PersistentVolumeClaim"]
     assert [o["kind"] for o in objects].count("TFJob") == 3
+    # Last, what `invoke workflow` applies, as it applies it (the same builder, the same key).
+    s = rt.cx.settings(serving_mode=mode)
+    expected = manifests.workflow_objects(
+        s, models=MODEL_TYPES, cache_key=manifests.data_cache_key(s)
+    )
+    assert objects[-len(expected) :] == expected
+    assert names[-1].startswith(f"{len(objects):02d}-workflow-workflow-")
     for obj in objects:
         assert validate(obj) == [], obj["metadata"]["name"]
     script = files[0].read_text()
