@@ -111,3 +111,14 @@ def test_workflow_flags_are_checked_before_a_runtime_is_chosen(wd):
     assert r.returncode == 2
     assert "unknown model type 'vgg'" in r.stderr
     assert "runtime:" not in r.stdout
+
+
+def test_dry_workflow_on_a_cluster_prints_its_objects_and_touches_nothing(tmp_path):
+    wd = tmp_path / "wd"
+    r = invoke(wd, "--dry", "workflow", "--runtime", "k3d", "--model-type", "cnn")
+    assert r.returncode == 0, r.stderr
+    kinds = ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Workflow"]
+    applied = [line.split()[2] for line in r.stdout.splitlines() if line.startswith("would apply")]
+    assert applied == kinds
+    assert "  - name: train-cnn\n" in r.stdout and "train-cnn-dropout" not in r.stdout
+    assert not wd.exists()

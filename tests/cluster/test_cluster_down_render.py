@@ -11,7 +11,7 @@ import pytest
 from k8s import manifests
 from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterRuntime
-from runtime.requests import DownRequest, TrainRequest
+from runtime.requests import DownRequest, TrainRequest, WorkflowRequest
 from runtime.workdir import Workdir
 from tests.cluster.kit import (
     OK,
@@ -52,6 +52,22 @@ def test_down_keep_cluster_deletes_only_what_distml_applied(wd, fake):
     assert ("PersistentVolumeClaim", "strategy-volume") in deleted
     assert not any(kind == "Namespace" for kind, _ in deleted)  # the operator lives there
     assert ("Deployment", "training-operator") not in deleted
+
+
+def test_down_keep_cluster_deletes_the_workflow_its_rbac_and_its_relabelled_cache(wd, fake):
+    set_up(wd, fake)
+    wd.update_state(argo=True)
+    runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    cache = fake.obj("v1", "ConfigMap", manifests.WORKFLOW_CACHE, "kubeflow")
+    cache["metadata"]["labels"] = dict(manifests.CACHE_LABEL)  # what Argo's controller does
+    lines = []
+    runtime(make_ctx(fake, {}), wd, fake, lines=lines).down(DownRequest(keep_cluster=True))
+    deleted = [(k[1], k[3]) for k in fake.deleted]
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        assert (kind, manifests.WORKFLOW_SA) in deleted
+    assert ("Workflow", manifests.WORKFLOW_NAME) in deleted
+    assert ("ConfigMap", manifests.WORKFLOW_CACHE) in deleted
+    assert deleted.index(("Workflow", manifests.WORKFLOW_NAME)) == 0  # its TFJobs go with it
 
 
 @pytest.mark.parametrize("provider", ["k3d", "kind", "minikube"])
