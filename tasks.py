@@ -11,7 +11,6 @@ Every config key below can be set in ``invoke.yaml`` or as ``INVOKE_<KEY>`` (for
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from invoke import Collection, Exit, task
@@ -19,6 +18,11 @@ from invoke import Collection, Exit, task
 from common.errors import DistmlError
 from k8s.settings import PROVIDERS
 from ml import contract
+from runtime.cli import build_request as _request
+from runtime.cli import call as _call
+from runtime.cli import checked as _checked
+from runtime.cli import float_flag as _float
+from runtime.cli import int_flag as _int
 from runtime.requests import DEFAULT_HTTP_PORT
 
 ROOT = Path(__file__).resolve().parent
@@ -100,61 +104,6 @@ def _cluster_runtime(c, name, wd):
 
 def _out(line):
     print(line, flush=True)
-
-
-def _request(cls, **fields):
-    """A typed request from flags; a value no runtime could act on exits 2 with its message."""
-    try:
-        return cls(**fields)
-    except DistmlError as e:
-        raise Exit(f"error: {e}", code=2) from e
-
-
-def _checked(rt, request, *, refuse=()):
-    """Say which flags the runtime cannot honour: ``refuse`` ones exit 2, the rest are noted."""
-    from runtime.requests import unsupported
-
-    flags = unsupported(request, rt.capabilities)
-    refused = [f for f in flags if f in refuse]
-    if refused:
-        raise Exit(f"error: {', '.join(refused)} cannot be used on the {rt.name} runtime", 2)
-    if flags:
-        verb = "applies" if len(flags) == 1 else "apply"
-        print(f"note: {', '.join(flags)} {verb} to cluster runtimes; ignored on {rt.name}")
-    return request
-
-
-def _call(fn, *args):
-    """Run a runtime verb; a DistmlError becomes ``error: ...`` and a non-zero exit."""
-    try:
-        code = fn(*args)
-    except DistmlError as e:
-        raise Exit(f"error: {e}", code=1) from e
-    except KeyboardInterrupt:
-        owner = getattr(fn, "__self__", None)
-        note = getattr(owner, "interrupt_note", "every process this task started has been stopped")
-        print(f"\ninterrupted: {note}", file=sys.stderr)
-        raise Exit(code=130) from None
-    if code:
-        raise Exit(code=code)
-
-
-def _int(flag, value, default=None):
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise Exit(f"error: {flag} must be a whole number, got {value!r}", code=2) from None
-
-
-def _float(flag, value, default=None):
-    if value is None or value == "":
-        return default
-    try:
-        return float(value)
-    except ValueError:
-        raise Exit(f"error: {flag} must be a number, got {value!r}", code=2) from None
 
 
 @task(
@@ -385,6 +334,44 @@ def down(c, runtime=None, purge=False, keep_cluster=False):
 
 @task(
     help={
+        "runtime": RUNTIME_HELP,
+        "watch": "follow the workflow: a line per step phase change; exit 1 if it fails",
+        "stop": "delete distml's running workflows (their pods go with them)",
+        "model-type": f"train only these (repeatable; default all): {MODEL_HELP}",
+        "profile": TRAIN_HELP["profile"],
+        "epochs": TRAIN_HELP["epochs"],
+        "steps-per-epoch": TRAIN_HELP["steps-per-epoch"],
+    },
+    iterable=["model_type"],
+)
+def workflow(
+    c,
+    runtime=None,
+    watch=False,
+    stop=False,
+    model_type=None,
+    profile=None,
+    epochs=None,
+    steps_per_epoch=None,
+):
+    """Run the whole pipeline as one Argo Workflow (cluster; `up --with-argo` first)."""
+    from runtime.requests import WorkflowRequest
+
+    request = _request(
+        WorkflowRequest,
+        models=tuple(model_type or contract.MODEL_TYPES),
+        profile=profile or str(c.config.profile),
+        watch=bool(watch),
+        stop=bool(stop),
+        epochs=_int("--epochs", epochs),
+        steps_per_epoch=_int("--steps-per-epoch", steps_per_epoch),
+    )
+    rt = _runtime(c, runtime)
+    _call(rt.workflow, _checked(rt, request))
+
+
+@task(
+    help={
         "runtime": "k3d (default), kind or minikube: the cluster to render for",
         "out": "directory to write the YAML files into (default: <workdir>/manifests)",
         "model-type": f"models to render TFJobs for (repeatable; default all: {MODEL_HELP})",
@@ -403,7 +390,7 @@ def render(
     predictor="kserve",
     source_dir=False,
 ):
-    """Write every manifest up/train-all/deploy apply, as YAML, in apply order (no cluster)."""
+    """Write every manifest up/train-all/deploy/workflow apply, as YAML, in order (no cluster)."""
     name = runtime or str(c.config.runtime)
     name = "k3d" if name in ("auto", "local") else name
     if name not in PROVIDERS:
@@ -477,7 +464,18 @@ def lock_image(c, base_image=None):
 
 
 ns = Collection(
-    up, train_all, train, deploy, rollback, loadtest, status, down, render, build, lock_image
+    up,
+    train_all,
+    train,
+    deploy,
+    rollback,
+    loadtest,
+    status,
+    down,
+    workflow,
+    render,
+    build,
+    lock_image,
 )
 ns.configure(
     {

@@ -19,8 +19,10 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from types import MappingProxyType
 from typing import Any
 
 MODEL_TYPES: tuple[str, ...] = ("cnn", "cnn_dropout", "cnn_batchnorm")
@@ -31,13 +33,32 @@ DEFAULT_WORKERS = 2  # workers per job: each gets a TF_CONFIG naming all of them
 DEFAULT_MAX_RESTARTS = 2  # a job's workers restart together up to this many times
 LOG_EVERY = 5  # training progress line every N steps (what the tasks show live)
 
-# The four Fashion-MNIST IDX files, as published (ml.data checks their size and SHA-256).
-RAW_FILES: tuple[str, ...] = (
-    "train-images-idx3-ubyte.gz",
-    "train-labels-idx1-ubyte.gz",
-    "t10k-images-idx3-ubyte.gz",
-    "t10k-labels-idx1-ubyte.gz",
+# The four Fashion-MNIST IDX files as published: name -> (size in bytes, SHA-256), the
+# same values as tfds's ``url_checksums/fashion_mnist.txt``; this order is the download
+# order. ml.raw checks every file against them; the Argo Workflow's ingestion cache key
+# is derived from the checksums (k8s.manifests.workflow.memo_key).
+RAW_FILE_SPECS: Mapping[str, tuple[int, str]] = MappingProxyType(
+    {
+        "train-images-idx3-ubyte.gz": (
+            26_421_880,
+            "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+        ),
+        "train-labels-idx1-ubyte.gz": (
+            29_515,
+            "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+        ),
+        "t10k-images-idx3-ubyte.gz": (
+            4_422_102,
+            "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+        ),
+        "t10k-labels-idx1-ubyte.gz": (
+            5_148,
+            "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+        ),
+    }
 )
+RAW_FILES: tuple[str, ...] = tuple(RAW_FILE_SPECS)
+RAW_SHA256: tuple[str, ...] = tuple(sha256 for _, sha256 in RAW_FILE_SPECS.values())
 DATA_DIR_ENV = "DISTML_DATA_DIR"
 
 METRICS_FILE = "metrics.json"

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
-from ml.contract import DATA_DIR_ENV, RAW_FILES
+from ml.contract import DATA_DIR_ENV, RAW_FILE_SPECS
 
 Log = Callable[[str], None]
 
@@ -35,25 +35,11 @@ class FileSpec(NamedTuple):
     sha256: str
 
 
-_TRAIN_IMAGES, _TRAIN_LABELS, _TEST_IMAGES, _TEST_LABELS = RAW_FILES
-
-#: The four original files (names: ``contract.RAW_FILES``), name -> (size in bytes, sha256).
-#: Same values as tfds's ``url_checksums/fashion_mnist.txt``. Download order is this order.
+#: The four original files, name -> (size in bytes, sha256): ``contract.RAW_FILE_SPECS``
+#: (written once there: the Argo Workflow's cache key is derived from the same checksums).
+#: Download order is this order.
 FILES: Mapping[str, FileSpec] = MappingProxyType(
-    {
-        _TRAIN_IMAGES: FileSpec(
-            26_421_880, "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84"
-        ),
-        _TRAIN_LABELS: FileSpec(
-            29_515, "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845"
-        ),
-        _TEST_IMAGES: FileSpec(
-            4_422_102, "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073"
-        ),
-        _TEST_LABELS: FileSpec(
-            5_148, "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"
-        ),
-    }
+    {name: FileSpec(size, sha256) for name, (size, sha256) in RAW_FILE_SPECS.items()}
 )
 
 DEFAULT_MIRROR = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"

@@ -10,13 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from common.errors import DistmlError
 from runtime.requests import (
     DeployRequest,
     DownRequest,
     LoadtestRequest,
     TrainRequest,
     UpRequest,
+    WorkflowRequest,
 )
+
+
+class Unsupported(DistmlError):
+    """A verb this runtime cannot do at all (a usage error: the task exits 2); the message
+    says which runtime can."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,7 @@ class Capabilities:
     gpus: bool = False  # workers can be given GPUs (--gpus-per-worker)
     predictors: bool = False  # other predictors than the project's server (--predictor)
     local_port: bool = False  # the server listens on a host port of your choice (--http-port)
+    workflows: bool = False  # runs the pipeline as one Argo Workflow (`invoke workflow`)
 
 
 class Runtime(Protocol):
@@ -46,3 +56,5 @@ class Runtime(Protocol):
     def status(self) -> int: ...
 
     def down(self, request: DownRequest) -> int: ...
+
+    def workflow(self, request: WorkflowRequest) -> int: ...

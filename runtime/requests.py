@@ -38,6 +38,24 @@ def _one_of(flag: str, value: str | None, choices: tuple[str, ...]) -> None:
         raise RequestError(f"{flag} must be one of {', '.join(choices)}, got {value!r}")
 
 
+def _training(
+    models: tuple[str, ...], profile: str, epochs: int | None, steps_per_epoch: int | None
+) -> None:
+    """The checks every request that trains makes: known models (at least one), a known
+    profile, positive overrides."""
+    unknown = [m for m in models if m not in contract.MODEL_TYPES]
+    if unknown:
+        raise RequestError(
+            f"unknown model type {unknown[0]!r}; valid: {', '.join(contract.MODEL_TYPES)}"
+        )
+    if not models:
+        raise RequestError(f"no model to train; valid: {', '.join(contract.MODEL_TYPES)}")
+    if profile not in contract.PROFILES:
+        raise RequestError(f"unknown profile {profile!r}; valid: {', '.join(contract.PROFILES)}")
+    _at_least("--epochs", epochs, 1)
+    _at_least("--steps-per-epoch", steps_per_epoch, 1)
+
+
 def unsupported(request: Any, capabilities: Any) -> list[str]:
     """The flags set on ``request`` (away from their default) whose capability the runtime
     lacks, in field order."""
@@ -73,21 +91,9 @@ class TrainRequest:
     gpus_per_worker: int = _needs("gpus", "--gpus-per-worker", 0)
 
     def __post_init__(self) -> None:
-        unknown = [m for m in self.models if m not in contract.MODEL_TYPES]
-        if unknown:
-            raise RequestError(
-                f"unknown model type {unknown[0]!r}; valid: {', '.join(contract.MODEL_TYPES)}"
-            )
-        if not self.models:
-            raise RequestError(f"no model to train; valid: {', '.join(contract.MODEL_TYPES)}")
-        if self.profile not in contract.PROFILES:
-            raise RequestError(
-                f"unknown profile {self.profile!r}; valid: {', '.join(contract.PROFILES)}"
-            )
+        _training(self.models, self.profile, self.epochs, self.steps_per_epoch)
         _at_least("--workers", self.workers, 1)
         _at_least("--parallel", self.parallel, 1)
-        _at_least("--epochs", self.epochs, 1)
-        _at_least("--steps-per-epoch", self.steps_per_epoch, 1)
         _at_least("--max-restarts", self.max_restarts, 0)
         _at_least("--gpus-per-worker", self.gpus_per_worker, 0)
 
@@ -146,3 +152,23 @@ class LoadtestRequest:
 class DownRequest:
     purge: bool = False
     keep_cluster: bool = _needs("cluster", "--keep-cluster", False)
+
+
+@dataclass(frozen=True)
+class WorkflowRequest:
+    """``invoke workflow``: submit the whole pipeline as one Argo Workflow (and ``watch``
+    it), or ``stop`` distml's running workflows."""
+
+    models: tuple[str, ...] = contract.MODEL_TYPES
+    profile: str = contract.DEFAULT_PROFILE
+    watch: bool = False
+    stop: bool = False
+    epochs: int | None = None
+    steps_per_epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.stop and self.watch:
+            raise RequestError(
+                "--stop deletes the running workflows; --watch follows a new one: use one"
+            )
+        _training(self.models, self.profile, self.epochs, self.steps_per_epoch)

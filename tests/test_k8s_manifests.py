@@ -397,6 +397,12 @@ def test_apply_order() -> None:
         ("deploy", "ServingRuntime", "distml-predictor"),
         ("deploy", "InferenceService", "tf-mnist"),
         ("deploy", "Service", "tf-mnist-ingress"),
+        # `invoke workflow`'s objects, the alternative to train-all + deploy.
+        ("workflow", "ServiceAccount", "distml-workflow"),
+        ("workflow", "Role", "distml-workflow"),
+        ("workflow", "RoleBinding", "distml-workflow"),
+        ("workflow", "ConfigMap", "distml-workflow-cache"),
+        ("workflow", "Workflow", "distml-pipeline"),
     ]
 
 

@@ -32,6 +32,7 @@ from runtime.requests import (
     RequestError,
     TrainRequest,
     UpRequest,
+    WorkflowRequest,
 )
 from runtime.workdir import Workdir
 
@@ -359,6 +360,10 @@ def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
         (LoadtestRequest, {"duration": "soon"}, "--duration"),
         (LoadtestRequest, {"spawn_rate": 0}, "--spawn-rate must be above 0"),
         (UpRequest, {"serving_mode": "mesh"}, "--serving-mode must be one of knative, standard"),
+        (WorkflowRequest, {"models": ("vgg",)}, "unknown model type 'vgg'"),
+        (WorkflowRequest, {"profile": "huge"}, "unknown profile 'huge'; valid: quick, full"),
+        (WorkflowRequest, {"steps_per_epoch": 0}, "--steps-per-epoch must be at least 1"),
+        (WorkflowRequest, {"stop": True, "watch": True}, "--stop deletes the running workflows"),
     ],
     ids=[
         "percentage",
@@ -369,6 +374,10 @@ def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
         "duration",
         "spawn",
         "serving mode",
+        "workflow model",
+        "workflow profile",
+        "workflow steps",
+        "stop and watch",
     ],
 )
 def test_every_request_is_checked_once_with_the_flag_named(cls, kwargs, message):

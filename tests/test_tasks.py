@@ -101,3 +101,31 @@ def test_cluster_settings_live_under_one_namespace(wd):
     assert r.returncode == 0, r.stderr
     assert "k3d cluster create it " in r.stdout
     assert "-p '18080:80@loadbalancer'" in r.stdout
+
+
+@pytest.mark.parametrize("dry", [False, True], ids=["run", "dry run"])
+def test_a_workflow_on_the_local_runtime_is_refused_with_exit_2(wd, dry):
+    r = invoke(wd, *(["--dry"] if dry else []), "workflow", "--runtime", "local", "--watch")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "error: workflows need a cluster" in r.stderr
+    assert "`invoke up --runtime k3d --with-argo`" in r.stderr
+    assert "`invoke train-all deploy`" in r.stderr
+    assert "would run" not in r.stdout  # nothing pretended
+
+
+def test_workflow_flags_are_checked_before_a_runtime_is_chosen(wd):
+    r = invoke(wd, "workflow", "--model-type", "vgg")
+    assert r.returncode == 2
+    assert "unknown model type 'vgg'" in r.stderr
+    assert "runtime:" not in r.stdout
+
+
+def test_dry_workflow_on_a_cluster_prints_its_objects_and_touches_nothing(tmp_path):
+    wd = tmp_path / "wd"
+    r = invoke(wd, "--dry", "workflow", "--runtime", "k3d", "--model-type", "cnn")
+    assert r.returncode == 0, r.stderr
+    kinds = ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Workflow"]
+    applied = [line.split()[2] for line in r.stdout.splitlines() if line.startswith("would apply")]
+    assert applied == kinds
+    assert "  - name: train-cnn\n" in r.stdout and "train-cnn-dropout" not in r.stdout
+    assert not wd.exists()

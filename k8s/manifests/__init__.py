@@ -89,7 +89,25 @@ from k8s.manifests.serving import (
     message_dumper_url,
     serving_runtime,
 )
+from k8s.manifests.workflow import (
+    CACHE_LABEL,
+    WORKFLOW_CACHE,
+    WORKFLOW_NAME,
+    WORKFLOW_SA,
+    memo_key,
+    workflow,
+    workflow_cache,
+    workflow_objects,
+    workflow_rbac,
+)
 from k8s.settings import Settings
+from ml import contract
+
+
+def data_cache_key(s: Settings) -> str:
+    """The Workflow's ingestion cache key for this deployment: its image (the code
+    version) and the dataset files' checksums (``ml.contract.RAW_SHA256``)."""
+    return memo_key(s.image, contract.RAW_SHA256)
 
 
 def cluster_objects(
@@ -102,7 +120,8 @@ def cluster_objects(
 ) -> list[tuple[str, dict[str, Any]]]:
     """Every object of a whole lifecycle as ``(step, object)`` in apply order; step is
     one of ``STEPS``. ``source_dir``: the data come from local files (loader pod, and
-    ingest reads them from ``raw_data_dir(s)``)."""
+    ingest reads them from ``raw_data_dir(s)``). Last, the ``workflow`` step: what
+    `invoke workflow` applies instead of train-all + deploy (its RBAC, cache, Workflow)."""
     check_settings(s)
     models = check_models(models)
     check_min_accuracy(min_accuracy)
@@ -119,10 +138,21 @@ def cluster_objects(
     out.append(("deploy", inference_service(s)))
     if s.serving_mode == "standard":
         out.append(("deploy", ingress_service(s)))
+    out += [
+        ("workflow", obj)
+        for obj in workflow_objects(
+            s,
+            models=models,
+            cache_key=data_cache_key(s),
+            min_accuracy=min_accuracy,
+            source_dir=source_dir,
+        )
+    ]
     return out
 
 
 __all__ = [
+    "CACHE_LABEL",
     "COMMON_LABELS",
     "COMPONENT_LABEL",
     "HPA_CPU_TARGET_PERCENT",
@@ -152,9 +182,13 @@ __all__ = [
     "TFJOB_PORT_NAME",
     "VOLUME_NAME",
     "WORKER_GRACE_S",
+    "WORKFLOW_CACHE",
+    "WORKFLOW_NAME",
+    "WORKFLOW_SA",
     "check_models",
     "check_settings",
     "cluster_objects",
+    "data_cache_key",
     "dns_name",
     "inference_service",
     "ingest_job",
@@ -162,6 +196,7 @@ __all__ = [
     "is_dns_label",
     "labels",
     "loader_pod",
+    "memo_key",
     "message_dumper",
     "message_dumper_url",
     "namespace",
@@ -174,4 +209,8 @@ __all__ = [
     "tfjob",
     "tfjob_name",
     "train_command",
+    "workflow",
+    "workflow_cache",
+    "workflow_objects",
+    "workflow_rbac",
 ]

@@ -18,8 +18,9 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 # The label KServe puts on every predictor pod of an InferenceService.
 ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"
 
-# `cluster_objects` steps, in the order the tasks run them.
-STEPS = ("up", "train-all", "deploy")
+# `cluster_objects` steps, in the order the tasks run them; "workflow" (`invoke workflow`)
+# is the alternative to train-all + deploy: one Argo Workflow that runs them.
+STEPS = ("up", "train-all", "deploy", "workflow")
 
 # Object names.
 LOADER_POD = "distml-data-loader"

@@ -19,6 +19,7 @@ the dry run shows every command and object in order and touches nothing.
     status.py   the status table
     down.py     delete the cluster or what distml applied; --purge
     render.py   the objects as YAML and the operator install script
+    workflow.py the pipeline as one Argo Workflow: submit, watch, stop
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from runtime.cluster import serve as _serve
 from runtime.cluster import status as _status
 from runtime.cluster import train as _train
 from runtime.cluster import up as _up
+from runtime.cluster import workflow as _workflow
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.cluster.serve import expected_replicas
 from runtime.requests import (
@@ -48,6 +50,7 @@ from runtime.requests import (
     LoadtestRequest,
     TrainRequest,
     UpRequest,
+    WorkflowRequest,
 )
 from runtime.workdir import Workdir
 
@@ -58,7 +61,7 @@ class ClusterRuntime:
     """One distml deployment on one local cluster."""
 
     capabilities = Capabilities(
-        cluster=True, scales_out=True, gpus=True, predictors=True, local_port=False
+        cluster=True, scales_out=True, gpus=True, predictors=True, local_port=False, workflows=True
     )
     train_deadline_s = 3600  # a TFJob's runPolicy.activeDeadlineSeconds
     deploy_timeout_s = 600.0  # for the InferenceService to become Ready
@@ -141,6 +144,9 @@ class ClusterRuntime:
 
     def down(self, request: DownRequest) -> int:
         return _down.down(self.cx, purge=request.purge, keep_cluster=request.keep_cluster)
+
+    def workflow(self, request: WorkflowRequest) -> int:
+        return _workflow.workflow(self.cx, request)
 
     def render(
         self,

@@ -9,12 +9,19 @@ import shutil
 from k8s import manifests
 from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
 from k8s.operators import Installer
+from k8s.workflows import WORKFLOW_API, WORKFLOW_KIND
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import delete_and_wait
 from runtime.workdir import MARKER
 
 # What distml applies in its namespace, deleted by label (the PVC is waited for apart).
+# The Workflow first: its TFJobs go with it; then its ServiceAccount, Role and RoleBinding.
+RBAC_API = "rbac.authorization.k8s.io/v1"
 OURS: tuple[tuple[str, str], ...] = (
+    (WORKFLOW_API, WORKFLOW_KIND),
+    (RBAC_API, "RoleBinding"),
+    (RBAC_API, "Role"),
+    ("v1", "ServiceAccount"),
     (ISVC_API, "InferenceService"),
     ("serving.kserve.io/v1alpha1", "ServingRuntime"),
     (TFJOB_API, "TFJob"),
@@ -77,6 +84,10 @@ def _delete_objects(cx: ClusterContext) -> None:
             name = obj["metadata"]["name"]
             if cx.kube.delete(api, kind, name, ns):
                 gone.append(f"{kind} {name}")
+    # Argo relabels its cache ConfigMap (k8s.manifests.workflow): deleted by name, and with
+    # the volume, or the next workflow would skip ingestion into an empty volume.
+    if cx.kube.delete("v1", "ConfigMap", manifests.WORKFLOW_CACHE, ns):
+        gone.append(f"ConfigMap {manifests.WORKFLOW_CACHE}")
     if cx.get("v1", "PersistentVolumeClaim", s.volume) is not None:
         # Waited for: an `up` right after must not re-apply a claim that is going away.
         delete_and_wait(cx, "v1", "PersistentVolumeClaim", s.volume, timeout=PVC_DELETE_TIMEOUT_S)

@@ -1,4 +1,5 @@
-"""`invoke render`: every object up/train-all/deploy apply, as numbered YAML files in apply
+"""`invoke render`: every object up/train-all/deploy apply (then what `invoke workflow`
+applies instead of train-all + deploy), as numbered YAML files in apply
 order, and ``00-operators.sh``: the cluster and operator installs `invoke up` runs on an
 empty machine, recorded from the same installer instead of written twice."""
 

@@ -16,11 +16,18 @@ from pathlib import Path
 
 from common.errors import DistmlError
 from ml import contract
-from runtime.api import Capabilities
+from runtime.api import Capabilities, Unsupported
 from runtime.local import serving
 from runtime.local.executor import Executor, Out
 from runtime.procs import is_alive, stop_pid, stop_pids
-from runtime.requests import DeployRequest, DownRequest, LoadtestRequest, TrainRequest, UpRequest
+from runtime.requests import (
+    DeployRequest,
+    DownRequest,
+    LoadtestRequest,
+    TrainRequest,
+    UpRequest,
+    WorkflowRequest,
+)
 from runtime.tables import table
 from runtime.workdir import MARKER, Workdir
 
@@ -140,6 +147,16 @@ class LocalRuntime:
     def loadtest(self, request: LoadtestRequest) -> int:
         self.require_up()
         return serving.loadtest(self, request)
+
+    # ------------------------------------------------------------------ workflow
+    def workflow(self, request: WorkflowRequest) -> int:
+        """Refused: an Argo Workflow needs a cluster; there is nothing local to pretend with."""
+        raise Unsupported(
+            "workflows need a cluster: `invoke workflow` runs the pipeline as one Argo "
+            "Workflow, which only a cluster runtime has (`invoke up --runtime k3d "
+            "--with-argo`, then `invoke workflow`); on the local runtime run the task "
+            "chain instead: `invoke train-all deploy`"
+        )
 
     # ------------------------------------------------------------------ status / down
     def status(self) -> int:

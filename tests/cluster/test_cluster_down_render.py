@@ -8,8 +8,10 @@ import re
 
 import pytest
 
+from k8s import manifests
+from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterRuntime
-from runtime.requests import DownRequest, TrainRequest
+from runtime.requests import DownRequest, TrainRequest, WorkflowRequest
 from runtime.workdir import Workdir
 from tests.cluster.kit import (
     OK,
@@ -52,6 +54,22 @@ def test_down_keep_cluster_deletes_only_what_distml_applied(wd, fake):
     assert ("Deployment", "training-operator") not in deleted
 
 
+def test_down_keep_cluster_deletes_the_workflow_its_rbac_and_its_relabelled_cache(wd, fake):
+    set_up(wd, fake)
+    wd.update_state(argo=True)
+    runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    cache = fake.obj("v1", "ConfigMap", manifests.WORKFLOW_CACHE, "kubeflow")
+    cache["metadata"]["labels"] = dict(manifests.CACHE_LABEL)  # what Argo's controller does
+    c = make_ctx(fake, {re.compile(r"^kubectl .*"): OK})  # removing Argo itself, if asked
+    runtime(c, wd, fake).down(DownRequest(keep_cluster=True))
+    deleted = [(k[1], k[3]) for k in fake.deleted]
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        assert (kind, manifests.WORKFLOW_SA) in deleted
+    assert ("Workflow", manifests.WORKFLOW_NAME) in deleted
+    assert ("ConfigMap", manifests.WORKFLOW_CACHE) in deleted
+    assert deleted.index(("Workflow", manifests.WORKFLOW_NAME)) == 0  # its TFJobs go with it
+
+
 @pytest.mark.parametrize("provider", ["k3d", "kind", "minikube"])
 @pytest.mark.parametrize("mode", ["knative", "standard"])
 def test_render_writes_every_object_in_apply_order_and_each_is_valid(
@@ -76,6 +94,13 @@ def test_render_writes_every_object_in_apply_order_and_each_is_valid(
     objects = [yaml.safe_load(p.read_text()) for p in files[1:]]
     assert [o["kind"] for o in objects][:2] == ["Namespace", "PersistentVolumeClaim"]
     assert [o["kind"] for o in objects].count("TFJob") == 3
+    # Last, what `invoke workflow` applies, as it applies it (the same builder, the same key).
+    s = rt.cx.settings(serving_mode=mode)
+    expected = manifests.workflow_objects(
+        s, models=MODEL_TYPES, cache_key=manifests.data_cache_key(s)
+    )
+    assert objects[-len(expected) :] == expected
+    assert names[-1].startswith(f"{len(objects):02d}-workflow-workflow-")
     for obj in objects:
         assert validate(obj) == [], obj["metadata"]["name"]
     script = files[0].read_text()

@@ -1,0 +1,396 @@
+"""The whole pipeline as one Argo Workflow (argoproj.io/v1alpha1, Argo Workflows v4.1.2),
+its ServiceAccount, Role and RoleBinding, and its memoization cache ConfigMap.
+
+Built from the same builders as the task chain: the ingestion and selection steps run the
+pod specs of ``ingest_job`` and ``selection_job`` (so their commands are ``ml.contract``'s),
+each training step creates exactly ``tfjob(s, model)``, and the serving steps apply exactly
+``serving_runtime(s)`` and ``inference_service(s)``. Outline::
+
+    pipeline (steps)
+      1. ingest                       container, memoized on the data checksums + image
+      2. train-<model> ...            one resource step per model, all in parallel
+      3. select                       container on the PVC; a refusal to publish fails it
+      4. serving-runtime              resource apply (predictor "kserve" only)
+      5. serve                        resource apply; succeeds once KServe reports Ready
+
+Deliberate choices (and why):
+- A fixed name (``WORKFLOW_NAME``), not ``generateName``: one pipeline runs at a time
+  anyway (one ReadWriteOnce volume, fixed TFJob and service names), and ``--watch`` and
+  ``--stop`` then address it without parsing ``kubectl create`` output. Re-running means
+  deleting the previous Workflow first, which also deletes its TFJobs (they carry an
+  owner reference to it), so the new ``create`` steps do not meet old TFJobs.
+- The serving objects carry no owner reference: deleting a finished Workflow must not take
+  the live service down.
+- Argo's ``successCondition``/``failureCondition`` are Kubernetes label selectors whose
+  keys are gjson paths (workflow/executor/resource.go: ``labels.Parse``, then
+  ``gjsonLabels``). A key must be a valid label key, so a query such as
+  ``conditions.#(type=="Ready")`` cannot be written: the conditions below use fields the
+  operators set from those conditions (see ``tfjob_conditions`` and ``isvc_conditions``).
+- The memoization ConfigMap (``workflow_cache``) loses every label but Argo's own the
+  first time the controller saves an entry (workflow/controller/cache/configmap_cache.go
+  sets its labels to exactly ``workflows.argoproj.io/configmap-type: Cache``): delete it
+  by name (``WORKFLOW_CACHE``), not by the distml labels. Delete it too whenever the
+  volume is deleted, or the next run skips ingestion into an empty volume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from k8s.manifests.checks import check_min_accuracy, check_models, check_settings
+from k8s.manifests.names import raw_data_dir, tfjob_name
+from k8s.manifests.pods import ingest_job, meta, selection_job, tfjob
+from k8s.manifests.serving import inference_service, serving_runtime
+from k8s.settings import Settings
+
+WORKFLOW_SA = "distml-workflow"  # ServiceAccount / Role / RoleBinding name
+WORKFLOW_NAME = "distml-pipeline"
+WORKFLOW_CACHE = "distml-workflow-cache"  # the memoization ConfigMap
+WORKFLOW_COMPONENT = "workflow"
+# Argo refuses a memoization ConfigMap without this label (common.LabelKeyConfigMapType).
+CACHE_LABEL = {"workflows.argoproj.io/configmap-type": "Cache"}
+CACHE_KEY_PARAM = "cache-key"
+DEFAULT_CACHE_MAX_AGE = "720h"
+# Beyond the training deadline: ingestion (a download at worst), selection and serving.
+WORKFLOW_OVERHEAD_S = 3600
+
+ENTRYPOINT = "pipeline"
+STEP_INGEST = "ingest"
+STEP_SELECT = "select"
+STEP_RUNTIME = "serving-runtime"
+STEP_SERVE = "serve"
+
+# Argo's cache key syntax (workflow/controller/cache/cache.go: cacheKeyRegex); the key is
+# also a ConfigMap data key (at most 253 characters).
+_CACHE_KEY = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")
+# Go's time.ParseDuration, which Argo applies to memoize.maxAge (operator.go).
+_GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# The training operator's job condition types (kubeflow.org/v1 JobConditionType). Each
+# type is in status.conditions at most once (pkg/util/status.go: setCondition filters
+# out the old one and appends the new one), and nothing is appended after Failed.
+TFJOB_CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+
+
+# -- the memoization key and cache ------------------------------------------------------
+
+
+def memo_key(image: str, data_checksums: Sequence[str]) -> str:
+    """The ingestion step's cache key: a hash of the project image (its tag is the code
+    version) and the dataset files' SHA-256 (order does not matter). The same inputs give
+    the same key, so a second run with nothing changed skips ingestion."""
+    if not isinstance(image, str) or not image.strip():
+        raise ValueError(f"memo_key needs the project image reference, got {image!r}")
+    if isinstance(data_checksums, str):
+        raise ValueError("data_checksums must be a list of SHA-256 hex digests, not one string")
+    checksums = sorted(data_checksums)
+    if not checksums:
+        raise ValueError("memo_key needs at least one dataset checksum")
+    bad = [c for c in checksums if not isinstance(c, str) or not _SHA256.match(c)]
+    if bad:
+        raise ValueError(f"not SHA-256 hex digests (64 lower-case hex characters): {bad}")
+    digest = hashlib.sha256(json.dumps({"image": image, "data": checksums}).encode()).hexdigest()
+    return f"ingest-{digest}"
+
+
+def workflow_cache(s: Settings) -> dict[str, Any]:
+    """The ConfigMap Argo keeps the ingestion step's memoization entries in."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(WORKFLOW_CACHE, s.namespace, WORKFLOW_COMPONENT, extra_labels=CACHE_LABEL),
+    }
+
+
+# -- RBAC ------------------------------------------------------------------------------
+
+
+def workflow_rules(s: Settings) -> list[dict[str, Any]]:
+    """Exactly what the Workflow's pods do with the Kubernetes API (and nothing more):
+
+    - every step pod: Argo's executor reports the step's result as a WorkflowTaskResult
+      (create, patch; manifests/quick-start/base/executor/emissary/executor-role.yaml);
+    - the TFJob steps: ``kubectl create`` (create), then the conditions are polled with
+      GET (workflow/executor/resource.go: WaitResource -> checkResourceState);
+    - the serving steps: ``kubectl apply`` (get, then create or patch) and, for the
+      InferenceService, the same GET poll.
+
+    No pods/log: no step reads logs (``--watch`` reads them with the user's credentials).
+    """
+    rules = [
+        {
+            "apiGroups": ["argoproj.io"],
+            "resources": ["workflowtaskresults"],
+            "verbs": ["create", "patch"],
+        },
+        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get"]},
+    ]
+    serving = ["inferenceservices"] + (["servingruntimes"] if s.predictor == "kserve" else [])
+    rules.append(
+        {
+            "apiGroups": ["serving.kserve.io"],
+            "resources": serving,
+            "verbs": ["create", "get", "patch"],
+        }
+    )
+    return rules
+
+
+def workflow_rbac(s: Settings) -> list[dict[str, Any]]:
+    """The Workflow's ServiceAccount, its Role (namespaced: no ClusterRole) and the
+    RoleBinding between them, in apply order."""
+    check_settings(s)
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "Role",
+            "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
+            "rules": workflow_rules(s),
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "RoleBinding",
+            "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
+            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": WORKFLOW_SA},
+            "subjects": [{"kind": "ServiceAccount", "name": WORKFLOW_SA, "namespace": s.namespace}],
+        },
+    ]
+
+
+# -- conditions ------------------------------------------------------------------------
+
+
+def tfjob_conditions(job: dict[str, Any]) -> tuple[str, str]:
+    """(successCondition, failureCondition) for a TFJob resource step.
+
+    Success: every replica type's ``status.replicaStatuses.<type>.succeeded`` equals its
+    replicas; with ``successPolicy: AllWorkers`` that is exactly when the operator marks
+    the job Succeeded (Argo's own TFJob example, examples/k8s-resource-log-selector.yaml,
+    waits on the same field). All requirements must match.
+    Failure: a condition of type Failed at any position it can hold (each type at most
+    once, so one of the first ``len(TFJOB_CONDITION_TYPES)``); any one requirement fails
+    the step, and Argo checks failure before success.
+    """
+    replicas = job["spec"]["tfReplicaSpecs"]
+    success = ",".join(
+        f"status.replicaStatuses.{rtype}.succeeded == {spec['replicas']}"
+        for rtype, spec in replicas.items()
+    )
+    failure = ",".join(
+        f"status.conditions.{i}.type == Failed" for i in range(len(TFJOB_CONDITION_TYPES))
+    )
+    return success, failure
+
+
+def isvc_conditions() -> tuple[str, str]:
+    """(successCondition, failureCondition) for the InferenceService step.
+
+    KServe sets ``status.modelStatus.states.targetModelState`` to Loaded only once the
+    service's Ready condition is True (and, in Knative mode, the latest revision is the
+    ready one), and to FailedToLoad when the model cannot load or the spec is invalid
+    (pkg/apis/serving/v1beta1/inference_service_status.go at v0.20.0:
+    PropagateModelStatus, UpdateModelRevisionStates, UpdateModelTransitionStatus).
+    """
+    state = "status.modelStatus.states.targetModelState"
+    return f"{state} == Loaded", f"{state} == FailedToLoad"
+
+
+# -- templates -------------------------------------------------------------------------
+
+
+def _manifest(obj: dict[str, Any]) -> str:
+    return yaml.safe_dump(obj, sort_keys=False)
+
+
+def _container_template(
+    name: str, job: dict[str, Any], *, inputs: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A container template running a Job's one container with its pod's security
+    context; the Job's backoffLimit becomes the retry limit (0: no retry)."""
+    pod = job["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    template: dict[str, Any] = {"name": name}
+    if inputs:
+        template["inputs"] = inputs
+    template["metadata"] = {"labels": dict(pod["metadata"]["labels"])}
+    # Argo names the container "main"; the volume is the Workflow's (spec.volumes).
+    template["container"] = {k: v for k, v in container.items() if k != "name"}
+    template["securityContext"] = pod["spec"]["securityContext"]
+    if job["spec"]["backoffLimit"]:
+        template["retryStrategy"] = {
+            "limit": job["spec"]["backoffLimit"],
+            "retryPolicy": "Always",
+            "backoff": {"duration": "10s", "factor": 2},
+        }
+    return template
+
+
+def _resource_template(
+    name: str,
+    obj: dict[str, Any],
+    action: str,
+    conditions: tuple[str, str] | None = None,
+    *,
+    owned: bool,
+    retry: bool,
+) -> dict[str, Any]:
+    resource: dict[str, Any] = {"action": action}
+    if owned:
+        resource["setOwnerReference"] = True
+    if conditions:
+        resource["successCondition"], resource["failureCondition"] = conditions
+    resource["manifest"] = _manifest(obj)
+    template: dict[str, Any] = {"name": name, "resource": resource}
+    if retry:
+        # Only the Error phase (the step's pod lost: evicted, node gone), never a verdict.
+        template["retryStrategy"] = {"limit": 2, "retryPolicy": "OnError"}
+    return template
+
+
+def _ingest_template(s: Settings, cache_max_age: str, source_dir: bool) -> dict[str, Any]:
+    job = ingest_job(s, raw_data_dir(s) if source_dir else None)
+    param = {"name": CACHE_KEY_PARAM}
+    template = _container_template(STEP_INGEST, job, inputs={"parameters": [param]})
+    # Retried (ingest's backoffLimit): it is idempotent and a download may flake.
+    template["memoize"] = {
+        "key": f"{{{{inputs.parameters.{CACHE_KEY_PARAM}}}}}",
+        "maxAge": cache_max_age,
+        "cache": {"configMap": {"name": WORKFLOW_CACHE}},
+    }
+    return template
+
+
+def _steps(s: Settings, models: Sequence[str]) -> list[list[dict[str, Any]]]:
+    cache_arg = {"name": CACHE_KEY_PARAM, "value": f"{{{{workflow.parameters.{CACHE_KEY_PARAM}}}}}"}
+    groups: list[list[dict[str, Any]]] = [
+        [{"name": STEP_INGEST, "template": STEP_INGEST, "arguments": {"parameters": [cache_arg]}}],
+        # One group: the TFJobs run in parallel. Step and template share one name per model.
+        [{"name": tfjob_name(m), "template": tfjob_name(m)} for m in models],
+        [{"name": STEP_SELECT, "template": STEP_SELECT}],
+    ]
+    if s.predictor == "kserve":
+        groups.append([{"name": STEP_RUNTIME, "template": STEP_RUNTIME}])
+    groups.append([{"name": STEP_SERVE, "template": STEP_SERVE}])
+    return groups
+
+
+def _templates(
+    s: Settings,
+    models: Sequence[str],
+    *,
+    cache_max_age: str,
+    min_accuracy: float,
+    source_dir: bool,
+) -> list[dict[str, Any]]:
+    templates = [
+        {"name": ENTRYPOINT, "steps": _steps(s, models)},
+        _ingest_template(s, cache_max_age, source_dir),
+    ]
+    for m in models:
+        job = tfjob(s, m)
+        # Not retried: a retried `create` meets the failed TFJob (AlreadyExists), and the
+        # TFJob restarts its own workers (runPolicy.backoffLimit = --max-restarts).
+        templates.append(
+            _resource_template(
+                tfjob_name(m), job, "create", tfjob_conditions(job), owned=True, retry=False
+            )
+        )
+    # Not retried (backoffLimit 0): a refusal to publish is a verdict, not a flake.
+    templates.append(
+        _container_template(STEP_SELECT, selection_job(s, min_accuracy=min_accuracy, force=False))
+    )
+    # Applied (they outlive a run, and a re-run updates them); retried on Error: idempotent.
+    if s.predictor == "kserve":
+        templates.append(
+            _resource_template(STEP_RUNTIME, serving_runtime(s), "apply", owned=False, retry=True)
+        )
+    templates.append(
+        _resource_template(
+            STEP_SERVE, inference_service(s), "apply", isvc_conditions(), owned=False, retry=True
+        )
+    )
+    return templates
+
+
+def _check_cache(cache_key: str, cache_max_age: str) -> None:
+    if not isinstance(cache_key, str) or not _CACHE_KEY.match(cache_key) or len(cache_key) > 253:
+        raise ValueError(
+            f"cache key {cache_key!r} is not an Argo memoization key (letters, digits and '-', "
+            "starting with a letter or digit, at most 253): derive it with memo_key()"
+        )
+    if not isinstance(cache_max_age, str) or not _GO_DURATION.match(cache_max_age):
+        raise ValueError(
+            f"cache max age {cache_max_age!r} is not a duration such as '720h', '30m' or '90s'"
+        )
+
+
+def workflow(
+    s: Settings,
+    *,
+    models: Sequence[str],
+    cache_key: str,
+    cache_max_age: str = DEFAULT_CACHE_MAX_AGE,
+    min_accuracy: float = 0.0,
+    source_dir: bool = False,
+) -> dict[str, Any]:
+    """The Workflow: ingest -> one TFJob per model in parallel -> select -> serve.
+
+    ``cache_key``: ``memo_key(s.image, contract.RAW_SHA256)``; ``source_dir``: ingest
+    reads the raw files ``invoke up --source-dir`` copied into the volume."""
+    check_settings(s)
+    models = check_models(models)
+    check_min_accuracy(min_accuracy)
+    _check_cache(cache_key, cache_max_age)
+    templates = _templates(
+        s, models, cache_max_age=cache_max_age, min_accuracy=min_accuracy, source_dir=source_dir
+    )
+    volumes = ingest_job(s)["spec"]["template"]["spec"]["volumes"]
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": meta(WORKFLOW_NAME, s.namespace, WORKFLOW_COMPONENT),
+        "spec": {
+            "entrypoint": ENTRYPOINT,
+            "serviceAccountName": WORKFLOW_SA,
+            "arguments": {"parameters": [{"name": CACHE_KEY_PARAM, "value": cache_key}]},
+            "activeDeadlineSeconds": s.train_deadline_s + WORKFLOW_OVERHEAD_S,
+            # Failed pods stay (their logs explain the failure); finished ones go.
+            "podGC": {"strategy": "OnPodSuccess"},
+            "volumes": volumes,
+            "templates": templates,
+        },
+    }
+
+
+def workflow_objects(
+    s: Settings,
+    *,
+    models: Sequence[str],
+    cache_key: str,
+    cache_max_age: str = DEFAULT_CACHE_MAX_AGE,
+    min_accuracy: float = 0.0,
+    source_dir: bool = False,
+) -> list[dict[str, Any]]:
+    """ServiceAccount, Role, RoleBinding, the cache ConfigMap and the Workflow: apply
+    order (the Workflow's pods need the ServiceAccount and Role from their first step)."""
+    wf = workflow(
+        s,
+        models=models,
+        cache_key=cache_key,
+        cache_max_age=cache_max_age,
+        min_accuracy=min_accuracy,
+        source_dir=source_dir,
+    )
+    return [*workflow_rbac(s), workflow_cache(s), wf]

@@ -1,0 +1,67 @@
+"""What every task does with its flags and a runtime's answer: typed requests from flags
+(a value no runtime could act on exits 2), notes for the flags a runtime cannot honour,
+and a runtime verb's outcome as an exit code (``error: ...`` for a ``DistmlError``; its
+``exit_code`` when it has one, else 1; Ctrl-C says what the runtime left behind)."""
+
+from __future__ import annotations
+
+import sys
+
+from invoke import Exit
+
+from common.errors import DistmlError
+
+
+def build_request(cls, **fields):
+    """A typed request from flags; a value no runtime could act on exits 2 with its message."""
+    try:
+        return cls(**fields)
+    except DistmlError as e:
+        raise Exit(f"error: {e}", code=2) from e
+
+
+def checked(rt, request, *, refuse=()):
+    """Say which flags the runtime cannot honour: ``refuse`` ones exit 2, the rest are noted."""
+    from runtime.requests import unsupported
+
+    flags = unsupported(request, rt.capabilities)
+    refused = [f for f in flags if f in refuse]
+    if refused:
+        raise Exit(f"error: {', '.join(refused)} cannot be used on the {rt.name} runtime", 2)
+    if flags:
+        verb = "applies" if len(flags) == 1 else "apply"
+        print(f"note: {', '.join(flags)} {verb} to cluster runtimes; ignored on {rt.name}")
+    return request
+
+
+def call(fn, *args):
+    """Run a runtime verb; a DistmlError becomes ``error: ...`` and a non-zero exit."""
+    try:
+        code = fn(*args)
+    except DistmlError as e:
+        raise Exit(f"error: {e}", code=getattr(e, "exit_code", 1)) from e
+    except KeyboardInterrupt:
+        owner = getattr(fn, "__self__", None)
+        note = getattr(owner, "interrupt_note", "every process this task started has been stopped")
+        print(f"\ninterrupted: {note}", file=sys.stderr)
+        raise Exit(code=130) from None
+    if code:
+        raise Exit(code=code)
+
+
+def int_flag(flag, value, default=None):
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise Exit(f"error: {flag} must be a whole number, got {value!r}", code=2) from None
+
+
+def float_flag(flag, value, default=None):
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise Exit(f"error: {flag} must be a number, got {value!r}", code=2) from None

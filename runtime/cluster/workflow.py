@@ -1,0 +1,164 @@
+"""`invoke workflow` on a cluster: the whole pipeline as one Argo Workflow (ingest, the
+TFJobs in parallel, selection, serving), built by ``k8s.manifests.workflow_objects`` from
+the same builders as the task chain, submitted next to its ServiceAccount, Role,
+RoleBinding and memoization cache; ``--watch`` follows it with a line per step change,
+``--stop`` deletes distml's running workflows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from k8s import manifests
+from k8s.waits import WaitError
+from k8s.workflows import (
+    COMPLETED,
+    WORKFLOW_API,
+    WORKFLOW_KIND,
+    StepRow,
+    failure_report,
+    wait_workflow,
+    workflow_phase,
+)
+from runtime.cluster.context import ClusterContext, ClusterError, Out
+from runtime.cluster.objects import apply_reporting, delete_and_wait
+from runtime.requests import WorkflowRequest
+
+WATCH_GRACE_S = 120  # beyond the workflow's activeDeadlineSeconds, for Argo to mark it
+
+
+@dataclass
+class StepLines:
+    """The live workflow status: a line for each step whose phase or message changed, with
+    the seconds since the watch started (like train-all's job lines)."""
+
+    out: Out
+    clock: Any
+    started: float
+    shown: dict[str, StepRow] = field(default_factory=dict)
+
+    def elapsed(self) -> float:
+        return self.clock.monotonic() - self.started
+
+    def __call__(self, rows: Sequence[StepRow]) -> None:
+        elapsed = self.elapsed()
+        for r in rows:
+            if self.shown.get(r.name) == r:
+                continue
+            self.shown[r.name] = r
+            note = " (from the cache, not run)" if r.cached else ""
+            note += f": {r.message}" if r.message else ""
+            self.out(f"[{elapsed:6.0f}s] {r.name:<26} {r.phase}{note}")
+
+
+def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
+    if request.stop:
+        return stop(cx)
+    state = cx.require_up()
+    if not (state.get("argo") or cx.dry):
+        raise ClusterError(
+            f"Argo Workflows is not installed on the {cx.provider.name} cluster of this work "
+            f"dir ({cx.wd.root}); run `invoke up --runtime {cx.provider.name} --with-argo` "
+            "first (it adds Argo to the running cluster)"
+        )
+    s = cx.settings(
+        profile=request.profile, epochs=request.epochs, steps_per_epoch=request.steps_per_epoch
+    )
+    cx.check_image(state, s)
+    objects = manifests.workflow_objects(
+        s,
+        models=request.models,
+        cache_key=manifests.data_cache_key(s),
+        source_dir=bool(state.get("source_dir")),
+    )
+    wf = next(o for o in objects if o["kind"] == WORKFLOW_KIND)
+    name = wf["metadata"]["name"]
+    _replace_finished(cx, name)
+    cx.out(f"== workflow {name}: {', '.join(request.models)}, profile {request.profile}")
+    for obj in objects:
+        if obj is wf:
+            cx.apply(obj)
+        else:
+            apply_reporting(cx, obj)
+    if cx.dry:
+        return 0
+    cx.out(f"Workflow {name}: submitted in namespace {cx.namespace}")
+    if not request.watch:
+        cx.out(f"follow it: `invoke workflow --watch` next time, or {_kubectl(cx, 'get', name)}")
+        cx.out(f"stop it: {_kubectl(cx, 'delete', name)} or `invoke workflow --stop`")
+        return 0
+    return watch(cx, name, deadline_s=wf["spec"]["activeDeadlineSeconds"])
+
+
+def _kubectl(cx: ClusterContext, verb: str, name: str) -> str:
+    return f"`{cx.provider.kubectl(f'-n {cx.namespace} {verb} workflow {name}')}`"
+
+
+def _replace_finished(cx: ClusterContext, name: str) -> None:
+    """A finished workflow of the same name goes first (its cache entries stay, so
+    ingestion is skipped when nothing changed); a running one is not replaced silently."""
+    old = cx.get(WORKFLOW_API, WORKFLOW_KIND, name)
+    if old is None:
+        return
+    phase = workflow_phase(old)
+    if phase not in COMPLETED:
+        raise ClusterError(
+            f"Workflow {name} is still {phase.lower()}; follow it with "
+            f"{_kubectl(cx, 'get', name)}, or stop it first: `invoke workflow --stop`"
+        )
+    cx.out(f"Workflow {name}: replacing the {phase.lower()} run")
+    delete_and_wait(cx, WORKFLOW_API, WORKFLOW_KIND, name)
+
+
+def watch(cx: ClusterContext, name: str, *, deadline_s: float) -> int:
+    """Follow the workflow until it ends: 0 when it Succeeded; 1 with the failing steps'
+    messages and log tails otherwise; Ctrl-C leaves it running and says how to stop it."""
+    lines = StepLines(cx.out, cx.clock, started=cx.clock.monotonic())
+    try:
+        final = wait_workflow(
+            cx.kube,
+            cx.namespace,
+            name,
+            timeout=deadline_s + WATCH_GRACE_S,
+            on_update=lines,
+            clock=cx.clock,
+            out=cx.out,
+        )
+    except WaitError as e:
+        raise ClusterError(f"the workflow did not finish: {e}") from e
+    except KeyboardInterrupt:
+        cx.out(
+            f"\ninterrupted: Workflow {name} keeps running in the cluster; stop it with "
+            f"{_kubectl(cx, 'delete', name)} or `invoke workflow --stop`"
+        )
+        return 130
+    phase = workflow_phase(final)
+    if phase == "Succeeded":
+        cx.out(f"Workflow {name}: Succeeded in {lines.elapsed():.0f} s")
+        cx.out("next: invoke status, then invoke loadtest")
+        return 0
+    cx.out(f"Workflow {name}: {phase} after {lines.elapsed():.0f} s")
+    cx.out(failure_report(cx.kube, cx.namespace, final))
+    cx.out("next: fix the cause above, then `invoke workflow --watch` (a cached ingest is skipped)")
+    return 1
+
+
+def stop(cx: ClusterContext) -> int:
+    """Delete distml's workflows that have not finished (label-selected); say which."""
+    cx.require_up()
+    found = cx.kube.list(WORKFLOW_API, WORKFLOW_KIND, cx.namespace, manifests.selector())
+    running = [w for w in found if workflow_phase(w) not in COMPLETED]
+    if not running:
+        cx.out(f"no distml workflow is running in {cx.namespace}; nothing to stop")
+        return 0
+    for wf in running:
+        name = wf["metadata"]["name"]
+        if cx.kube.delete(WORKFLOW_API, WORKFLOW_KIND, name, cx.namespace):
+            # Its pods and TFJobs carry owner references to it; the serving objects do not
+            # (k8s.manifests.workflow): what serves keeps serving.
+            cx.out(
+                f"stopped Workflow {name} ({workflow_phase(wf).lower()}): deleted, its pods "
+                "and TFJobs with it"
+            )
+    return 0

@@ -1,0 +1,258 @@
+"""`invoke workflow` on a cluster: submit applies exactly the builder's objects, refuses
+without Argo, --watch prints a line per step change and judges the end, --stop deletes
+only distml's running workflows, Ctrl-C leaves the workflow running and says how to stop
+it, --dry prints the objects.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from k8s import manifests
+from k8s.workflows import MAIN_CONTAINER, NODE_ID_ANNOTATION, POD_WORKFLOW_LABEL, WORKFLOW_API
+from ml import contract
+from runtime.cluster import ClusterError
+from runtime.cluster.workflow import WATCH_GRACE_S
+from runtime.requests import WorkflowRequest
+from tests.cluster.kit import TAG, make_ctx, runtime, set_up
+
+NS = "kubeflow"
+
+
+def with_argo(wd, fake) -> None:
+    set_up(wd, fake)
+    wd.update_state(argo=True)  # what `up --with-argo` records
+
+
+def expected_objects(rt, models=contract.MODEL_TYPES):
+    """What the builder makes for this deployment (the settings `up` left)."""
+    s = rt.cx.settings(profile=contract.DEFAULT_PROFILE)
+    return manifests.workflow_objects(s, models=models, cache_key=manifests.data_cache_key(s))
+
+
+def workflow_name(rt) -> str:
+    return next(o for o in expected_objects(rt) if o["kind"] == "Workflow")["metadata"]["name"]
+
+
+def submitted(fake) -> dict[str, Any]:
+    return next(o for o in fake.applied if o["kind"] == "Workflow")
+
+
+def node(node_id: str, name: str, phase: str, started: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": node_id,
+        "name": name,
+        "displayName": name,
+        "type": "Pod",
+        "phase": phase,
+        "startedAt": f"2026-01-01T12:00:{started:02d}Z",
+        **extra,
+    }
+
+
+def argo(fake, statuses: list[dict[str, Any]]) -> None:
+    """Plays Argo's controller: once the Workflow exists, one status per fake-clock tick."""
+    step = 0
+
+    def tick(_t: float) -> None:
+        nonlocal step
+        for (api, kind, ns, name), _obj in list(fake.objects.items()):
+            if kind == "Workflow":
+                fake.set_status(api, kind, ns, name, statuses[min(step, len(statuses) - 1)])
+                step += 1
+
+    fake.script(tick)
+
+
+INGEST_CACHED = node(
+    "w-1", "ingest", "Succeeded", 0, memoizationStatus={"hit": True, "key": "k", "cacheName": "c"}
+)
+TRAIN_RUNNING = node("w-2", "train-cnn", "Running", 1)
+TRAIN_DONE = node("w-2", "train-cnn", "Succeeded", 1)
+SELECT_FAILED = node("w-3", "select", "Failed", 2, message="Error (exit code 3)")
+
+
+def status(phase: str, *nodes: dict[str, Any]) -> dict[str, Any]:
+    return {"phase": phase, "nodes": {n["id"]: n for n in nodes}}
+
+
+def test_submit_applies_exactly_the_builders_objects_and_says_how_to_follow(wd, fake):
+    with_argo(wd, fake)
+    fake.applied.clear()
+    slept = len(fake.clock.sleeps)
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.workflow(WorkflowRequest(models=("cnn", "cnn_dropout"))) == 0
+    assert fake.applied == expected_objects(rt, models=("cnn", "cnn_dropout"))
+    name = submitted(fake)["metadata"]["name"]
+    text = "\n".join(lines)
+    assert f"Workflow {name}: submitted in namespace {NS}" in text
+    assert f"`kubectl --context k3d-dist-ml -n {NS} delete workflow {name}`" in text
+    assert "`invoke workflow --stop`" in text
+    assert len(fake.clock.sleeps) == slept  # without --watch nothing is waited for
+
+
+def test_the_submitted_cache_key_is_the_builders_key_of_the_image_and_the_checksums(wd, fake):
+    with_argo(wd, fake)
+    runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    (param,) = submitted(fake)["spec"]["arguments"]["parameters"]
+    assert param["value"] == manifests.memo_key(TAG, contract.RAW_SHA256)
+
+
+def test_submit_refuses_without_argo_and_applies_nothing(wd, fake):
+    set_up(wd, fake)
+    fake.applied.clear()
+    with pytest.raises(ClusterError, match=r"run `invoke up --runtime k3d --with-argo` first"):
+        runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    assert fake.applied == []
+
+
+def test_submit_refuses_before_up(wd, fake):
+    with pytest.raises(ClusterError, match=r"run `invoke up --runtime k3d` first"):
+        runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+
+
+def test_watch_prints_a_line_per_step_change_and_exits_0_on_success(wd, fake):
+    with_argo(wd, fake)
+    argo(
+        fake,
+        [
+            status("Running", INGEST_CACHED),
+            status("Running", INGEST_CACHED, TRAIN_RUNNING),
+            status("Running", INGEST_CACHED, TRAIN_RUNNING),
+            status("Running", INGEST_CACHED, TRAIN_RUNNING),
+            status("Succeeded", INGEST_CACHED, TRAIN_DONE),
+        ],
+    )
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.workflow(WorkflowRequest(watch=True)) == 0
+    steps = [line for line in lines if line.startswith("[")]
+    assert [line.split("] ", 1)[1].split()[:2] for line in steps] == [
+        ["ingest", "Succeeded"],
+        ["train-cnn", "Running"],
+        ["train-cnn", "Succeeded"],
+    ]
+    assert steps[0].endswith("Succeeded (from the cache, not run)")
+    assert steps[0] == f"[{2:6.0f}s] {'ingest':<26} Succeeded (from the cache, not run)"
+    name = submitted(fake)["metadata"]["name"]
+    assert any(line.startswith(f"Workflow {name}: Succeeded in ") for line in lines)
+
+
+def test_watch_exits_1_with_the_failing_steps_message_and_log_tail(wd, fake):
+    with_argo(wd, fake)
+    argo(fake, [status("Running", INGEST_CACHED), status("Failed", INGEST_CACHED, SELECT_FAILED)])
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    name = workflow_name(rt)
+    pod = fake.add_pod(
+        NS,
+        f"{name}-select-1",
+        {POD_WORKFLOW_LABEL: name},
+        phase="Failed",
+        container=MAIN_CONTAINER,
+        exit_code=3,
+    )
+    fake.obj("v1", "Pod", pod["metadata"]["name"], NS)["metadata"]["annotations"] = {
+        NODE_ID_ANNOTATION: "w-3"
+    }
+    fake.set_log(pod["metadata"]["name"], "selection: best accuracy 0.41 < 0.80; not publishing")
+    assert rt.workflow(WorkflowRequest(watch=True)) == 1
+    text = "\n".join(lines)
+    assert f"Workflow {name}: Failed after " in text
+    assert "step select: Failed: Error (exit code 3)" in text
+    assert "not publishing" in text
+    assert lines[-1].startswith("next: fix the cause above, then `invoke workflow --watch`")
+
+
+def test_watch_waits_for_the_workflows_own_deadline(wd, fake):
+    with_argo(wd, fake)
+    argo(fake, [status("Running", TRAIN_RUNNING)])
+    with pytest.raises(ClusterError, match="the workflow did not finish: timed out"):
+        runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest(watch=True))
+    deadline = submitted(fake)["spec"]["activeDeadlineSeconds"]
+    assert fake.clock.now == pytest.approx(deadline + WATCH_GRACE_S, abs=5)
+
+
+def test_ctrl_c_leaves_the_workflow_running_and_says_how_to_stop_it(wd, fake):
+    with_argo(wd, fake)
+    argo(fake, [status("Running", TRAIN_RUNNING)])
+
+    @fake.script
+    def ctrl_c(now: float) -> None:  # pressed while the watch sleeps between polls
+        if now >= 10:
+            raise KeyboardInterrupt
+
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    name = workflow_name(rt)
+    assert rt.workflow(WorkflowRequest(watch=True)) == 130
+    assert lines[-1] == (
+        f"\ninterrupted: Workflow {name} keeps running in the cluster; stop it with "
+        f"`kubectl --context k3d-dist-ml -n {NS} delete workflow {name}` or "
+        "`invoke workflow --stop`"
+    )
+    assert not [k for k in fake.deleted if k[1] == "Workflow"]
+    assert fake.obj(WORKFLOW_API, "Workflow", name, NS) is not None
+
+
+def test_resubmitting_replaces_a_finished_run_and_refuses_a_running_one(wd, fake):
+    with_argo(wd, fake)
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+    assert rt.workflow(WorkflowRequest()) == 0
+    name = submitted(fake)["metadata"]["name"]
+    fake.set_status(WORKFLOW_API, "Workflow", NS, name, {"phase": "Running"})
+    with pytest.raises(ClusterError, match=rf"Workflow {name} is still running.*--stop"):
+        rt.workflow(WorkflowRequest())
+    fake.set_status(WORKFLOW_API, "Workflow", NS, name, {"phase": "Succeeded"})
+    lines: list[str] = []
+    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest()) == 0
+    assert (WORKFLOW_API, "Workflow", NS, name) in fake.deleted
+    assert f"Workflow {name}: replacing the succeeded run" in lines
+
+
+def test_stop_deletes_only_distmls_running_workflows(wd, fake):
+    set_up(wd, fake)
+    ours = manifests.labels()
+    for name, labels, phase in [
+        ("distml-a", ours, "Running"),
+        ("distml-b", ours, "Succeeded"),
+        ("distml-c", ours, None),  # not picked up by the controller yet
+        ("someone-else", {"app": "x"}, "Running"),
+    ]:
+        wf = {
+            "apiVersion": WORKFLOW_API,
+            "kind": "Workflow",
+            "metadata": {"name": name, "namespace": NS, "labels": copy.deepcopy(labels)},
+        }
+        if phase:
+            wf["status"] = {"phase": phase}
+        fake.put(wf)
+    lines: list[str] = []
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest(stop=True)) == 0
+    )
+    assert [k[3] for k in fake.deleted if k[1] == "Workflow"] == ["distml-a", "distml-c"]
+    assert "stopped Workflow distml-a (running): deleted, its pods and TFJobs with it" in lines
+    assert "stopped Workflow distml-c (pending): deleted, its pods and TFJobs with it" in lines
+    lines.clear()
+    runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest(stop=True))
+    assert lines == [f"no distml workflow is running in {NS}; nothing to stop"]
+
+
+def test_dry_run_prints_every_object_and_applies_nothing(wd, fake):
+    lines: list[str] = []
+    from runtime.cluster import ClusterRuntime
+    from tests.cluster.kit import REPO
+
+    c = make_ctx(fake, {}, dry=True)
+    rt = ClusterRuntime(c, "k3d", wd, REPO, out=lines.append, clock=fake.clock)
+    assert rt.workflow(WorkflowRequest(watch=True)) == 0
+    assert fake.applied == []
+    text = "\n".join(lines)
+    for obj in expected_objects(rt):
+        assert f"would apply {obj['kind']} {NS}/{obj['metadata']['name']}" in text
+    assert "kind: Workflow" in text

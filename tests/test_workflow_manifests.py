@@ -1,0 +1,366 @@
+"""k8s.manifests.workflow: the Argo Workflow is strictly valid against Argo's CRD, every
+object it embeds against its own schema, its steps are the task chain's builders, its Role
+grants exactly what its steps do, its cache key tracks its inputs, and its success and
+failure conditions mean what they say when Argo evaluates them."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from typing import Any
+
+import pytest
+import yaml
+
+from k8s import manifests as m
+from k8s.settings import PREDICTORS, SERVING_MODES, Settings
+from ml import contract
+from ml.contract import MODEL_TYPES
+from tests import argo_conditions as argo
+from tests import k8s_schemas
+
+# The module (k8s.manifests.workflow, as an attribute, is the function it exports).
+wfm = importlib.import_module("k8s.manifests.workflow")
+
+IMAGE = "distml:0123456789ab"
+KEY = m.memo_key(IMAGE, contract.RAW_SHA256)
+MATRIX = [
+    pytest.param(
+        Settings(image=IMAGE, predictor=p, serving_mode=mode, workers=w),
+        id=f"{p}-{mode}-{w}-workers",
+    )
+    for p, mode, w in itertools.product(PREDICTORS, SERVING_MODES, (1, 2))
+]
+S = Settings(image=IMAGE)
+
+
+def build(s: Settings = S, **kwargs: Any) -> dict[str, Any]:
+    kwargs.setdefault("models", MODEL_TYPES)
+    kwargs.setdefault("cache_key", KEY)
+    return m.workflow(s, **kwargs)
+
+
+def templates(wf: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in wf["spec"]["templates"]}
+
+
+def embedded(template: dict[str, Any]) -> dict[str, Any]:
+    return yaml.safe_load(template["resource"]["manifest"])
+
+
+def step_groups(wf: dict[str, Any]) -> list[list[str]]:
+    pipeline = templates(wf)[wf["spec"]["entrypoint"]]
+    return [[step["name"] for step in group] for group in pipeline["steps"]]
+
+
+# -- strict validity --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("s", MATRIX)
+def test_every_object_and_every_embedded_manifest_is_strictly_valid(s: Settings) -> None:
+    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY, min_accuracy=0.5)
+    assert [o["kind"] for o in objs] == [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Workflow",
+    ]
+    for obj in objs:
+        assert k8s_schemas.validate(obj) == [], obj["kind"]
+    resources = [t for t in objs[-1]["spec"]["templates"] if "resource" in t]
+    assert resources, "no resource step"
+    for t in resources:
+        assert k8s_schemas.validate(embedded(t)) == [], t["name"]
+
+
+def test_the_validator_bites_on_the_published_design_s_mistakes() -> None:
+    """The original workflow's errors are caught: `manifests:` for `manifest:`, a
+    successCondition outside `resource`, `cache:` beside `memoize:` instead of inside."""
+    wf = build()
+    train = templates(wf)[m.tfjob_name("cnn")]
+    train["resource"]["manifests"] = train["resource"].pop("manifest")
+    serve = templates(wf)[wfm.STEP_SERVE]
+    serve["successCondition"] = serve["resource"].pop("successCondition")
+    ingest = templates(wf)[wfm.STEP_INGEST]
+    ingest["cache"] = ingest["memoize"].pop("cache")
+    errors = "\n".join(k8s_schemas.validate(wf))
+    assert "'manifests' was unexpected" in errors
+    assert "'successCondition' was unexpected" in errors
+    assert "'cache' was unexpected" in errors and "'cache' is a required property" in errors
+
+
+def test_an_embedded_manifest_s_typo_is_caught_by_its_own_schema() -> None:
+    job = embedded(templates(build())[m.tfjob_name("cnn")])
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replica"] = 2
+    assert k8s_schemas.validate(job)
+
+
+# -- structure --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("s", MATRIX)
+def test_ingest_then_parallel_tfjobs_then_select_then_serve(s: Settings) -> None:
+    wf = build(s)
+    serving = ([wfm.STEP_RUNTIME] if s.predictor == "kserve" else []) + [wfm.STEP_SERVE]
+    assert step_groups(wf) == [
+        [wfm.STEP_INGEST],
+        [m.tfjob_name(x) for x in MODEL_TYPES],  # one group: in parallel
+        [wfm.STEP_SELECT],
+        *[[name] for name in serving],
+    ]
+    by_name = templates(wf)
+    for group in templates(wf)[wfm.ENTRYPOINT]["steps"]:
+        for step in group:
+            # One name per step: the step, its template and (for TFJobs) the object.
+            assert step["template"] == step["name"] and step["name"] in by_name
+    assert len(by_name) == len(wf["spec"]["templates"]), "template names repeat"
+
+
+def test_a_model_subset_gives_one_training_step_each() -> None:
+    wf = build(models=["cnn_dropout"])
+    assert step_groups(wf)[1] == ["train-cnn-dropout"]
+    assert "train-cnn" not in templates(wf)
+
+
+def test_names_are_what_argo_accepts() -> None:
+    """validate.go: workflow names at most 63; template and step names
+    [a-zA-Z0-9][-a-zA-Z0-9]* up to 128 characters."""
+    wf = build()
+    assert len(wf["metadata"]["name"]) <= 63
+    for name in templates(wf):
+        assert argo._LABEL_NAME.match(name) and "." not in name and "_" not in name, name
+
+
+def test_workflow_level_settings() -> None:
+    s = Settings(image=IMAGE, train_deadline_s=1800)
+    spec = build(s)["spec"]
+    assert spec["serviceAccountName"] == m.WORKFLOW_SA
+    assert spec["activeDeadlineSeconds"] > s.train_deadline_s
+    assert spec["podGC"] == {"strategy": "OnPodSuccess"}
+    assert spec["volumes"] == [
+        {"name": m.VOLUME_NAME, "persistentVolumeClaim": {"claimName": s.volume}}
+    ]
+    volumes = {v["name"] for v in spec["volumes"]}
+    for t in spec["templates"]:
+        for mount in t.get("container", {}).get("volumeMounts", []):
+            assert mount["name"] in volumes and mount["mountPath"] == s.mount_path
+
+
+def test_retries_only_where_a_retry_is_safe() -> None:
+    by_name = templates(build())
+    retried = {name for name, t in by_name.items() if "retryStrategy" in t}
+    assert retried == {wfm.STEP_INGEST, wfm.STEP_RUNTIME, wfm.STEP_SERVE}
+    # The ingest retries are the task chain's ingest Job's backoffLimit (one fact).
+    assert (
+        by_name[wfm.STEP_INGEST]["retryStrategy"]["limit"]
+        == (m.ingest_job(S)["spec"]["backoffLimit"])
+    )
+    assert m.selection_job(S, min_accuracy=0, force=False)["spec"]["backoffLimit"] == 0
+
+
+def test_only_the_tfjobs_are_owned_by_the_workflow() -> None:
+    """Deleting the Workflow (to re-run it, or --stop) deletes its TFJobs, never the
+    live service."""
+    owned = {
+        name
+        for name, t in templates(build()).items()
+        if t.get("resource", {}).get("setOwnerReference")
+    }
+    assert owned == {m.tfjob_name(x) for x in MODEL_TYPES}
+
+
+# -- one source of truth ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source_dir", [False, True])
+def test_container_steps_run_the_contract_commands(source_dir: bool) -> None:
+    s = Settings(image=IMAGE, mount_path="/vol")
+    by_name = templates(build(s, min_accuracy=0.75, source_dir=source_dir))
+    raw = m.raw_data_dir(s) if source_dir else None
+    assert by_name[wfm.STEP_INGEST]["container"]["command"] == contract.ingest("/vol", raw)
+    assert by_name[wfm.STEP_SELECT]["container"]["command"] == contract.select(
+        "/vol", s.service, min_accuracy=0.75
+    )
+
+
+def test_container_steps_are_the_task_chain_s_job_pods() -> None:
+    by_name = templates(build(min_accuracy=0.5))
+    jobs = {
+        wfm.STEP_INGEST: m.ingest_job(S),
+        wfm.STEP_SELECT: m.selection_job(S, min_accuracy=0.5, force=False),
+    }
+    for name, job in jobs.items():
+        pod = job["spec"]["template"]
+        (container,) = pod["spec"]["containers"]
+        container.pop("name")  # Argo names it "main"
+        assert by_name[name]["container"] == container
+        assert by_name[name]["securityContext"] == pod["spec"]["securityContext"]
+        assert by_name[name]["metadata"]["labels"] == pod["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("s", MATRIX)
+def test_resource_steps_apply_exactly_the_task_chain_s_objects(s: Settings) -> None:
+    by_name = templates(build(s))
+    for model in MODEL_TYPES:
+        t = by_name[m.tfjob_name(model)]
+        assert t["resource"]["action"] == "create"
+        assert embedded(t) == m.tfjob(s, model)
+    assert embedded(by_name[wfm.STEP_SERVE]) == m.inference_service(s)
+    if s.predictor == "kserve":
+        assert embedded(by_name[wfm.STEP_RUNTIME]) == m.serving_runtime(s)
+    else:
+        assert wfm.STEP_RUNTIME not in by_name
+
+
+# -- memoization -------------------------------------------------------------------------
+
+
+def test_memo_key_is_stable_and_tracks_both_inputs() -> None:
+    sums = list(contract.RAW_SHA256)
+    assert m.memo_key(IMAGE, sums) == m.memo_key(IMAGE, tuple(sums)) == KEY
+    assert m.memo_key(IMAGE, sums[::-1]) == KEY, "the order of the files is not an input"
+    changed = [*sums[:-1], "0" * 64]
+    assert m.memo_key(IMAGE, changed) != KEY
+    assert m.memo_key("distml:fedcba987654", sums) != KEY
+    assert len({m.memo_key(IMAGE, sums[:i]) for i in range(1, 5)}) == 4
+
+
+def test_memo_key_is_a_valid_argo_cache_key_and_configmap_key() -> None:
+    # workflow/controller/cache/cache.go cacheKeyRegex; a ConfigMap data key.
+    assert wfm._CACHE_KEY.match(KEY) and len(KEY) <= 253
+    assert k8s_schemas.validate({**m.workflow_cache(S), "data": {KEY: "{}"}}) == []
+
+
+@pytest.mark.parametrize(
+    "image, sums, fragment",
+    [
+        ("", contract.RAW_SHA256, "image"),
+        (IMAGE, [], "at least one"),
+        (IMAGE, ["abc"], "SHA-256"),
+        (IMAGE, contract.RAW_SHA256[0], "not one string"),
+    ],
+    ids=["no image", "no checksums", "not a digest", "one string"],
+)
+def test_memo_key_refuses_what_is_not_its_inputs(image: str, sums: Any, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        m.memo_key(image, sums)
+
+
+def test_ingest_is_memoized_on_the_workflow_s_key_in_the_labelled_cache() -> None:
+    wf = build(cache_max_age="48h")
+    assert wf["spec"]["arguments"]["parameters"] == [{"name": wfm.CACHE_KEY_PARAM, "value": KEY}]
+    ingest = templates(wf)[wfm.STEP_INGEST]
+    assert ingest["memoize"] == {
+        "key": "{{inputs.parameters.cache-key}}",
+        "maxAge": "48h",
+        "cache": {"configMap": {"name": m.WORKFLOW_CACHE}},
+    }
+    assert ingest["inputs"]["parameters"] == [{"name": wfm.CACHE_KEY_PARAM}]
+    (step,) = templates(wf)[wfm.ENTRYPOINT]["steps"][0]
+    assert step["arguments"]["parameters"] == [
+        {"name": wfm.CACHE_KEY_PARAM, "value": "{{workflow.parameters.cache-key}}"}
+    ]
+    cache = m.workflow_cache(S)
+    assert cache["metadata"]["name"] == m.WORKFLOW_CACHE
+    # workflow/common/common.go: LabelKeyConfigMapType = LabelValueTypeConfigMapCache
+    assert cache["metadata"]["labels"]["workflows.argoproj.io/configmap-type"] == "Cache"
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"cache_key": "ingest key"}, "memoization key"),
+        ({"cache_key": "-leading"}, "memoization key"),
+        ({"cache_max_age": "30 days"}, "duration"),
+        ({"cache_max_age": "7d"}, "duration"),
+        ({"models": ["resnet"]}, "unknown model"),
+        ({"min_accuracy": 80}, "fraction"),
+    ],
+    ids=["space in key", "leading dash", "not a duration", "days", "model", "percent"],
+)
+def test_bad_arguments_are_refused_with_what_to_change(kwargs: dict, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        build(**kwargs)
+
+
+# -- RBAC: derived from the rendered templates -----------------------------------------
+
+# What `kubectl <action> -f manifest -o json` (argo-workflows v4.1.2
+# workflow/executor/resource.go: getKubectlArguments) asks of the API: create POSTs;
+# client-side apply GETs, then POSTs (absent) or PATCHes (present).
+KUBECTL_VERBS = {"create": {"create"}, "apply": {"get", "create", "patch"}}
+# WaitResource -> checkResourceState polls the object with GET when a condition is set.
+CONDITION_VERBS = {"get"}
+# Every step pod's executor reports a WorkflowTaskResult
+# (manifests/quick-start/base/executor/emissary/executor-role.yaml at v4.1.2).
+EXECUTOR = {("argoproj.io", "workflowtaskresults", v) for v in ("create", "patch")}
+
+
+def resource_of(obj: dict[str, Any]) -> tuple[str, str]:
+    """(API group, plural resource) of an object, the plural from its CRD."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    crd = k8s_schemas.crds()[(group, obj["kind"])]
+    return group, crd["spec"]["names"]["plural"]
+
+
+def needed(wf: dict[str, Any]) -> set[tuple[str, str, str]]:
+    out: set[tuple[str, str, str]] = set()
+    for t in wf["spec"]["templates"]:
+        if "container" in t or "resource" in t:  # a step that runs a pod
+            out |= EXECUTOR
+        if "resource" in t:
+            resource = t["resource"]
+            verbs = set(KUBECTL_VERBS[resource["action"]])
+            if resource.get("successCondition") or resource.get("failureCondition"):
+                verbs |= CONDITION_VERBS
+            group, plural = resource_of(embedded(t))
+            out |= {(group, plural, v) for v in verbs}
+    return out
+
+
+def granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+@pytest.mark.parametrize("s", MATRIX)
+def test_the_role_grants_exactly_what_the_steps_do(s: Settings) -> None:
+    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY)
+    role = next(o for o in objs if o["kind"] == "Role")
+    assert granted(role) == needed(objs[-1])
+    assert not any(rule.get("resourceNames") or "*" in str(rule) for rule in role["rules"])
+
+
+def test_the_derivation_sees_every_step() -> None:
+    """With one model the TFJob permissions stay; without the kserve runtime step, the
+    servingruntimes permissions go."""
+    one = needed(build(models=["cnn"]))
+    assert ("kubeflow.org", "tfjobs", "create") in one
+    assert ("serving.kserve.io", "servingruntimes", "patch") in one
+    tfs = needed(build(Settings(image=IMAGE, predictor="tfserving")))
+    assert not any(r == "servingruntimes" for _, r, _ in tfs)
+    assert ("serving.kserve.io", "inferenceservices", "get") in tfs
+
+
+def test_the_workflow_runs_as_its_own_namespaced_service_account() -> None:
+    objs = m.workflow_objects(S, models=MODEL_TYPES, cache_key=KEY)
+    kinds = [o["kind"] for o in objs]
+    assert not {"ClusterRole", "ClusterRoleBinding"} & set(kinds)
+    sa, role, binding = objs[:3]
+    assert sa["metadata"]["name"] == role["metadata"]["name"] == m.WORKFLOW_SA
+    assert all(o["metadata"]["namespace"] == S.namespace for o in objs)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": m.WORKFLOW_SA,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": m.WORKFLOW_SA, "namespace": S.namespace}
+    ]
+    assert objs[-1]["spec"]["serviceAccountName"] == m.WORKFLOW_SA
