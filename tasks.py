@@ -21,6 +21,7 @@ from ml import contract
 from runtime.cli import build_request as _request
 from runtime.cli import call as _call
 from runtime.cli import checked as _checked
+from runtime.cli import cluster_config as _cluster_config
 from runtime.cli import float_flag as _float
 from runtime.cli import int_flag as _int
 from runtime.requests import DEFAULT_HTTP_PORT
@@ -59,29 +60,6 @@ def _runtime(c, requested, *, for_up=False):
     from runtime.local import LocalRuntime
 
     return LocalRuntime(wd, service=str(c.config.service), out=_out, dry=bool(c.config.run.dry))
-
-
-# Cluster settings moved under ``cluster:``; the old names would be ignored without a word.
-RENAMED = {
-    "INVOKE_CLUSTER": "INVOKE_CLUSTER_NAME",
-    "INVOKE_NAMESPACE": "INVOKE_CLUSTER_NAMESPACE",
-    "INVOKE_INGRESS_PORT": "INVOKE_CLUSTER_INGRESS_PORT",
-}
-
-
-def _cluster_config(c):
-    """``c.config.cluster``, refusing the settings' old names (environment or invoke.yaml)."""
-    import os
-
-    old = [f"{k} (now {v})" for k, v in RENAMED.items() if k in os.environ]
-    old += [
-        f"{k} in invoke.yaml (now cluster.{k})"
-        for k in ("namespace", "ingress_port")
-        if k in c.config
-    ]
-    if old:
-        raise Exit(f"error: cluster settings were renamed; use the new names: {'; '.join(old)}", 2)
-    return c.config.cluster
 
 
 def _cluster_runtime(c, name, wd):
@@ -341,6 +319,8 @@ def down(c, runtime=None, purge=False, keep_cluster=False):
         "profile": TRAIN_HELP["profile"],
         "epochs": TRAIN_HELP["epochs"],
         "steps-per-epoch": TRAIN_HELP["steps-per-epoch"],
+        "min-accuracy": "the selection step refuses to publish below this test accuracy (0-1)",
+        "cache-max-age": "reuse a cached ingestion this long, e.g. 720h (default), 30m",
     },
     iterable=["model_type"],
 )
@@ -353,8 +333,11 @@ def workflow(
     profile=None,
     epochs=None,
     steps_per_epoch=None,
+    min_accuracy=None,
+    cache_max_age=None,
 ):
     """Run the whole pipeline as one Argo Workflow (cluster; `up --with-argo` first)."""
+    from k8s.manifests.workflow import DEFAULT_CACHE_MAX_AGE
     from runtime.requests import WorkflowRequest
 
     request = _request(
@@ -365,6 +348,8 @@ def workflow(
         stop=bool(stop),
         epochs=_int("--epochs", epochs),
         steps_per_epoch=_int("--steps-per-epoch", steps_per_epoch),
+        min_accuracy=_float("--min-accuracy", min_accuracy, 0.0),
+        cache_max_age=cache_max_age or DEFAULT_CACHE_MAX_AGE,
     )
     rt = _runtime(c, runtime)
     _call(rt.workflow, _checked(rt, request))
@@ -410,7 +395,10 @@ def render(
         raise Exit(f"error: {e}", code=2) from e
     for path in written:
         print(path)
-    print(f"{len(written)} files in {target} ({name}); apply order = file order")
+    print(
+        f"{len(written)} files in {target} ({name}); apply order = file order; "
+        "workflow/ holds what `invoke workflow` applies instead of train-all + deploy"
+    )
 
 
 def _image_call(fn, *args, **kwargs):

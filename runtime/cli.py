@@ -1,10 +1,12 @@
 """What every task does with its flags and a runtime's answer: typed requests from flags
 (a value no runtime could act on exits 2), notes for the flags a runtime cannot honour,
 and a runtime verb's outcome as an exit code (``error: ...`` for a ``DistmlError``; its
-``exit_code`` when it has one, else 1; Ctrl-C says what the runtime left behind)."""
+``exit_code`` when it has one, else 1; Ctrl-C says what the runtime left behind); and the
+cluster settings, refusing their old names."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from invoke import Exit
@@ -65,3 +67,24 @@ def float_flag(flag, value, default=None):
         return float(value)
     except ValueError:
         raise Exit(f"error: {flag} must be a number, got {value!r}", code=2) from None
+
+
+# Cluster settings moved under ``cluster:``; the old names would be ignored without a word.
+RENAMED = {
+    "INVOKE_CLUSTER": "INVOKE_CLUSTER_NAME",
+    "INVOKE_NAMESPACE": "INVOKE_CLUSTER_NAMESPACE",
+    "INVOKE_INGRESS_PORT": "INVOKE_CLUSTER_INGRESS_PORT",
+}
+
+
+def cluster_config(c):
+    """``c.config.cluster``, refusing the settings' old names (environment or invoke.yaml)."""
+    old = [f"{k} (now {v})" for k, v in RENAMED.items() if k in os.environ]
+    old += [
+        f"{k} in invoke.yaml (now cluster.{k})"
+        for k in ("namespace", "ingress_port")
+        if k in c.config
+    ]
+    if old:
+        raise Exit(f"error: cluster settings were renamed; use the new names: {'; '.join(old)}", 2)
+    return c.config.cluster

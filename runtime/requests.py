@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from common.errors import DistmlError
+from k8s.manifests.workflow import DEFAULT_CACHE_MAX_AGE, is_duration
 from k8s.settings import PREDICTORS, SERVING_MODES
 from ml import contract
 
@@ -54,6 +55,12 @@ def _training(
         raise RequestError(f"unknown profile {profile!r}; valid: {', '.join(contract.PROFILES)}")
     _at_least("--epochs", epochs, 1)
     _at_least("--steps-per-epoch", steps_per_epoch, 1)
+
+
+def _fraction(flag: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        hint = f" (did you mean {value / 100:g}?)" if value > 1 else ""
+        raise RequestError(f"{flag} is a fraction between 0 and 1, got {value:g}{hint}")
 
 
 def unsupported(request: Any, capabilities: Any) -> list[str]:
@@ -112,11 +119,7 @@ class DeployRequest:
 
     def __post_init__(self) -> None:
         _one_of("--predictor", self.predictor, PREDICTORS)
-        if not 0.0 <= self.min_accuracy <= 1.0:
-            hint = f" (did you mean {self.min_accuracy / 100:g}?)" if self.min_accuracy > 1 else ""
-            raise RequestError(
-                f"--min-accuracy is a fraction between 0 and 1, got {self.min_accuracy:g}{hint}"
-            )
+        _fraction("--min-accuracy", self.min_accuracy)
         for flag, value in (
             ("--target", self.target),
             ("--min-replicas", self.min_replicas),
@@ -165,8 +168,16 @@ class WorkflowRequest:
     stop: bool = False
     epochs: int | None = None
     steps_per_epoch: int | None = None
+    min_accuracy: float = 0.0
+    cache_max_age: str = DEFAULT_CACHE_MAX_AGE
 
     def __post_init__(self) -> None:
+        _fraction("--min-accuracy", self.min_accuracy)
+        if not is_duration(self.cache_max_age):
+            raise RequestError(
+                f"--cache-max-age must be a duration such as 720h, 30m or 90s, got "
+                f"{self.cache_max_age!r}"
+            )
         if self.stop and self.watch:
             raise RequestError(
                 "--stop deletes the running workflows; --watch follows a new one: use one"

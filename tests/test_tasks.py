@@ -129,3 +129,18 @@ def test_dry_workflow_on_a_cluster_prints_its_objects_and_touches_nothing(tmp_pa
     assert applied == kinds
     assert "  - name: train-cnn\n" in r.stdout and "train-cnn-dropout" not in r.stdout
     assert not wd.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cache-max-age", "soon"], "--cache-max-age must be a duration such as 720h"),
+        (["--min-accuracy", "90"], "(did you mean 0.9?)"),
+        (["--watch", "--stop"], "use one"),
+    ],
+)
+def test_workflow_values_are_checked_before_a_runtime_is_chosen(wd, args, message):
+    r = invoke(wd, "workflow", *args)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "runtime:" not in r.stdout

@@ -65,6 +65,7 @@ from k8s.manifests.names import (
     TFJOB_PORT_NAME,
     VOLUME_NAME,
     WORKER_GRACE_S,
+    WORKFLOW_STEP,
     dns_name,
     is_dns_label,
     labels,
@@ -139,7 +140,7 @@ def cluster_objects(
     if s.serving_mode == "standard":
         out.append(("deploy", ingress_service(s)))
     out += [
-        ("workflow", obj)
+        (WORKFLOW_STEP, obj)
         for obj in workflow_objects(
             s,
             models=models,
@@ -185,6 +186,7 @@ __all__ = [
     "WORKFLOW_CACHE",
     "WORKFLOW_NAME",
     "WORKFLOW_SA",
+    "WORKFLOW_STEP",
     "check_models",
     "check_settings",
     "cluster_objects",

@@ -20,7 +20,8 @@ ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"
 
 # `cluster_objects` steps, in the order the tasks run them; "workflow" (`invoke workflow`)
 # is the alternative to train-all + deploy: one Argo Workflow that runs them.
-STEPS = ("up", "train-all", "deploy", "workflow")
+WORKFLOW_STEP = "workflow"  # `invoke workflow`: the alternative to train-all + deploy
+STEPS = ("up", "train-all", "deploy", WORKFLOW_STEP)
 
 # Object names.
 LOADER_POD = "distml-data-loader"

@@ -324,13 +324,18 @@ def _templates(
     return templates
 
 
+def is_duration(text: object) -> bool:
+    """A duration Argo accepts for ``memoize.maxAge`` (Go's time.ParseDuration)."""
+    return isinstance(text, str) and bool(_GO_DURATION.match(text))
+
+
 def _check_cache(cache_key: str, cache_max_age: str) -> None:
     if not isinstance(cache_key, str) or not _CACHE_KEY.match(cache_key) or len(cache_key) > 253:
         raise ValueError(
             f"cache key {cache_key!r} is not an Argo memoization key (letters, digits and '-', "
             "starting with a letter or digit, at most 253): derive it with memo_key()"
         )
-    if not isinstance(cache_max_age, str) or not _GO_DURATION.match(cache_max_age):
+    if not is_duration(cache_max_age):
         raise ValueError(
             f"cache max age {cache_max_age!r} is not a duration such as '720h', '30m' or '90s'"
         )

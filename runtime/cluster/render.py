@@ -1,7 +1,7 @@
-"""`invoke render`: every object up/train-all/deploy apply (then what `invoke workflow`
-applies instead of train-all + deploy), as numbered YAML files in apply
-order, and ``00-operators.sh``: the cluster and operator installs `invoke up` runs on an
-empty machine, recorded from the same installer instead of written twice."""
+"""`invoke render`: every object up/train-all/deploy apply, as numbered YAML files in apply
+order; in ``workflow/``, numbered the same way, what `invoke workflow` applies instead of
+train-all + deploy; and ``00-operators.sh``: the cluster and operator installs `invoke up`
+runs on an empty machine, recorded from the same installer instead of written twice."""
 
 from __future__ import annotations
 
@@ -33,14 +33,20 @@ def render(
     import yaml
 
     s = cx.settings(serving_mode=serving_mode, predictor=predictor, **changes)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("[0-9][0-9]-*.yaml"):
-        old.unlink()
-    written = []
-    objects = manifests.cluster_objects(s, models=list(models), source_dir=source_dir)
-    for i, (step, obj) in enumerate(objects, start=1):
-        name = f"{i:02d}-{step}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
-        path = out_dir / name
+    flows = {"chain": out_dir, manifests.WORKFLOW_STEP: out_dir / manifests.WORKFLOW_STEP}
+    for folder in flows.values():
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("[0-9][0-9]-*.yaml"):
+            old.unlink()
+    written: list[Path] = []
+    numbers = dict.fromkeys(flows, 0)
+    for step, obj in manifests.cluster_objects(s, models=list(models), source_dir=source_dir):
+        # The workflow's objects are the alternative to train-all + deploy, not a sequel:
+        # they go in a folder of their own, numbered in their own apply order.
+        flow = manifests.WORKFLOW_STEP if step == manifests.WORKFLOW_STEP else "chain"
+        numbers[flow] += 1
+        name = f"{numbers[flow]:02d}-{step}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+        path = flows[flow] / name
         path.write_text(yaml.safe_dump(obj, sort_keys=False))
         written.append(path)
     ops = out_dir / "00-operators.sh"

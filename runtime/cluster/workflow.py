@@ -70,6 +70,8 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         s,
         models=request.models,
         cache_key=manifests.data_cache_key(s),
+        cache_max_age=request.cache_max_age,
+        min_accuracy=request.min_accuracy,
         source_dir=bool(state.get("source_dir")),
     )
     wf = next(o for o in objects if o["kind"] == WORKFLOW_KIND)

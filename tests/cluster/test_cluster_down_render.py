@@ -83,10 +83,12 @@ def test_render_writes_every_object_in_apply_order_and_each_is_valid(
         assert "--config kind-config.yaml" in written[0].read_text()
         assert "hostPort: 8080" in written[-1].read_text()
         written = written[:-1]
-    files = written
+    files = [p for p in written if p.parent.name != "workflow"]
+    flow = [p for p in written if p.parent.name == "workflow"]
     names = [p.name for p in files]
     assert names[0] == "00-operators.sh"
     assert names[1:] == sorted(names[1:])
+    assert [p.name for p in flow] == sorted(p.name for p in flow)
     kinds = [n.split("-")[2] if n.split("-")[1] != "train" else n for n in names[1:]]
     assert kinds[0] == "namespace"
     import yaml
@@ -94,13 +96,15 @@ def test_render_writes_every_object_in_apply_order_and_each_is_valid(
     objects = [yaml.safe_load(p.read_text()) for p in files[1:]]
     assert [o["kind"] for o in objects][:2] == ["Namespace", "PersistentVolumeClaim"]
     assert [o["kind"] for o in objects].count("TFJob") == 3
-    # Last, what `invoke workflow` applies, as it applies it (the same builder, the same key).
+    # In workflow/, what `invoke workflow` applies instead of train-all + deploy, as it
+    # applies it (the same builder, the same key), numbered from 01: never a sequel.
     s = rt.cx.settings(serving_mode=mode)
     expected = manifests.workflow_objects(
         s, models=MODEL_TYPES, cache_key=manifests.data_cache_key(s)
     )
-    assert objects[-len(expected) :] == expected
-    assert names[-1].startswith(f"{len(objects):02d}-workflow-workflow-")
+    assert [yaml.safe_load(p.read_text()) for p in flow] == expected
+    assert flow[0].name.startswith("01-workflow-") and "workflow" not in "".join(names)
+    assert flow[-1].name.startswith(f"{len(expected):02d}-workflow-workflow-")
     for obj in objects:
         assert validate(obj) == [], obj["metadata"]["name"]
     script = files[0].read_text()

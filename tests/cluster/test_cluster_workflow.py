@@ -102,6 +102,27 @@ def test_the_submitted_cache_key_is_the_builders_key_of_the_image_and_the_checks
     assert param["value"] == manifests.memo_key(TAG, contract.RAW_SHA256)
 
 
+def test_the_flags_reach_the_submitted_workflow(wd, fake):
+    with_argo(wd, fake)
+    fake.applied.clear()
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+    request = WorkflowRequest(models=("cnn",), min_accuracy=0.85, cache_max_age="30m")
+    assert rt.workflow(request) == 0
+    s = rt.cx.settings(profile=contract.DEFAULT_PROFILE)
+    expected = manifests.workflow_objects(
+        s,
+        models=("cnn",),
+        cache_key=manifests.data_cache_key(s),
+        cache_max_age="30m",
+        min_accuracy=0.85,
+    )
+    assert fake.applied == expected
+    templates = {t["name"]: t for t in submitted(fake)["spec"]["templates"]}
+    assert any(t.get("memoize", {}).get("maxAge") == "30m" for t in templates.values())
+    commands = [t["container"]["command"] for t in templates.values() if "container" in t]
+    assert any("--min-accuracy" in c and "0.85" in c for c in commands)
+
+
 def test_submit_refuses_without_argo_and_applies_nothing(wd, fake):
     set_up(wd, fake)
     fake.applied.clear()
