@@ -179,8 +179,9 @@ class Installer:
                 out=self.out,
             )
 
-    def present(self, label: str, namespace: str, deployment: str) -> bool:
-        if deployment_available(self.kube, namespace, deployment):
+    def present(self, label: str, namespace: str, *deployments: str) -> bool:
+        """True (and says so) when every one of ``deployments`` is Available."""
+        if all(deployment_available(self.kube, namespace, d) for d in deployments):
             self.out(f"{label}: already installed")
             return True
         self.out(f"{label}: installing")
@@ -345,7 +346,7 @@ class Installer:
 
     def argo(self) -> None:
         label = f"Argo Workflows {versions.ARGO_WORKFLOWS_VERSION}"
-        if self.present(label, ARGO_NAMESPACE, ARGO_DEPLOYMENTS[0]):
+        if self.present(label, ARGO_NAMESPACE, *ARGO_DEPLOYMENTS):
             return
         self.kube.apply(
             {

@@ -112,6 +112,16 @@ def test_an_argo_that_went_missing_is_installed_again_by_a_plain_up(wd, fake):
     assert [x for x in commands(c) if "argoproj" in x] == [ARGO_INSTALL]
 
 
+def test_an_argo_server_that_is_not_available_is_not_taken_for_installed(wd, fake):
+    up_with_argo(wd, fake)
+    fake.remove("apps/v1", "Deployment", "argo-server", "argo")  # the controller is fine
+    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    lines = []
+    assert runtime(c, wd, fake, lines=lines).up(UpRequest()) == 0
+    assert [x for x in commands(c) if "argoproj" in x] == [ARGO_INSTALL]
+    assert "Argo Workflows v4.1.2: already installed" not in lines
+
+
 def test_up_without_argo_never_touches_it(wd, fake):
     c = make_ctx(fake, k3d_results(exists=False, imported=False))
     assert runtime(c, wd, fake).up(UpRequest()) == 0
