@@ -401,6 +401,8 @@ def test_apply_order() -> None:
         ("workflow", "ServiceAccount", "distml-workflow"),
         ("workflow", "Role", "distml-workflow"),
         ("workflow", "RoleBinding", "distml-workflow"),
+        ("workflow", "Role", "distml-workflow-cache-writer"),
+        ("workflow", "RoleBinding", "distml-workflow-cache-writer"),
         ("workflow", "ConfigMap", "distml-workflow-cache"),
         ("workflow", "Workflow", "distml-pipeline"),
     ]
