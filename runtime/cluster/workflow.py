@@ -50,6 +50,7 @@ class StepLines:
                 continue
             self.shown[r.name] = r
             note = " (from the cache, not run)" if r.cached else ""
+            note += f" (retry {r.retries})" if r.retries else ""
             note += f": {r.message}" if r.message else ""
             self.out(f"[{elapsed:6.0f}s] {r.name:<26} {r.phase}{note}")
 

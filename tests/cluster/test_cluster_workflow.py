@@ -21,6 +21,7 @@ from runtime.cluster.workflow import STOP_WAIT_S, WATCH_GRACE_S
 from runtime.requests import WorkflowRequest
 from tests.cluster.kit import TAG, make_ctx, node, runtime, set_up
 from tests.fakekube import FakeKube, conditions_status
+from tests.k8s_schemas import validate
 
 NS = "kubeflow"
 
@@ -65,20 +66,29 @@ def slow_delete(fake: FakeKube, kind: str, gone_after: float | None) -> None:
     fake.delete = marking
 
 
-def step_node(node_id: str, name: str, phase: str, started: int, **extra: Any) -> dict[str, Any]:
+def step_node(
+    node_id: str, name: str, phase: str, started: int, type: str = "Pod", **extra: Any
+) -> dict[str, Any]:
+    """A step's node as Argo v4.1.2 writes it (``type``: Retry for a template with a
+    retryStrategy, see tests/test_k8s_workflows.py)."""
     return {
         "id": node_id,
-        "name": name,
+        "name": f"distml-pipeline[0].{name}",
         "displayName": name,
-        "type": "Pod",
+        "type": type,
         "phase": phase,
+        "boundaryID": "distml-pipeline",
         "startedAt": f"2026-01-01T12:00:{started:02d}Z",
         **extra,
     }
 
 
 def argo(fake, statuses: list[dict[str, Any]]) -> None:
-    """Plays Argo's controller: once the Workflow exists, one status per fake-clock tick."""
+    """Plays Argo's controller: once the Workflow exists, one status per fake-clock tick.
+    Each status must be one the Workflow CRD's status schema accepts."""
+    for s in statuses:
+        wf = {"apiVersion": WORKFLOW_API, "kind": "Workflow", "metadata": {"name": "w"}}
+        assert validate({**wf, "spec": {"entrypoint": "pipeline"}, "status": s}) == []
     step = 0
 
     def tick(_t: float) -> None:
@@ -91,12 +101,12 @@ def argo(fake, statuses: list[dict[str, Any]]) -> None:
     fake.script(tick)
 
 
-INGEST_CACHED = step_node(
-    "w-1", "ingest", "Succeeded", 0, memoizationStatus={"hit": True, "key": "k", "cacheName": "c"}
-)
+# ingest: retryStrategy + memoize, so a Retry node; a cache hit is that node, no attempt.
+MEMO = {"hit": True, "key": "k", "cacheName": manifests.WORKFLOW_CACHE}
+INGEST_CACHED = step_node("w-1", "ingest", "Succeeded", 0, type="Retry", memoizationStatus=MEMO)
 TRAIN_RUNNING = step_node("w-2", "train-cnn", "Running", 1)
 TRAIN_DONE = step_node("w-2", "train-cnn", "Succeeded", 1)
-SELECT_FAILED = step_node("w-3", "select", "Failed", 2, message="Error (exit code 3)")
+SELECT_FAILED = step_node("w-3", "select", "Failed", 2, message="Error (exit code 1)")
 
 
 def status(phase: str, *nodes: dict[str, Any]) -> dict[str, Any]:
@@ -187,6 +197,48 @@ def test_watch_prints_a_line_per_step_change_and_exits_0_on_success(wd, fake):
     assert any(line.startswith(f"Workflow {name}: Succeeded in ") for line in lines)
 
 
+def ingest_attempts(wrapper: str, *attempts: str, message: str = "") -> list[dict[str, Any]]:
+    """The memoized ingest on a cache miss: its Retry node and its attempts "ingest(N)"."""
+    ids = [f"w-1-{i}" for i in range(len(attempts))]
+    miss = {**MEMO, "hit": False}
+    extra: dict[str, Any] = {"message": message} if message else {}
+    node = step_node("w-1", "ingest", wrapper, 0, type="Retry", memoizationStatus=miss, **extra)
+    node["children"] = ids
+    return [
+        node,
+        *(
+            step_node(ids[i], f"ingest({i})", p, i * 20, nodeFlag={"retried": True})
+            for i, p in enumerate(attempts)
+        ),
+    ]
+
+
+def test_watch_shows_a_retried_step_as_one_row_with_its_retries(wd, fake):
+    with_argo(wd, fake)
+    argo(
+        fake,
+        [
+            status("Running", *ingest_attempts("Pending", "Running")),
+            status(
+                "Running", *ingest_attempts("Pending", "Failed", message="Backoff for 10 seconds")
+            ),
+            status("Running", *ingest_attempts("Pending", "Failed", "Running")),
+            status("Succeeded", *ingest_attempts("Succeeded", "Failed", "Succeeded")),
+        ],
+    )
+    lines: list[str] = []
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest(watch=True))
+        == 0
+    )
+    assert [line.split("] ", 1)[1] for line in lines if line.startswith("[")] == [
+        f"{'ingest':<26} Running",
+        f"{'ingest':<26} Pending: Backoff for 10 seconds",
+        f"{'ingest':<26} Running (retry 1)",
+        f"{'ingest':<26} Succeeded (retry 1)",
+    ]
+
+
 def test_watch_exits_1_with_the_failing_steps_message_and_log_tail(wd, fake):
     with_argo(wd, fake)
     argo(fake, [status("Running", INGEST_CACHED), status("Failed", INGEST_CACHED, SELECT_FAILED)])
@@ -199,7 +251,7 @@ def test_watch_exits_1_with_the_failing_steps_message_and_log_tail(wd, fake):
         {POD_WORKFLOW_LABEL: name},
         phase="Failed",
         container=MAIN_CONTAINER,
-        exit_code=3,
+        exit_code=1,
     )
     fake.obj("v1", "Pod", pod["metadata"]["name"], NS)["metadata"]["annotations"] = {
         NODE_ID_ANNOTATION: "w-3"
@@ -208,7 +260,7 @@ def test_watch_exits_1_with_the_failing_steps_message_and_log_tail(wd, fake):
     assert rt.workflow(WorkflowRequest(watch=True)) == 1
     text = "\n".join(lines)
     assert f"Workflow {name}: Failed after " in text
-    assert "step select: Failed: Error (exit code 3)" in text
+    assert "step select: Failed: Error (exit code 1)" in text
     assert "not publishing" in text
     assert lines[-1].startswith("next: fix the cause above, then `invoke workflow --watch`")
 
