@@ -20,6 +20,7 @@ from typing import Any
 from common.poll import Done, Pending, api_note
 from k8s import manifests, versions
 from k8s.kube import Kube, KubeError
+from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.objects import is_true
 from k8s.providers import Provider
 from k8s.settings import Settings
@@ -99,10 +100,9 @@ KSERVE_TF_RUNTIME = (
 )
 
 
-# Argo Workflows: its namespace (install.yaml's objects name it, but the file does not
-# create it) and the Deployments `up` waits for (the controller runs workflows; the server
-# is the UI and API).
-ARGO_NAMESPACE = "argo"
+# Argo Workflows: its namespace (ARGO_NAMESPACE, from k8s.manifests.names: the Workflow's
+# RBAC names it too) and the Deployments `up` waits for (the controller runs workflows;
+# the server is the UI and API).
 ARGO_DEPLOYMENTS = ("workflow-controller", "argo-server")
 # How long `down --keep-cluster` gives kubectl to delete Argo's objects (CRDs included:
 # the API server deletes every Workflow first) and the namespace to go.

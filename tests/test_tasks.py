@@ -124,7 +124,15 @@ def test_dry_workflow_on_a_cluster_prints_its_objects_and_touches_nothing(tmp_pa
     wd = tmp_path / "wd"
     r = invoke(wd, "--dry", "workflow", "--runtime", "k3d", "--model-type", "cnn")
     assert r.returncode == 0, r.stderr
-    kinds = ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Workflow"]
+    kinds = [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Workflow",
+    ]
     applied = [line.split()[2] for line in r.stdout.splitlines() if line.startswith("would apply")]
     assert applied == kinds
     assert "  - name: train-cnn\n" in r.stdout and "train-cnn-dropout" not in r.stdout

@@ -5,6 +5,7 @@ v1.9.0 and KServe v0.20.0 write them, and held against the CRDs' status schemas.
 from __future__ import annotations
 
 import importlib
+import itertools
 from typing import Any
 
 import pytest
@@ -168,17 +169,34 @@ def test_a_tfjob_step_ends_as_the_tfjob_does(events: list, verdict: str) -> None
         assert argo.judge(earlier, success, failure) in ("waiting", verdict)
 
 
+# The training operator v1.9.0's job condition types, pinned here independently of the
+# code (pkg/apis/kubeflow.org/v1/common_types.go:135-159: JobCreated, JobRunning,
+# JobRestarting, JobSucceeded, JobSuspended, JobFailed); the CRD's schema leaves
+# status.conditions[].type a free string.
+TRAINING_OPERATOR_V1_9_CONDITION_TYPES = (
+    "Created",
+    "Running",
+    "Restarting",
+    "Succeeded",
+    "Suspended",
+    "Failed",
+)
+
+
 def test_the_failure_condition_reaches_every_position_failed_can_hold() -> None:
     """Each condition type appears once, and nothing follows Failed: every history of
-    the other types, then Failed, is judged failed."""
+    the other types (in any order), then Failed, is judged failed."""
     success, failure = conditions(resource_steps(Settings(image=IMAGE))["train-cnn"])
-    others = [t for t in wfm.TFJOB_CONDITION_TYPES if t != "Failed"]
+    others = [t for t in TRAINING_OPERATOR_V1_9_CONDITION_TYPES if t != "Failed"]
     for n in range(len(others) + 1):
-        job = {"kind": "TFJob", "status": {"conditions": []}}
-        for ctype in others[:n]:
-            job["status"]["conditions"].append({"type": ctype, "status": "True"})
-        job["status"]["conditions"].append({"type": "Failed", "status": "True"})
-        assert argo.judge(job, success, failure) == "failed", n
+        for before in itertools.permutations(others, n):
+            conds = [{"type": ctype, "status": "True"} for ctype in [*before, "Failed"]]
+            job = {"kind": "TFJob", "status": {"conditions": conds}}
+            assert argo.judge(job, success, failure) == "failed", before
+    # No further than that: a seventh position is one Failed can never hold.
+    padding = [{"type": "Other", "status": "True"}] * len(TRAINING_OPERATOR_V1_9_CONDITION_TYPES)
+    beyond = {"kind": "TFJob", "status": {"conditions": [*padding, {"type": "Failed"}]}}
+    assert argo.judge(beyond, success, failure) == "waiting"
 
 
 # -- InferenceService: statuses as KServe writes them ----------------------------------

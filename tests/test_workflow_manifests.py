@@ -48,9 +48,10 @@ def embedded(template: dict[str, Any]) -> dict[str, Any]:
     return yaml.safe_load(template["resource"]["manifest"])
 
 
-def step_groups(wf: dict[str, Any]) -> list[list[str]]:
-    pipeline = templates(wf)[wf["spec"]["entrypoint"]]
-    return [[step["name"] for step in group] for group in pipeline["steps"]]
+def step_groups(wf: dict[str, Any], template: str | None = None) -> list[list[str]]:
+    """The step names of a steps template (the entrypoint by default), group by group."""
+    steps = templates(wf)[template or wf["spec"]["entrypoint"]]["steps"]
+    return [[step["name"] for step in group] for group in steps]
 
 
 # -- strict validity --------------------------------------------------------------------
@@ -58,9 +59,11 @@ def step_groups(wf: dict[str, Any]) -> list[list[str]]:
 
 @pytest.mark.parametrize("s", MATRIX)
 def test_every_object_and_every_embedded_manifest_is_strictly_valid(s: Settings) -> None:
-    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY, min_accuracy=0.5)
+    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY, min_accuracy=0.5, parallelism=2)
     assert [o["kind"] for o in objs] == [
         "ServiceAccount",
+        "Role",
+        "RoleBinding",
         "Role",
         "RoleBinding",
         "ConfigMap",
@@ -103,24 +106,87 @@ def test_an_embedded_manifest_s_typo_is_caught_by_its_own_schema() -> None:
 def test_ingest_then_parallel_tfjobs_then_select_then_serve(s: Settings) -> None:
     wf = build(s)
     serving = ([wfm.STEP_RUNTIME] if s.predictor == "kserve" else []) + [wfm.STEP_SERVE]
+    serving += [wfm.STEP_INGRESS] if s.serving_mode == "standard" else []
     assert step_groups(wf) == [
         [wfm.STEP_INGEST],
-        [m.tfjob_name(x) for x in MODEL_TYPES],  # one group: in parallel
+        [wfm.STEP_TRAIN],
         [wfm.STEP_SELECT],
         *[[name] for name in serving],
     ]
+    # The training template: one group, so the TFJobs run in parallel.
+    assert step_groups(wf, wfm.STEP_TRAIN) == [[m.tfjob_name(x) for x in MODEL_TYPES]]
     by_name = templates(wf)
-    for group in templates(wf)[wfm.ENTRYPOINT]["steps"]:
-        for step in group:
-            # One name per step: the step, its template and (for TFJobs) the object.
-            assert step["template"] == step["name"] and step["name"] in by_name
+    for steps_template in (wfm.ENTRYPOINT, wfm.STEP_TRAIN):
+        for group in by_name[steps_template]["steps"]:
+            for step in group:
+                # One name per step: the step, its template and (for TFJobs) the object.
+                assert step["template"] == step["name"] and step["name"] in by_name
     assert len(by_name) == len(wf["spec"]["templates"]), "template names repeat"
 
 
 def test_a_model_subset_gives_one_training_step_each() -> None:
     wf = build(models=["cnn_dropout"])
-    assert step_groups(wf)[1] == ["train-cnn-dropout"]
+    assert step_groups(wf, wfm.STEP_TRAIN) == [["train-cnn-dropout"]]
     assert "train-cnn" not in templates(wf)
+
+
+# -- parallelism: how many TFJobs at once ----------------------------------------------
+
+
+def training_waves(wf: dict[str, Any]) -> list[list[str]]:
+    """The TFJob steps Argo v4.1.2 starts together, reconcile after reconcile, when each
+    started step runs until the next reconcile (the most that can overlap).
+
+    steps.go executeStepGroup calls executeTemplate for every step of the group in order
+    on each reconcile; operator.go checkParallelism refuses a new child (a step not yet
+    Pending/Running) once getActiveChildren(boundaryID) reaches the parallelism of the
+    template whose node is the boundary (the steps template holding the group): that
+    step is left for a later reconcile (ErrParallelismReached: continue)."""
+    template = templates(wf)[wfm.STEP_TRAIN]
+    limit = template.get("parallelism")
+    (group,) = template["steps"]
+    started: set[str] = set()
+    waves: list[list[str]] = []
+    while len(started) < len(group):
+        active: list[str] = []
+        for step in group:
+            if step["name"] in started:
+                continue
+            if limit is not None and len(active) >= limit:
+                continue
+            active.append(step["name"])
+            started.add(step["name"])
+        waves.append(active)
+    return waves
+
+
+def test_parallelism_one_trains_one_model_at_a_time() -> None:
+    wf = build(parallelism=1)
+    assert templates(wf)[wfm.STEP_TRAIN]["parallelism"] == 1
+    assert training_waves(wf) == [[m.tfjob_name(x)] for x in MODEL_TYPES]
+
+
+def test_no_parallelism_trains_every_model_at_once() -> None:
+    wf = build()
+    assert "parallelism" not in templates(wf)[wfm.STEP_TRAIN]
+    assert training_waves(wf) == [[m.tfjob_name(x) for x in MODEL_TYPES]]
+
+
+def test_parallelism_limits_the_training_steps_and_nothing_else() -> None:
+    wf = build(parallelism=2)
+    assert [len(w) for w in training_waves(wf)] == [2, 1]
+    limited = {t["name"] for t in wf["spec"]["templates"] if "parallelism" in t}
+    assert limited == {wfm.STEP_TRAIN}
+    assert "parallelism" not in wf["spec"], "a workflow-level limit counts every pod"
+    assert k8s_schemas.validate(wf) == []
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "2"])
+def test_a_parallelism_that_is_not_a_count_is_refused(bad: Any) -> None:
+    with pytest.raises(ValueError, match="whole number of TFJobs at once"):
+        build(parallelism=bad)
+    with pytest.raises(ValueError, match="whole number of TFJobs at once"):
+        m.workflow_objects(S, models=MODEL_TYPES, cache_key=KEY, parallelism=bad)
 
 
 def test_names_are_what_argo_accepts() -> None:
@@ -151,6 +217,8 @@ def test_retries_only_where_a_retry_is_safe() -> None:
     by_name = templates(build())
     retried = {name for name, t in by_name.items() if "retryStrategy" in t}
     assert retried == {wfm.STEP_INGEST, wfm.STEP_RUNTIME, wfm.STEP_SERVE}
+    standard = templates(build(Settings(image=IMAGE, serving_mode="standard")))
+    assert "retryStrategy" in standard[wfm.STEP_INGRESS]  # an apply: idempotent
     # The ingest retries are the task chain's ingest Job's backoffLimit (one fact).
     assert (
         by_name[wfm.STEP_INGEST]["retryStrategy"]["limit"]
@@ -211,6 +279,26 @@ def test_resource_steps_apply_exactly_the_task_chain_s_objects(s: Settings) -> N
         assert embedded(by_name[wfm.STEP_RUNTIME]) == m.serving_runtime(s)
     else:
         assert wfm.STEP_RUNTIME not in by_name
+    if s.serving_mode == "standard":
+        ingress = by_name[wfm.STEP_INGRESS]["resource"]
+        assert embedded(by_name[wfm.STEP_INGRESS]) == m.ingress_service(s)
+        assert ingress["action"] == "apply" and not ingress.get("setOwnerReference")
+        assert "successCondition" not in ingress and "failureCondition" not in ingress
+    else:
+        assert wfm.STEP_INGRESS not in by_name
+
+
+@pytest.mark.parametrize("mode", SERVING_MODES)
+def test_the_workflow_applies_what_deploy_applies_after_selection(mode: str) -> None:
+    """`invoke deploy`'s objects after the selection Job (message-dumper aside: the
+    request logger is the task chain's option) are the serving steps' objects, in order."""
+    s = Settings(image=IMAGE, serving_mode=mode)
+    objs = m.cluster_objects(s, models=MODEL_TYPES)
+    deploy = [o for step, o in objs if step == "deploy" and o["kind"] != "Job"]
+    wf = next(o for step, o in objs if step == m.WORKFLOW_STEP and o["kind"] == "Workflow")
+    by_name = templates(wf)
+    names = [n for (n,) in step_groups(wf)[3:]]
+    assert [embedded(by_name[n]) for n in names] == deploy
 
 
 # -- memoization -------------------------------------------------------------------------
@@ -282,85 +370,3 @@ def test_ingest_is_memoized_on_the_workflow_s_key_in_the_labelled_cache() -> Non
 def test_bad_arguments_are_refused_with_what_to_change(kwargs: dict, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         build(**kwargs)
-
-
-# -- RBAC: derived from the rendered templates -----------------------------------------
-
-# What `kubectl <action> -f manifest -o json` (argo-workflows v4.1.2
-# workflow/executor/resource.go: getKubectlArguments) asks of the API: create POSTs;
-# client-side apply GETs, then POSTs (absent) or PATCHes (present).
-KUBECTL_VERBS = {"create": {"create"}, "apply": {"get", "create", "patch"}}
-# WaitResource -> checkResourceState polls the object with GET when a condition is set.
-CONDITION_VERBS = {"get"}
-# Every step pod's executor reports a WorkflowTaskResult
-# (manifests/quick-start/base/executor/emissary/executor-role.yaml at v4.1.2).
-EXECUTOR = {("argoproj.io", "workflowtaskresults", v) for v in ("create", "patch")}
-
-
-def resource_of(obj: dict[str, Any]) -> tuple[str, str]:
-    """(API group, plural resource) of an object, the plural from its CRD."""
-    group = obj["apiVersion"].rpartition("/")[0]
-    crd = k8s_schemas.crds()[(group, obj["kind"])]
-    return group, crd["spec"]["names"]["plural"]
-
-
-def needed(wf: dict[str, Any]) -> set[tuple[str, str, str]]:
-    out: set[tuple[str, str, str]] = set()
-    for t in wf["spec"]["templates"]:
-        if "container" in t or "resource" in t:  # a step that runs a pod
-            out |= EXECUTOR
-        if "resource" in t:
-            resource = t["resource"]
-            verbs = set(KUBECTL_VERBS[resource["action"]])
-            if resource.get("successCondition") or resource.get("failureCondition"):
-                verbs |= CONDITION_VERBS
-            group, plural = resource_of(embedded(t))
-            out |= {(group, plural, v) for v in verbs}
-    return out
-
-
-def granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
-    return {
-        (g, r, v)
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
-
-
-@pytest.mark.parametrize("s", MATRIX)
-def test_the_role_grants_exactly_what_the_steps_do(s: Settings) -> None:
-    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY)
-    role = next(o for o in objs if o["kind"] == "Role")
-    assert granted(role) == needed(objs[-1])
-    assert not any(rule.get("resourceNames") or "*" in str(rule) for rule in role["rules"])
-
-
-def test_the_derivation_sees_every_step() -> None:
-    """With one model the TFJob permissions stay; without the kserve runtime step, the
-    servingruntimes permissions go."""
-    one = needed(build(models=["cnn"]))
-    assert ("kubeflow.org", "tfjobs", "create") in one
-    assert ("serving.kserve.io", "servingruntimes", "patch") in one
-    tfs = needed(build(Settings(image=IMAGE, predictor="tfserving")))
-    assert not any(r == "servingruntimes" for _, r, _ in tfs)
-    assert ("serving.kserve.io", "inferenceservices", "get") in tfs
-
-
-def test_the_workflow_runs_as_its_own_namespaced_service_account() -> None:
-    objs = m.workflow_objects(S, models=MODEL_TYPES, cache_key=KEY)
-    kinds = [o["kind"] for o in objs]
-    assert not {"ClusterRole", "ClusterRoleBinding"} & set(kinds)
-    sa, role, binding = objs[:3]
-    assert sa["metadata"]["name"] == role["metadata"]["name"] == m.WORKFLOW_SA
-    assert all(o["metadata"]["namespace"] == S.namespace for o in objs)
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": m.WORKFLOW_SA,
-    }
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": m.WORKFLOW_SA, "namespace": S.namespace}
-    ]
-    assert objs[-1]["spec"]["serviceAccountName"] == m.WORKFLOW_SA

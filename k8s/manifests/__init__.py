@@ -65,6 +65,10 @@ from k8s.manifests.names import (
     TFJOB_PORT_NAME,
     VOLUME_NAME,
     WORKER_GRACE_S,
+    WORKFLOW_CACHE,
+    WORKFLOW_CACHE_WRITER,
+    WORKFLOW_NAME,
+    WORKFLOW_SA,
     WORKFLOW_STEP,
     dns_name,
     is_dns_label,
@@ -92,15 +96,12 @@ from k8s.manifests.serving import (
 )
 from k8s.manifests.workflow import (
     CACHE_LABEL,
-    WORKFLOW_CACHE,
-    WORKFLOW_NAME,
-    WORKFLOW_SA,
     memo_key,
     workflow,
     workflow_cache,
     workflow_objects,
-    workflow_rbac,
 )
+from k8s.manifests.workflow_rbac import cache_writer_rbac, workflow_rbac
 from k8s.settings import Settings
 from ml import contract
 
@@ -184,9 +185,11 @@ __all__ = [
     "VOLUME_NAME",
     "WORKER_GRACE_S",
     "WORKFLOW_CACHE",
+    "WORKFLOW_CACHE_WRITER",
     "WORKFLOW_NAME",
     "WORKFLOW_SA",
     "WORKFLOW_STEP",
+    "cache_writer_rbac",
     "check_models",
     "check_settings",
     "cluster_objects",

@@ -30,6 +30,20 @@ SELECT_JOB = "distml-select"
 ROLLBACK_JOB = "distml-rollback"
 RUNTIME_NAME = "distml-predictor"
 MESSAGE_DUMPER = "message-dumper"
+# `invoke workflow`'s objects (k8s.manifests.workflow and workflow_rbac).
+WORKFLOW_NAME = "distml-pipeline"
+WORKFLOW_SA = "distml-workflow"  # the steps' ServiceAccount / Role / RoleBinding
+WORKFLOW_CACHE = "distml-workflow-cache"  # the memoization ConfigMap
+# The Role / RoleBinding letting Argo's controller write that ConfigMap.
+WORKFLOW_CACHE_WRITER = "distml-workflow-cache-writer"
+WORKFLOW_COMPONENT = "workflow"
+
+# Argo Workflows (`up --with-argo`): the namespace its install.yaml is applied into (the
+# file names it but does not create it), and the ServiceAccount its workflow-controller
+# Deployment runs as there (install.yaml at versions.ARGO_WORKFLOWS_VERSION; a test holds
+# both against the file).
+ARGO_NAMESPACE = "argo"
+ARGO_CONTROLLER_SA = "argo"
 
 # The project image's user (Dockerfile: useradd --uid 1000, USER 1000:1000).
 PROJECT_UID = 1000

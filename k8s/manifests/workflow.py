@@ -1,17 +1,21 @@
 """The whole pipeline as one Argo Workflow (argoproj.io/v1alpha1, Argo Workflows v4.1.2),
-its ServiceAccount, Role and RoleBinding, and its memoization cache ConfigMap.
+and the objects it needs: its RBAC (``k8s.manifests.workflow_rbac``) and its memoization
+cache ConfigMap.
 
 Built from the same builders as the task chain: the ingestion and selection steps run the
 pod specs of ``ingest_job`` and ``selection_job`` (so their commands are ``ml.contract``'s),
 each training step creates exactly ``tfjob(s, model)``, and the serving steps apply exactly
-``serving_runtime(s)`` and ``inference_service(s)``. Outline::
+what `invoke deploy` applies after selection: ``serving_runtime(s)``,
+``inference_service(s)`` and, in standard mode, ``ingress_service(s)``. Outline::
 
     pipeline (steps)
       1. ingest                       container, memoized on the data checksums + image
-      2. train-<model> ...            one resource step per model, all in parallel
+      2. train (steps)                [parallelism: N TFJobs at once, when given]
+           train-<model> ...          one resource step per model, in parallel
       3. select                       container on the PVC; a refusal to publish fails it
       4. serving-runtime              resource apply (predictor "kserve" only)
       5. serve                        resource apply; succeeds once KServe reports Ready
+      6. ingress                      resource apply of the ingress Service (standard only)
 
 Deliberate choices (and why):
 - A fixed name (``WORKFLOW_NAME``), not ``generateName``: one pipeline runs at a time
@@ -44,15 +48,19 @@ from typing import Any
 import yaml
 
 from k8s.manifests.checks import check_min_accuracy, check_models, check_settings
-from k8s.manifests.names import raw_data_dir, tfjob_name
+from k8s.manifests.names import (
+    WORKFLOW_CACHE,
+    WORKFLOW_COMPONENT,
+    WORKFLOW_NAME,
+    WORKFLOW_SA,
+    raw_data_dir,
+    tfjob_name,
+)
 from k8s.manifests.pods import ingest_job, meta, selection_job, tfjob
-from k8s.manifests.serving import inference_service, serving_runtime
+from k8s.manifests.serving import inference_service, ingress_service, serving_runtime
+from k8s.manifests.workflow_rbac import cache_writer_rbac, workflow_rbac
 from k8s.settings import Settings
 
-WORKFLOW_SA = "distml-workflow"  # ServiceAccount / Role / RoleBinding name
-WORKFLOW_NAME = "distml-pipeline"
-WORKFLOW_CACHE = "distml-workflow-cache"  # the memoization ConfigMap
-WORKFLOW_COMPONENT = "workflow"
 # Argo refuses a memoization ConfigMap without this label (common.LabelKeyConfigMapType).
 CACHE_LABEL = {"workflows.argoproj.io/configmap-type": "Cache"}
 CACHE_KEY_PARAM = "cache-key"
@@ -62,9 +70,11 @@ WORKFLOW_OVERHEAD_S = 3600
 
 ENTRYPOINT = "pipeline"
 STEP_INGEST = "ingest"
+STEP_TRAIN = "train"  # the steps template holding the TFJob steps (and their parallelism)
 STEP_SELECT = "select"
 STEP_RUNTIME = "serving-runtime"
 STEP_SERVE = "serve"
+STEP_INGRESS = "ingress"
 
 # Argo's cache key syntax (workflow/controller/cache/cache.go: cacheKeyRegex); the key is
 # also a ConfigMap data key (at most 253 characters).
@@ -106,67 +116,6 @@ def workflow_cache(s: Settings) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": meta(WORKFLOW_CACHE, s.namespace, WORKFLOW_COMPONENT, extra_labels=CACHE_LABEL),
     }
-
-
-# -- RBAC ------------------------------------------------------------------------------
-
-
-def workflow_rules(s: Settings) -> list[dict[str, Any]]:
-    """Exactly what the Workflow's pods do with the Kubernetes API (and nothing more):
-
-    - every step pod: Argo's executor reports the step's result as a WorkflowTaskResult
-      (create, patch; manifests/quick-start/base/executor/emissary/executor-role.yaml);
-    - the TFJob steps: ``kubectl create`` (create), then the conditions are polled with
-      GET (workflow/executor/resource.go: WaitResource -> checkResourceState);
-    - the serving steps: ``kubectl apply`` (get, then create or patch) and, for the
-      InferenceService, the same GET poll.
-
-    No pods/log: no step reads logs (``--watch`` reads them with the user's credentials).
-    """
-    rules = [
-        {
-            "apiGroups": ["argoproj.io"],
-            "resources": ["workflowtaskresults"],
-            "verbs": ["create", "patch"],
-        },
-        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get"]},
-    ]
-    serving = ["inferenceservices"] + (["servingruntimes"] if s.predictor == "kserve" else [])
-    rules.append(
-        {
-            "apiGroups": ["serving.kserve.io"],
-            "resources": serving,
-            "verbs": ["create", "get", "patch"],
-        }
-    )
-    return rules
-
-
-def workflow_rbac(s: Settings) -> list[dict[str, Any]]:
-    """The Workflow's ServiceAccount, its Role (namespaced: no ClusterRole) and the
-    RoleBinding between them, in apply order."""
-    check_settings(s)
-    rbac = "rbac.authorization.k8s.io"
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "Role",
-            "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
-            "rules": workflow_rules(s),
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
-            "kind": "RoleBinding",
-            "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
-            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": WORKFLOW_SA},
-            "subjects": [{"kind": "ServiceAccount", "name": WORKFLOW_SA, "namespace": s.namespace}],
-        },
-    ]
 
 
 # -- conditions ------------------------------------------------------------------------
@@ -272,18 +221,52 @@ def _ingest_template(s: Settings, cache_max_age: str, source_dir: bool) -> dict[
     return template
 
 
-def _steps(s: Settings, models: Sequence[str]) -> list[list[dict[str, Any]]]:
+def _steps(s: Settings) -> list[list[dict[str, Any]]]:
     cache_arg = {"name": CACHE_KEY_PARAM, "value": f"{{{{workflow.parameters.{CACHE_KEY_PARAM}}}}}"}
-    groups: list[list[dict[str, Any]]] = [
-        [{"name": STEP_INGEST, "template": STEP_INGEST, "arguments": {"parameters": [cache_arg]}}],
-        # One group: the TFJobs run in parallel. Step and template share one name per model.
-        [{"name": tfjob_name(m), "template": tfjob_name(m)} for m in models],
-        [{"name": STEP_SELECT, "template": STEP_SELECT}],
-    ]
+    names = [STEP_INGEST, STEP_TRAIN, STEP_SELECT]
     if s.predictor == "kserve":
-        groups.append([{"name": STEP_RUNTIME, "template": STEP_RUNTIME}])
-    groups.append([{"name": STEP_SERVE, "template": STEP_SERVE}])
+        names.append(STEP_RUNTIME)
+    names.append(STEP_SERVE)
+    if s.serving_mode == "standard":
+        names.append(STEP_INGRESS)
+    # One step per group: each waits for the one before. Step and template share a name.
+    groups = [[{"name": name, "template": name}] for name in names]
+    groups[0][0]["arguments"] = {"parameters": [cache_arg]}
     return groups
+
+
+def _train_template(models: Sequence[str], parallelism: int | None) -> dict[str, Any]:
+    """The TFJob steps, one group (in parallel), in their own steps template so that
+    ``parallelism`` limits them and nothing else: Argo v4.1.2 counts a template's
+    parallelism against every active child of the template's node (operator.go
+    checkParallelism: getActiveChildren(boundaryID)), whatever its step group."""
+    template: dict[str, Any] = {"name": STEP_TRAIN}
+    if parallelism is not None:
+        template["parallelism"] = parallelism
+    # Step, template and TFJob share one name per model.
+    template["steps"] = [[{"name": tfjob_name(m), "template": tfjob_name(m)} for m in models]]
+    return template
+
+
+def _serving_templates(s: Settings) -> list[dict[str, Any]]:
+    """Applied (they outlive a run, and a re-run updates them); retried on Error:
+    idempotent. The same objects `invoke deploy` applies after selection."""
+    out = []
+    if s.predictor == "kserve":
+        out.append(
+            _resource_template(STEP_RUNTIME, serving_runtime(s), "apply", owned=False, retry=True)
+        )
+    out.append(
+        _resource_template(
+            STEP_SERVE, inference_service(s), "apply", isvc_conditions(), owned=False, retry=True
+        )
+    )
+    if s.serving_mode == "standard":
+        # The way in from the host (deploy applies it too); nothing to wait for.
+        out.append(
+            _resource_template(STEP_INGRESS, ingress_service(s), "apply", owned=False, retry=True)
+        )
+    return out
 
 
 def _templates(
@@ -293,10 +276,12 @@ def _templates(
     cache_max_age: str,
     min_accuracy: float,
     source_dir: bool,
+    parallelism: int | None,
 ) -> list[dict[str, Any]]:
     templates = [
-        {"name": ENTRYPOINT, "steps": _steps(s, models)},
+        {"name": ENTRYPOINT, "steps": _steps(s)},
         _ingest_template(s, cache_max_age, source_dir),
+        _train_template(models, parallelism),
     ]
     for m in models:
         job = tfjob(s, m)
@@ -311,17 +296,18 @@ def _templates(
     templates.append(
         _container_template(STEP_SELECT, selection_job(s, min_accuracy=min_accuracy, force=False))
     )
-    # Applied (they outlive a run, and a re-run updates them); retried on Error: idempotent.
-    if s.predictor == "kserve":
-        templates.append(
-            _resource_template(STEP_RUNTIME, serving_runtime(s), "apply", owned=False, retry=True)
+    return templates + _serving_templates(s)
+
+
+def check_parallelism(parallelism: object) -> None:
+    """None (every TFJob at once) or a whole number >= 1 (the CRD's minimum)."""
+    if parallelism is None:
+        return
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError(
+            f"parallelism {parallelism!r} must be a whole number of TFJobs at once (>= 1), "
+            "or None to run them all at once"
         )
-    templates.append(
-        _resource_template(
-            STEP_SERVE, inference_service(s), "apply", isvc_conditions(), owned=False, retry=True
-        )
-    )
-    return templates
 
 
 def is_duration(text: object) -> bool:
@@ -349,17 +335,25 @@ def workflow(
     cache_max_age: str = DEFAULT_CACHE_MAX_AGE,
     min_accuracy: float = 0.0,
     source_dir: bool = False,
+    parallelism: int | None = None,
 ) -> dict[str, Any]:
     """The Workflow: ingest -> one TFJob per model in parallel -> select -> serve.
 
     ``cache_key``: ``memo_key(s.image, contract.RAW_SHA256)``; ``source_dir``: ingest
-    reads the raw files ``invoke up --source-dir`` copied into the volume."""
+    reads the raw files ``invoke up --source-dir`` copied into the volume;
+    ``parallelism``: at most that many TFJobs at once (None: all of them)."""
     check_settings(s)
     models = check_models(models)
     check_min_accuracy(min_accuracy)
     _check_cache(cache_key, cache_max_age)
+    check_parallelism(parallelism)
     templates = _templates(
-        s, models, cache_max_age=cache_max_age, min_accuracy=min_accuracy, source_dir=source_dir
+        s,
+        models,
+        cache_max_age=cache_max_age,
+        min_accuracy=min_accuracy,
+        source_dir=source_dir,
+        parallelism=parallelism,
     )
     volumes = ingest_job(s)["spec"]["template"]["spec"]["volumes"]
     return {
@@ -387,9 +381,12 @@ def workflow_objects(
     cache_max_age: str = DEFAULT_CACHE_MAX_AGE,
     min_accuracy: float = 0.0,
     source_dir: bool = False,
+    parallelism: int | None = None,
 ) -> list[dict[str, Any]]:
-    """ServiceAccount, Role, RoleBinding, the cache ConfigMap and the Workflow: apply
-    order (the Workflow's pods need the ServiceAccount and Role from their first step)."""
+    """The steps' ServiceAccount, Role and RoleBinding, the controller's cache Role and
+    RoleBinding, the cache ConfigMap and the Workflow: apply order (the Workflow's pods
+    need their ServiceAccount and Role from the first step, and the controller writes the
+    cache as soon as ingestion ends)."""
     wf = workflow(
         s,
         models=models,
@@ -397,5 +394,6 @@ def workflow_objects(
         cache_max_age=cache_max_age,
         min_accuracy=min_accuracy,
         source_dir=source_dir,
+        parallelism=parallelism,
     )
-    return [*workflow_rbac(s), workflow_cache(s), wf]
+    return [*workflow_rbac(s), *cache_writer_rbac(s), workflow_cache(s), wf]

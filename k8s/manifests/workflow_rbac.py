@@ -1,0 +1,118 @@
+"""The RBAC of `invoke workflow`: what the Workflow's own pods may do, and what Argo's
+controller needs in the project namespace for the Workflow's memoization cache. Namespaced
+Roles only: no ClusterRole, nothing beyond what is used.
+
+- The steps' ServiceAccount (``WORKFLOW_SA``), its Role and RoleBinding: ``workflow_rbac``.
+- Argo's workflow-controller (ServiceAccount ``ARGO_CONTROLLER_SA`` in ``ARGO_NAMESPACE``,
+  as install.yaml defines it) keeps the ingestion step's memoization entries in the
+  ConfigMap ``WORKFLOW_CACHE``, and install.yaml's ``argo-cluster-role`` grants it only
+  get/list/watch on configmaps. Argo v4.1.2 workflow/controller/cache/configmap_cache.go
+  GETs that ConfigMap and UPDATEs it both to save an entry (``save``: without the write
+  the controller marks the step Error, operator.go: ``c.Save`` ... ``NodeError``) and on
+  every cache hit (``load`` records the hit time). It CREATEs the ConfigMap only when it
+  is absent, and `invoke workflow` applies it before every submission: no ``create``
+  (which a ``resourceNames`` rule could not limit anyway). ``cache_writer_rbac``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from k8s.manifests.checks import check_settings
+from k8s.manifests.names import (
+    ARGO_CONTROLLER_SA,
+    ARGO_NAMESPACE,
+    WORKFLOW_CACHE,
+    WORKFLOW_CACHE_WRITER,
+    WORKFLOW_COMPONENT,
+    WORKFLOW_SA,
+)
+from k8s.manifests.pods import meta
+from k8s.settings import Settings
+
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
+def workflow_rules(s: Settings) -> list[dict[str, Any]]:
+    """Exactly what the Workflow's pods do with the Kubernetes API (and nothing more):
+
+    - every step pod: Argo's executor reports the step's result as a WorkflowTaskResult
+      (create, patch; manifests/quick-start/base/executor/emissary/executor-role.yaml);
+    - the TFJob steps: ``kubectl create`` (create), then the conditions are polled with
+      GET (workflow/executor/resource.go: WaitResource -> checkResourceState);
+    - the serving steps: ``kubectl apply`` (get, then create or patch) and, for the
+      InferenceService, the same GET poll; in standard mode also the ingress Service.
+
+    No pods/log: no step reads logs (``--watch`` reads them with the user's credentials).
+    """
+    rules = [
+        {
+            "apiGroups": ["argoproj.io"],
+            "resources": ["workflowtaskresults"],
+            "verbs": ["create", "patch"],
+        },
+        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get"]},
+    ]
+    serving = ["inferenceservices"] + (["servingruntimes"] if s.predictor == "kserve" else [])
+    rules.append(
+        {
+            "apiGroups": ["serving.kserve.io"],
+            "resources": serving,
+            "verbs": ["create", "get", "patch"],
+        }
+    )
+    if s.serving_mode == "standard":
+        rules.append(
+            {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "get", "patch"]}
+        )
+    return rules
+
+
+def _role_and_binding(
+    name: str, s: Settings, rules: list[dict[str, Any]], subject: dict[str, str]
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": f"{RBAC_GROUP}/v1",
+            "kind": "Role",
+            "metadata": meta(name, s.namespace, WORKFLOW_COMPONENT),
+            "rules": rules,
+        },
+        {
+            "apiVersion": f"{RBAC_GROUP}/v1",
+            "kind": "RoleBinding",
+            "metadata": meta(name, s.namespace, WORKFLOW_COMPONENT),
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", **subject}],
+        },
+    ]
+
+
+def workflow_rbac(s: Settings) -> list[dict[str, Any]]:
+    """The Workflow's ServiceAccount, its Role (namespaced: no ClusterRole) and the
+    RoleBinding between them, in apply order."""
+    check_settings(s)
+    sa = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
+    }
+    subject = {"name": WORKFLOW_SA, "namespace": s.namespace}
+    return [sa, *_role_and_binding(WORKFLOW_SA, s, workflow_rules(s), subject)]
+
+
+def cache_writer_rbac(s: Settings) -> list[dict[str, Any]]:
+    """A Role in the project namespace letting Argo's controller read and update the
+    memoization ConfigMap (that one only), and its RoleBinding to the controller's
+    ServiceAccount in Argo's namespace."""
+    check_settings(s)
+    rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [WORKFLOW_CACHE],
+            "verbs": ["get", "update"],
+        }
+    ]
+    subject = {"name": ARGO_CONTROLLER_SA, "namespace": ARGO_NAMESPACE}
+    return _role_and_binding(WORKFLOW_CACHE_WRITER, s, rules, subject)

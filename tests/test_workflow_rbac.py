@@ -1,0 +1,235 @@
+"""k8s.manifests.workflow_rbac: the Role of the Workflow's steps grants exactly what the
+rendered steps do, and Argo's controller (its ServiceAccount as the pinned install.yaml
+defines it) is granted exactly what the ingestion step's memoization makes it do to the
+cache ConfigMap, which install.yaml alone does not grant. Both derived from the rendered
+templates, not restated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from k8s import manifests as m
+from k8s import versions
+from k8s.manifests.names import ARGO_CONTROLLER_SA, ARGO_NAMESPACE
+from k8s.settings import Settings
+from ml.contract import MODEL_TYPES
+from tests import k8s_schemas, upstream
+from tests.test_workflow_manifests import IMAGE, KEY, MATRIX, S, build, embedded
+
+Grant = tuple[str, str, str, str]  # (API group, resource, verb, resource name or "*")
+
+# What `kubectl <action> -f manifest -o json` (argo-workflows v4.1.2
+# workflow/executor/resource.go: getKubectlArguments) asks of the API: create POSTs;
+# client-side apply GETs, then POSTs (absent) or PATCHes (present).
+KUBECTL_VERBS = {"create": {"create"}, "apply": {"get", "create", "patch"}}
+# WaitResource -> checkResourceState polls the object with GET when a condition is set.
+CONDITION_VERBS = {"get"}
+# Every step pod's executor reports a WorkflowTaskResult
+# (manifests/quick-start/base/executor/emissary/executor-role.yaml at v4.1.2).
+EXECUTOR = {("argoproj.io", "workflowtaskresults", v) for v in ("create", "patch")}
+
+
+# Core kinds' resource names (the API server's discovery: GET /api/v1); custom kinds'
+# come from their CRDs.
+CORE_RESOURCES = {"Service": "services", "ConfigMap": "configmaps"}
+
+
+def resource_of(obj: dict[str, Any]) -> tuple[str, str]:
+    """(API group, plural resource) of an object."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    if not group:
+        return group, CORE_RESOURCES[obj["kind"]]
+    crd = k8s_schemas.crds()[(group, obj["kind"])]
+    return group, crd["spec"]["names"]["plural"]
+
+
+def needed(wf: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """What the steps' pods ask of the API: (group, resource, verb)."""
+    out: set[tuple[str, str, str]] = set()
+    for t in wf["spec"]["templates"]:
+        if "container" in t or "resource" in t:  # a step that runs a pod
+            out |= EXECUTOR
+        if "resource" in t:
+            resource = t["resource"]
+            verbs = set(KUBECTL_VERBS[resource["action"]])
+            if resource.get("successCondition") or resource.get("failureCondition"):
+                verbs |= CONDITION_VERBS
+            group, plural = resource_of(embedded(t))
+            out |= {(group, plural, v) for v in verbs}
+    return out
+
+
+# What Argo's controller does to a memoization ConfigMap (argo-workflows v4.1.2
+# workflow/controller/cache/configmap_cache.go): ``load`` (every cache lookup) GETs it
+# (:93) and, on a hit, UPDATEs it to record the hit time (:128); ``save`` (after the step
+# succeeds; operator.go:1261-1265 marks the step Error when it fails) GETs it (:164) and
+# UPDATEs it (:203). It CREATEs it (:166) only when absent, and `invoke workflow` applies
+# it before the Workflow (checked below).
+CACHE_VERBS = ("get", "update")
+
+
+def controller_needs(wf: dict[str, Any]) -> set[Grant]:
+    """What the controller does in the Workflow's namespace for its memoized templates."""
+    return {
+        ("", "configmaps", verb, t["memoize"]["cache"]["configMap"]["name"])
+        for t in wf["spec"]["templates"]
+        if "memoize" in t
+        for verb in CACHE_VERBS
+    }
+
+
+def _expand(rules: list[dict[str, Any]]) -> set[Grant]:
+    return {
+        (g, r, v, name)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+        for name in rule.get("resourceNames") or ["*"]
+    }
+
+
+def grants(objs: list[dict[str, Any]], sa: str, sa_ns: str, namespace: str) -> set[Grant]:
+    """What RBAC objects among ``objs`` grant ServiceAccount ``sa_ns/sa`` in
+    ``namespace``: RoleBindings there (to a Role there or a ClusterRole) and
+    ClusterRoleBindings."""
+    by_ref = {
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+        for o in objs
+        if o["kind"] in ("Role", "ClusterRole")
+    }
+    subject = {"kind": "ServiceAccount", "name": sa, "namespace": sa_ns}
+    bindings = [
+        b
+        for b in objs
+        if (b["kind"] == "ClusterRoleBinding")
+        or (b["kind"] == "RoleBinding" and b["metadata"].get("namespace") == namespace)
+    ]
+    out: set[Grant] = set()
+    for b in bindings:
+        if subject not in b.get("subjects", []):
+            continue
+        ref = b["roleRef"]
+        ns = namespace if ref["kind"] == "Role" else None
+        role = by_ref.get((ref["kind"], ns, ref["name"]))
+        if role is not None:
+            out |= _expand(role.get("rules") or [])
+    return out
+
+
+def covers(granted: set[Grant], need: Grant) -> bool:
+    group, resource, verb, _ = need
+    return need in granted or (group, resource, verb, "*") in granted
+
+
+# -- the steps' ServiceAccount ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("s", MATRIX)
+def test_the_role_grants_exactly_what_the_steps_do(s: Settings) -> None:
+    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY)
+    steps = grants(objs, m.WORKFLOW_SA, s.namespace, s.namespace)
+    assert {(g, r, v) for g, r, v, _ in steps} == needed(objs[-1])
+    assert all(name == "*" for *_, name in steps)
+    (role,) = [o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == m.WORKFLOW_SA]
+    assert "*" not in str(role["rules"])
+
+
+def test_the_derivation_sees_every_step() -> None:
+    """With one model the TFJob permissions stay; without the kserve runtime step, the
+    servingruntimes permissions go; services only with the standard-mode ingress step."""
+    one = needed(build(models=["cnn"]))
+    assert ("kubeflow.org", "tfjobs", "create") in one
+    assert ("serving.kserve.io", "servingruntimes", "patch") in one
+    assert not any(r == "services" for _, r, _ in one)
+    tfs = needed(build(Settings(image=IMAGE, predictor="tfserving")))
+    assert not any(r == "servingruntimes" for _, r, _ in tfs)
+    assert ("serving.kserve.io", "inferenceservices", "get") in tfs
+    standard = needed(build(Settings(image=IMAGE, serving_mode="standard")))
+    assert {("", "services", v) for v in ("get", "create", "patch")} <= standard
+
+
+def test_the_workflow_runs_as_its_own_namespaced_service_account() -> None:
+    objs = m.workflow_objects(S, models=MODEL_TYPES, cache_key=KEY)
+    kinds = [o["kind"] for o in objs]
+    assert not {"ClusterRole", "ClusterRoleBinding"} & set(kinds)
+    sa, role, binding = objs[:3]
+    assert sa["metadata"]["name"] == role["metadata"]["name"] == m.WORKFLOW_SA
+    assert all(o["metadata"]["namespace"] == S.namespace for o in objs)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": m.WORKFLOW_SA,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": m.WORKFLOW_SA, "namespace": S.namespace}
+    ]
+    assert objs[-1]["spec"]["serviceAccountName"] == m.WORKFLOW_SA
+
+
+# -- Argo's controller and the memoization cache ---------------------------------------
+
+
+def install_yaml() -> list[dict[str, Any]]:
+    return upstream.objects(versions.ARGO_WORKFLOWS_URL)
+
+
+def test_the_controller_service_account_is_install_yaml_s() -> None:
+    (controller,) = [
+        o
+        for o in install_yaml()
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "workflow-controller"
+    ]
+    assert controller["metadata"]["namespace"] == ARGO_NAMESPACE
+    assert controller["spec"]["template"]["spec"]["serviceAccountName"] == ARGO_CONTROLLER_SA
+    accounts = {
+        (o["metadata"]["namespace"], o["metadata"]["name"])
+        for o in install_yaml()
+        if o["kind"] == "ServiceAccount"
+    }
+    assert (ARGO_NAMESPACE, ARGO_CONTROLLER_SA) in accounts
+
+
+@pytest.mark.parametrize("s", MATRIX)
+def test_the_controller_may_do_exactly_what_memoization_needs(s: Settings) -> None:
+    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY)
+    need = controller_needs(objs[-1])
+    assert need, "no memoized template: the derivation sees nothing"
+    ours = grants(objs, ARGO_CONTROLLER_SA, ARGO_NAMESPACE, s.namespace)
+    assert ours == need  # that ConfigMap only, those verbs only
+    both = ours | grants(install_yaml(), ARGO_CONTROLLER_SA, ARGO_NAMESPACE, s.namespace)
+    assert all(covers(both, n) for n in need)
+    # The cache exists before the Workflow does: the controller never has to create it.
+    kinds_names = [(o["kind"], o["metadata"]["name"]) for o in objs]
+    assert kinds_names.index(("ConfigMap", m.WORKFLOW_CACHE)) < kinds_names.index(
+        ("Workflow", m.WORKFLOW_NAME)
+    )
+
+
+def test_without_the_cache_role_the_controller_cannot_save_an_entry() -> None:
+    """install.yaml's argo-cluster-role grants configmaps get/list/watch only: the Role
+    is what lets the controller save (and re-read) the ingestion step's cache entry."""
+    objs = m.workflow_objects(S, models=MODEL_TYPES, cache_key=KEY)
+    dropped = [o for o in objs if o["metadata"]["name"] != m.WORKFLOW_CACHE_WRITER]
+    assert len(dropped) == len(objs) - 2
+    have = grants(dropped + install_yaml(), ARGO_CONTROLLER_SA, ARGO_NAMESPACE, S.namespace)
+    missing = {n for n in controller_needs(objs[-1]) if not covers(have, n)}
+    assert missing == {("", "configmaps", "update", m.WORKFLOW_CACHE)}
+
+
+def test_the_cache_role_is_namespaced_and_bound_to_the_controller_only() -> None:
+    role, binding = m.cache_writer_rbac(S)
+    assert (role["kind"], binding["kind"]) == ("Role", "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == S.namespace
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": m.WORKFLOW_CACHE_WRITER,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": ARGO_CONTROLLER_SA, "namespace": ARGO_NAMESPACE}
+    ]
+    for obj in (role, binding):
+        assert k8s_schemas.validate(obj) == [], obj["kind"]
