@@ -158,11 +158,13 @@ def failed_steps(wf: Obj | None) -> list[Step]:
 
 def tfjob_steps(wf: Obj | None) -> dict[str, str]:
     """Each step that creates a TFJob (a resource template whose manifest is one), by the
-    step's name: the TFJob's name. Read from the Workflow's own spec."""
+    step's name: the TFJob's name. Read from the Workflow's own spec, in every steps
+    template (the TFJob steps sit in a nested one)."""
     spec = (wf or {}).get("spec") or {}
     templates = {t.get("name"): t for t in spec.get("templates") or []}
     found: dict[str, str] = {}
-    for group in (templates.get(spec.get("entrypoint")) or {}).get("steps") or []:
+    groups = [g for t in templates.values() for g in t.get("steps") or []]
+    for group in groups:
         for step in group or []:
             resource = (templates.get(step.get("template")) or {}).get("resource") or {}
             try:
