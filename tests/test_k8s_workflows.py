@@ -57,13 +57,16 @@ def node(
     hit: bool | None = None,
     children: tuple[str, ...] = (),
     attempt: bool = False,
+    within: str = "",
 ) -> dict[str, Any]:
     """A status node as Argo's initializeNode writes it (``started``/``finished``: seconds
     after 12:00; ``group``: the step group, None for the root; ``attempt``: a Retry node's
-    child, flagged ``nodeFlag.retried``)."""
+    child, flagged ``nodeFlag.retried``; ``within``: the nested steps template's node,
+    "train", whose group [0] holds the TFJob steps)."""
+    prefix = f"{WF}[{group}].{within}[0]." if within else f"{WF}[{group}]."
     n: dict[str, Any] = {
         "id": node_id,
-        "name": WF if group is None else f"{WF}[{group}].{name}",
+        "name": WF if group is None else prefix + name,
         "displayName": name,
         "type": type,
         "phase": phase,
@@ -71,7 +74,7 @@ def node(
         "templateScope": f"local/{WF}",
     }
     if group is not None:
-        n["boundaryID"] = WF
+        n["boundaryID"] = f"{WF}-{within}" if within else WF
     if started is not None:
         n["startedAt"] = f"2026-01-01T12:{started // 60:02d}:{started % 60:02d}Z"
     if finished is not None:
@@ -111,8 +114,10 @@ def workflow(
 ROOT = node(WF, WF, "Running", type="Steps", group=None, children=(f"{WF}-1",))
 GROUP = node(f"{WF}-1", "[0]", "Running", type="StepGroup", children=(f"{WF}-3",))
 INGEST_HIT = node(f"{WF}-3", "ingest", "Succeeded", type="Retry", finished=0, hit=True)
-TRAIN_CNN = node(f"{WF}-4", "train-cnn", "Running", group=1, started=10)
-TRAIN_BN = node(f"{WF}-5", "train-cnn-batchnorm", "Pending", group=1, started=10)
+# The TFJob steps sit in the nested steps template "train" (its parallelism limits them).
+TRAIN = node(f"{WF}-train", "train", "Running", type="Steps", group=1, started=9)
+TRAIN_CNN = node(f"{WF}-4", "train-cnn", "Running", group=1, within="train", started=10)
+TRAIN_BN = node(f"{WF}-5", "train-cnn-batchnorm", "Pending", group=1, within="train", started=10)
 
 
 def retried(
@@ -136,7 +141,7 @@ def put(fake: FakeKube, wf: dict[str, Any]) -> None:
 def test_the_scripted_statuses_are_what_the_crd_describes():
     failed = node(f"{WF}-6", "select", "Failed", group=2, started=30, finished=40, message="x")
     skipped = node(f"{WF}-7", "serve", "Error", type="Skipped", group=3, message="cache error")
-    wf = workflow("Failed", ROOT, GROUP, INGEST_HIT, TRAIN_CNN, failed, skipped, message="x")
+    wf = workflow("Failed", ROOT, GROUP, INGEST_HIT, TRAIN, TRAIN_CNN, failed, skipped, message="x")
     assert validate(wf) == []
     assert (
         validate(workflow("Running", ROOT, *retried("Pending", ("Failed", "e"), ("Running", ""))))
@@ -145,7 +150,7 @@ def test_the_scripted_statuses_are_what_the_crd_describes():
 
 
 def test_a_cache_hit_is_a_retry_node_shown_as_its_step(fake):
-    rows = step_rows(workflow("Running", ROOT, GROUP, TRAIN_BN, TRAIN_CNN, INGEST_HIT))
+    rows = step_rows(workflow("Running", ROOT, GROUP, TRAIN, TRAIN_BN, TRAIN_CNN, INGEST_HIT))
     assert rows == [
         StepRow("ingest", "Succeeded", cached=True),  # started (and finished) first
         StepRow("train-cnn", "Running"),
@@ -219,7 +224,9 @@ def test_a_retry_nodes_hooked_children_are_not_attempts_and_not_steps():
 
 def test_the_wait_reports_each_change_once_and_returns_the_final_workflow(fake):
     updates: list[list[StepRow]] = []
-    done = node(f"{WF}-4", "train-cnn", "Succeeded", group=1, started=10, finished=90)
+    done = node(
+        f"{WF}-4", "train-cnn", "Succeeded", group=1, within="train", started=10, finished=90
+    )
     fake.put(workflow(None))
     statuses = [
         workflow(None)["status"],
@@ -244,7 +251,13 @@ def test_the_wait_reports_each_change_once_and_returns_the_final_workflow(fake):
 
 @pytest.mark.parametrize("phase", ["Failed", "Error"])
 def test_a_failed_workflow_ends_the_wait_it_does_not_raise(fake, phase):
-    fake.put(workflow(phase, ROOT, node(f"{WF}-4", "train-cnn", "Failed", group=1, message="boom")))
+    fake.put(
+        workflow(
+            phase,
+            ROOT,
+            node(f"{WF}-4", "train-cnn", "Failed", group=1, within="train", message="boom"),
+        )
+    )
     final = wait_workflow(fake, NS, WF, timeout=60, on_update=lambda rows: None, clock=fake.clock)
     assert final["status"]["phase"] == phase
     assert fake.clock.sleeps == []  # checked at once
@@ -330,8 +343,11 @@ def test_a_failed_train_step_reports_its_tfjob(fake):
         job: job,
         manifests.tfjob_name("cnn_dropout"): manifests.tfjob_name("cnn_dropout"),
     }
-    failed = node(f"{WF}-4", job, "Failed", group=1, started=10, finished=90, message="cond")
-    wf = workflow("Failed", ROOT, INGEST_HIT, failed, spec=wf_spec)
+    failed = node(
+        f"{WF}-4", job, "Failed", group=1, within="train", started=10, finished=90, message="cond"
+    )
+    wf = workflow("Failed", ROOT, INGEST_HIT, TRAIN, failed, spec=wf_spec)
+    assert validate(wf) == []
     step_pod_of(fake, f"{WF}-{job}-1", f"{WF}-4")
     fake.set_log(f"{WF}-{job}-1", 'time=... msg="failure condition matched"')
     fake.set_status(
