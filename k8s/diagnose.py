@@ -235,6 +235,11 @@ def job_report(
 
 
 def tfjob_failure_report(kube: Kube, namespace: str, name: str, tail: int = 40) -> str:
+    """The TFJob's report (``tfjob_report_lines``) with the known pitfalls' hints."""
+    return with_hints(tfjob_report_lines(kube, namespace, name, tail))
+
+
+def tfjob_report_lines(kube: Kube, namespace: str, name: str, tail: int = 40) -> list[str]:
     """The TFJob's conditions and replica counts; for each failing or Pending pod its phase,
     container states, recent events and log tail (container ``tensorflow``); the job's events."""
     job = safe(lambda: kube.get(TFJOB_API, "TFJob", name, namespace), None)
@@ -258,7 +263,7 @@ def tfjob_failure_report(kube: Kube, namespace: str, name: str, tail: int = 40) 
     job_events = events_lines(kube, namespace, name)
     if job_events:
         lines += indent([f"TFJob {job_events[0]}", *job_events[1:]], 2)
-    return with_hints(lines)
+    return lines
 
 
 def isvc_failure_report(kube: Kube, namespace: str, name: str, tail: int = 40) -> str:

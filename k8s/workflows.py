@@ -3,15 +3,20 @@
 module's judgement, like every wait in ``k8s.waits``).
 
 Argo's own names, as its controller writes them (``pkg/apis/workflow/v1alpha1`` and
-``workflow/common`` at the pinned release; ``tests/test_k8s_workflows.py`` holds these
-against the CRD): ``status.phase`` is Pending, Running, Succeeded, Failed or Error (the
-last three are final); ``status.nodes`` maps a node id to a node with ``displayName``,
-``type``, ``phase`` (also Skipped, Omitted), ``message``, ``startedAt``, ``finishedAt`` and,
-for a memoized step, ``memoizationStatus.hit``. A step's own work is a node of type
-``Pod`` (container and resource templates alike; a cache hit is a Pod node that never
-ran one); ``Steps``, ``StepGroup`` and ``Retry`` nodes are structure. A step's pod carries
-the label ``workflows.argoproj.io/workflow`` and the annotation
-``workflows.argoproj.io/node-id``; its command runs in the container ``main``.
+``workflow/controller/operator.go`` at the pinned release; ``tests/test_k8s_workflows.py``
+holds these against the CRD): ``status.phase`` is Pending, Running, Succeeded, Failed or
+Error (the last three are final); ``status.nodes`` maps a node id to a node with
+``displayName``, ``type``, ``phase`` (also Skipped, Omitted), ``message``, ``startedAt``,
+``finishedAt``, ``children`` (node ids) and, for a memoized step, ``memoizationStatus``
+(``hit``, ``key``, ``cacheName``). A step's node has the type of its template
+(``Template.GetNodeType``): ``Pod`` for container and resource templates, but ``Retry``
+for any template with a ``retryStrategy``; a Retry node's attempts are its children
+``<step>(0)``, ``<step>(1)``, ... (Pod nodes flagged ``nodeFlag.retried``), and a memoized
+template's cache hit is its Retry (or Pod) node itself, Succeeded, with no attempt
+(``initializeCacheHitNode``). ``Steps`` and ``StepGroup`` nodes are structure. A step's pod
+carries the label ``workflows.argoproj.io/workflow`` and the annotation
+``workflows.argoproj.io/node-id`` (the attempt's node id); its command runs in the
+container ``main``.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from common.poll import Clock, Done, Pending, Verdict
-from k8s.diagnose import indent, pod_report, safe, with_hints
+from k8s.diagnose import indent, pod_report, safe, tfjob_report_lines, with_hints
 from k8s.kube import Kube
 from k8s.objects import Obj, name_of, status_of
 from k8s.waits import POLL_S, Missing, Out, WaitError, fail_with, outcome, poll_cluster, secs
@@ -35,7 +42,9 @@ MAIN_CONTAINER = "main"
 COMPLETED = ("Succeeded", "Failed", "Error")  # WorkflowPhase.Completed()
 FAILED = ("Failed", "Error")  # a node's or the workflow's failed phases
 RUNNING = ("Pending", "Running")  # a node not over yet
+FULFILLED = (*COMPLETED, "Skipped", "Omitted")  # NodePhase.Fulfilled()
 STEP_TYPES = ("Pod", "Skipped")  # a step's own work; Skipped: a step that errored unrun
+RETRY_TYPE = "Retry"  # a step with a retryStrategy: its attempts are its children
 LOG_TAIL = 20
 
 
@@ -43,10 +52,60 @@ LOG_TAIL = 20
 class StepRow:
     """One step of a workflow as the live lines show it."""
 
-    name: str  # Argo's displayName: "ingest", "train-cnn", a retry's "select(1)"
+    name: str  # the step's name: "ingest", "train-cnn" (never an attempt's "ingest(1)")
     phase: str  # Pending, Running, Succeeded, Skipped, Failed, Error, Omitted
     message: str = ""
     cached: bool = False  # memoized: Succeeded from the cache, not run
+    retries: int = 0  # attempts after the first (a Retry node's children beyond "(0)")
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step's node (a Pod node, or the Retry node wrapping its attempts) and its
+    attempts, oldest first (none for a Pod node, a cache hit or a retry not started)."""
+
+    node: Obj
+    attempts: tuple[Obj, ...] = ()
+
+    @property
+    def name(self) -> str:
+        n = self.node
+        return n.get("displayName") or n.get("name") or n.get("id") or "?"
+
+    @property
+    def last(self) -> Obj | None:
+        """The node that ran (or runs) the step's pod: the latest attempt, or the node."""
+        if self.attempts:
+            return self.attempts[-1]
+        return self.node if self.node.get("type") != RETRY_TYPE else None
+
+    def state(self) -> tuple[str, str]:
+        """Phase and message: the Retry node's once it is over; while it is not, the
+        attempt under way (a memoized Retry node stays Pending while it runs)."""
+        phase = self.node.get("phase") or "Pending"
+        message = self.node.get("message") or ""
+        last = self.attempts[-1] if self.attempts else None
+        if last is None:
+            return phase, message
+        last_phase, last_message = last.get("phase") or "Pending", last.get("message") or ""
+        if phase in FULFILLED:
+            if last_message and last_message != message:
+                message = f"{message} (last attempt: {last_message})" if message else last_message
+            return phase, message
+        if last_phase not in FULFILLED:
+            return last_phase, last_message
+        # Between attempts: the last one ended and the next is not created yet.
+        return phase, message or f"attempt {len(self.attempts)} {last_phase.lower()}, retrying"
+
+    def row(self) -> StepRow:
+        phase, message = self.state()
+        return StepRow(
+            name=self.name,
+            phase=phase,
+            message=message,
+            cached=bool((self.node.get("memoizationStatus") or {}).get("hit")),
+            retries=max(len(self.attempts) - 1, 0),
+        )
 
 
 def workflow_phase(wf: Obj | None) -> str:
@@ -59,31 +118,62 @@ def _nodes(wf: Obj | None) -> list[Obj]:
 
 
 def _order(node: Obj) -> tuple[str, str]:
-    # Memoized nodes have no startedAt: they come first (they finished at once).
+    # A node without startedAt (not written yet) comes first.
     return (node.get("startedAt") or "", node.get("displayName") or node.get("name") or "")
 
 
-def _steps(wf: Obj | None) -> list[Obj]:
-    return sorted((n for n in _nodes(wf) if n.get("type") in STEP_TYPES), key=_order)
+def steps(wf: Obj | None) -> list[Step]:
+    """The workflow's steps in the order they started: each Retry node with its attempts
+    (its children flagged ``nodeFlag.retried``, as Argo's getChildNodeIdsRetried reads
+    them), and each Pod or Skipped node that is not a Retry node's child."""
+    nodes = _nodes(wf)
+    by_id = {n.get("id"): n for n in nodes}
+    retries = [n for n in nodes if n.get("type") == RETRY_TYPE]
+    wrapped = {child for n in retries for child in n.get("children") or []}
+    found = [
+        Step(
+            n,
+            tuple(
+                c
+                for c in (by_id.get(i) for i in n.get("children") or [])
+                if c is not None and (c.get("nodeFlag") or {}).get("retried")
+            ),
+        )
+        for n in retries
+    ]
+    found += [Step(n) for n in nodes if n.get("type") in STEP_TYPES and n.get("id") not in wrapped]
+    return sorted(found, key=lambda step: _order(step.node))
 
 
 def step_rows(wf: Obj | None) -> list[StepRow]:
     """The workflow's steps in the order they started."""
-    return [
-        StepRow(
-            name=n.get("displayName") or n.get("name") or n.get("id") or "?",
-            phase=n.get("phase") or "Pending",
-            message=n.get("message") or "",
-            cached=bool((n.get("memoizationStatus") or {}).get("hit")),
-        )
-        for n in _steps(wf)
-    ]
+    return [step.row() for step in steps(wf)]
 
 
-def failed_steps(wf: Obj | None) -> list[Obj]:
-    """The step nodes that failed or errored, in the order they finished."""
-    failed = [n for n in _steps(wf) if n.get("phase") in FAILED]
-    return sorted(failed, key=lambda n: n.get("finishedAt") or "")
+def failed_steps(wf: Obj | None) -> list[Step]:
+    """The steps that failed or errored, in the order they finished."""
+    failed = [step for step in steps(wf) if step.state()[0] in FAILED]
+    return sorted(failed, key=lambda step: step.node.get("finishedAt") or "")
+
+
+def tfjob_steps(wf: Obj | None) -> dict[str, str]:
+    """Each step that creates a TFJob (a resource template whose manifest is one), by the
+    step's name: the TFJob's name. Read from the Workflow's own spec, in every steps
+    template (the TFJob steps sit in a nested one)."""
+    spec = (wf or {}).get("spec") or {}
+    templates = {t.get("name"): t for t in spec.get("templates") or []}
+    found: dict[str, str] = {}
+    groups = [g for t in templates.values() for g in t.get("steps") or []]
+    for group in groups:
+        for step in group or []:
+            resource = (templates.get(step.get("template")) or {}).get("resource") or {}
+            try:
+                manifest = yaml.safe_load(resource.get("manifest") or "")
+            except yaml.YAMLError:
+                continue
+            if isinstance(manifest, dict) and manifest.get("kind") == "TFJob":
+                found[step.get("name")] = name_of(manifest)
+    return found
 
 
 def step_pod(kube: Kube, namespace: str, workflow: str, node: Obj) -> Obj | None:
@@ -99,28 +189,33 @@ def step_pod(kube: Kube, namespace: str, workflow: str, node: Obj) -> Obj | None
 
 
 def failure_report(kube: Kube, namespace: str, wf: Obj, tail: int = LOG_TAIL) -> str:
-    """Why a workflow failed: its message, each failed step's message and its pod's state,
-    events and log tail (container ``main``), with the known pitfalls' hints."""
+    """Why a workflow failed: its message, each failed step's message and its (last
+    attempt's) pod's state, events and log tail (container ``main``); for a step that
+    creates a TFJob, the TFJob's own report (conditions, worker pods, events, log tails);
+    with the known pitfalls' hints."""
     name = name_of(wf)
     lines = [f"Workflow {namespace}/{name}: {workflow_phase(wf)}"]
     message = status_of(wf).get("message")
     if message:
         lines.append(f"  message: {message}")
-    steps = failed_steps(wf)
-    if not steps:
+    failed = failed_steps(wf)
+    if not failed:
         lines.append("  no step failed (the workflow itself did: see its message)")
-    for node in steps:
-        step = node.get("displayName") or node.get("name")
-        lines.append(f"  step {step}: {node.get('phase')}: {node.get('message') or 'no message'}")
-        pod = step_pod(kube, namespace, name, node)
-        if pod is None:
-            if node.get("type") == "Pod":
-                lines.append("    its pod is gone (podGC may have removed it)")
-            continue
-        lines += indent(
-            pod_report(kube, namespace, pod, container=MAIN_CONTAINER, tail=tail, detail=True),
-            4,
-        )
+    tfjobs = tfjob_steps(wf)
+    for step in failed:
+        phase, why = step.state()
+        lines.append(f"  step {step.name}: {phase}: {why or 'no message'}")
+        ran = step.last
+        pod = step_pod(kube, namespace, name, ran) if ran is not None else None
+        if pod is not None:
+            report = pod_report(
+                kube, namespace, pod, container=MAIN_CONTAINER, tail=tail, detail=True
+            )
+            lines += indent(report, 4)
+        elif ran is not None and ran.get("type") == "Pod":
+            lines.append("    its pod is gone (podGC may have removed it)")
+        if step.name in tfjobs:
+            lines += indent(tfjob_report_lines(kube, namespace, tfjobs[step.name], tail), 4)
     return with_hints(lines)
 
 

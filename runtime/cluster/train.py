@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import DistmlError
-from k8s import capacity, manifests
-from k8s.objects import TERMINAL, TFJOB_API, tfjob_state
+from k8s import manifests
 from k8s.settings import Settings
 from k8s.tfjobs import TFJobRow, wait_tfjobs
 from k8s.waits import WaitError
 from ml.contract import metrics_path, read_metrics
 from runtime.cluster.context import ClusterContext, ClusterError, Out
-from runtime.cluster.objects import delete_and_wait
+from runtime.cluster.tfjobs import jobs_that_fit, replace_tfjob
 from runtime.cluster.up import ingest
 from runtime.cluster.volume import Volume
 from runtime.requests import TrainRequest
@@ -69,7 +68,7 @@ def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
     jobs = [manifests.tfjob(s, m) for m in request.models]
     cx.out(f"== training {len(jobs)} TFJob(s) x {s.workers} worker(s), profile {request.profile}")
     for job in jobs:
-        _replace_old(cx, job["metadata"]["name"])
+        replace_tfjob(cx, job["metadata"]["name"])
     waves = _waves(cx, s, jobs, request.parallel)
     lines = JobLines(cx.out, cx.clock, started=cx.clock.monotonic())
     results = _run_waves(cx, waves, s, lines)
@@ -79,50 +78,16 @@ def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
     return _finish(cx, s, state, request.models, results)
 
 
-def _replace_old(cx: ClusterContext, name: str) -> None:
-    """A TFJob of the same name goes first (a running one resumes from its saved step)."""
-    old = cx.get(TFJOB_API, "TFJob", name)
-    if old is None:
-        return
-    old_state = tfjob_state(old)
-    cx.out(
-        f"TFJob {name}: replacing the "
-        + (
-            f"{old_state.lower()} job"
-            if old_state in TERMINAL
-            else "running job (its workers save the step they reached; resumed there)"
-        )
-    )
-    delete_and_wait(cx, TFJOB_API, "TFJob", name)
-
-
 def _waves(
     cx: ClusterContext, s: Settings, jobs: list[dict[str, Any]], parallel: int | None
 ) -> list[list[dict[str, Any]]]:
     """The jobs in groups of ``parallel`` (default: as many as the node holds)."""
     if parallel is None:
-        parallel = _jobs_that_fit(cx, s, len(jobs))
+        parallel = jobs_that_fit(cx, s, len(jobs))
     waves = [jobs[i : i + parallel] for i in range(0, len(jobs), parallel)]
     if len(waves) > 1:
         cx.out(f"{parallel} job(s) at a time, {len(waves)} waves")
     return waves
-
-
-def _jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
-    """All jobs at once, unless the node's allocatable CPU/memory cannot hold their
-    workers next to the stack (k8s.capacity): then as many as fit (at least one)."""
-    nodes = cx.kube.list("v1", "Node")
-    node = capacity.node_allocatable(nodes[0]) if len(nodes) == 1 else None
-    if node is None:
-        return jobs
-    fit = capacity.jobs_at_once(node, s, jobs)
-    if fit < jobs:
-        cx.out(
-            f"the node offers pods {node}; {jobs} TFJobs at once need "
-            f"{capacity.requirement(s, jobs)} of requests: running {max(fit, 1)} at a time"
-            + ("" if fit else " (even one may not fit: its workers may stay Pending)")
-        )
-    return max(fit, 1)
 
 
 def _run_waves(

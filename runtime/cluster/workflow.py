@@ -23,9 +23,11 @@ from k8s.workflows import (
 )
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.cluster.objects import apply_reporting, delete_and_wait
+from runtime.cluster.tfjobs import jobs_that_fit, replace_tfjob
 from runtime.requests import WorkflowRequest
 
 WATCH_GRACE_S = 120  # beyond the workflow's activeDeadlineSeconds, for Argo to mark it
+STOP_WAIT_S = 180  # for a stopped workflow to go: its TFJobs' workers save and stop first
 
 
 @dataclass
@@ -48,6 +50,7 @@ class StepLines:
                 continue
             self.shown[r.name] = r
             note = " (from the cache, not run)" if r.cached else ""
+            note += f" (retry {r.retries})" if r.retries else ""
             note += f": {r.message}" if r.message else ""
             self.out(f"[{elapsed:6.0f}s] {r.name:<26} {r.phase}{note}")
 
@@ -66,6 +69,14 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         profile=request.profile, epochs=request.epochs, steps_per_epoch=request.steps_per_epoch
     )
     cx.check_image(state, s)
+    name = manifests.WORKFLOW_NAME
+    _replace_finished(cx, name)
+    cx.out(f"== workflow {name}: {', '.join(request.models)}, profile {request.profile}")
+    # The train steps create the TFJobs train-all creates (same names): an old one goes
+    # first, or its step fails on AlreadyExists (create steps are not retried).
+    for model in request.models:
+        replace_tfjob(cx, manifests.tfjob_name(model))
+    fit = jobs_that_fit(cx, s, len(request.models))
     objects = manifests.workflow_objects(
         s,
         models=request.models,
@@ -73,11 +84,9 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         cache_max_age=request.cache_max_age,
         min_accuracy=request.min_accuracy,
         source_dir=bool(state.get("source_dir")),
+        parallelism=fit if fit < len(request.models) else None,
     )
     wf = next(o for o in objects if o["kind"] == WORKFLOW_KIND)
-    name = wf["metadata"]["name"]
-    _replace_finished(cx, name)
-    cx.out(f"== workflow {name}: {', '.join(request.models)}, profile {request.profile}")
     for obj in objects:
         if obj is wf:
             cx.apply(obj)
@@ -99,9 +108,15 @@ def _kubectl(cx: ClusterContext, verb: str, name: str) -> str:
 
 def _replace_finished(cx: ClusterContext, name: str) -> None:
     """A finished workflow of the same name goes first (its cache entries stay, so
-    ingestion is skipped when nothing changed); a running one is not replaced silently."""
+    ingestion is skipped when nothing changed); one being deleted (`--stop`) is waited
+    for until gone; a running one is not replaced silently."""
     old = cx.get(WORKFLOW_API, WORKFLOW_KIND, name)
     if old is None:
+        return
+    if (old.get("metadata") or {}).get("deletionTimestamp"):
+        # Deleted in the foreground: it goes once its pods and TFJobs are gone.
+        cx.out(f"Workflow {name}: being deleted (stopped); waiting until it is gone")
+        delete_and_wait(cx, WORKFLOW_API, WORKFLOW_KIND, name, timeout=STOP_WAIT_S)
         return
     phase = workflow_phase(old)
     if phase not in COMPLETED:

@@ -1,0 +1,45 @@
+"""What train-all and the workflow share about the TFJobs they submit: an old TFJob of the
+same name goes first (saying what it replaces), and how many of them the node runs at once
+(``k8s.capacity``)."""
+
+from __future__ import annotations
+
+from k8s import capacity
+from k8s.objects import TERMINAL, TFJOB_API, tfjob_state
+from k8s.settings import Settings
+from runtime.cluster.context import ClusterContext
+from runtime.cluster.objects import delete_and_wait
+
+
+def replace_tfjob(cx: ClusterContext, name: str) -> None:
+    """A TFJob of the same name goes first (a running one resumes from its saved step)."""
+    old = cx.get(TFJOB_API, "TFJob", name)
+    if old is None:
+        return
+    old_state = tfjob_state(old)
+    cx.out(
+        f"TFJob {name}: replacing the "
+        + (
+            f"{old_state.lower()} job"
+            if old_state in TERMINAL
+            else "running job (its workers save the step they reached; resumed there)"
+        )
+    )
+    delete_and_wait(cx, TFJOB_API, "TFJob", name)
+
+
+def jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
+    """All jobs at once, unless the node's allocatable CPU/memory cannot hold their
+    workers next to the stack (k8s.capacity): then as many as fit (at least one)."""
+    nodes = cx.kube.list("v1", "Node")
+    node = capacity.node_allocatable(nodes[0]) if len(nodes) == 1 else None
+    if node is None:
+        return jobs
+    fit = capacity.jobs_at_once(node, s, jobs)
+    if fit < jobs:
+        cx.out(
+            f"the node offers pods {node}; {jobs} TFJobs at once need "
+            f"{capacity.requirement(s, jobs)} of requests: running {max(fit, 1)} at a time"
+            + ("" if fit else " (even one may not fit: its workers may stay Pending)")
+        )
+    return max(fit, 1)
