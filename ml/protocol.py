@@ -18,23 +18,21 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import json
-import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from PIL import Image
-from PIL.JpegImagePlugin import JpegImageFile
-from PIL.PngImagePlugin import PngImageFile
 
 from ml.data import CLASS_NAMES
 from ml.export import BYTES_INPUT, DEFAULT_SIGNATURE, PIXELS_INPUT, PIXELS_SIGNATURE
+from ml.image_header import ImageHeaderError, image_size
 from ml.models import INPUT_SHAPE
 
 DEFAULT_MAX_INSTANCES = 256
 DEFAULT_MAX_IMAGE_PIXELS = 4096 * 4096
+#: Decoded pixels of all of one request's images: e.g. 32 photos of 2 megapixels (1920x1080).
+DEFAULT_MAX_REQUEST_PIXELS = 64 * 1024 * 1024
 
 #: signature name -> its one input name (the export contract).
 SIGNATURE_INPUTS: Mapping[str, str] = {
@@ -65,10 +63,6 @@ class RequestError(Exception):
         self.message = message
 
 
-class ImageHeaderError(ValueError):
-    """Image bytes whose header is unknown, truncated or corrupt."""
-
-
 class ParsedRequest(NamedTuple):
     """A validated request, ready for a signature call."""
 
@@ -84,41 +78,6 @@ class ParsedRequest(NamedTuple):
 
 # --------------------------------------------------------------------------- image headers
 
-#: Header readers of the decodable formats, by their file signature. Pillow's own
-#: ``Image.open`` would refuse a large image outright (its decompression-bomb check) before
-#: telling its size; this server applies its own limit, so it reads the header directly.
-_HEADER_READERS = (
-    (b"\x89PNG\r\n\x1a\n", "png", PngImageFile),
-    (b"\xff\xd8\xff", "jpeg", JpegImageFile),
-)
-#: Formats named in the "not supported" answer (TensorFlow's decoder knows them too).
-_NAMED_FORMATS = ("GIF", "BMP", "WEBP")
-
-
-def image_size(data: bytes) -> tuple[str, int, int]:
-    """``(format, width, height)`` from the header of PNG or JPEG bytes (GIF, BMP and WebP
-    are recognised so that they can be refused by name).
-
-    Only the header is read: nothing is decoded.
-
-    Raises:
-        ImageHeaderError: unknown format, or a header that is truncated or corrupt.
-    """
-    for signature, fmt, reader in _HEADER_READERS:
-        if data.startswith(signature):
-            try:
-                with reader(io.BytesIO(data)) as image:
-                    return fmt, *image.size
-            except (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error) as e:
-                raise ImageHeaderError(f"{fmt.upper()} header is truncated or corrupt ({e})") from e
-    try:
-        with Image.open(io.BytesIO(data), formats=_NAMED_FORMATS) as image:
-            return image.format.lower(), *image.size
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
-        raise ImageHeaderError(
-            f"not a PNG or JPEG image (the data starts with {data[:8].hex(' ') or 'nothing'})"
-        ) from e
-
 
 def check_image(data: bytes, i: int, max_image_pixels: int) -> bytes:
     """Check encoded image bytes from their header alone; return them unchanged.
@@ -127,6 +86,30 @@ def check_image(data: bytes, i: int, max_image_pixels: int) -> bytes:
         RequestError: empty, not PNG/JPEG, corrupt header, or more than ``max_image_pixels``
             pixels (413) -- all before any decoding.
     """
+    _header_pixels(data, i, max_image_pixels)
+    return data
+
+
+def check_images(images: Iterable[bytes], max_image_pixels: int, max_request_pixels: int) -> list:
+    """:func:`check_image` each image, then their total pixel count (413 over
+    ``max_request_pixels``): the whole request's decoding cost, bounded before any decoding."""
+    checked, total = [], 0
+    for i, data in enumerate(images):
+        total += _header_pixels(data, i, max_image_pixels)
+        checked.append(data)
+    if total > max_request_pixels:
+        raise RequestError(
+            413,
+            f"the request's {len(checked)} images total {total:,} pixels, more than this "
+            f"server's limit of {max_request_pixels:,} pixels per request "
+            "(--max-request-pixels); send fewer images per request, or downscale them "
+            f"(the model sees {_IMAGE_SIDE}x{_IMAGE_SIDE})",
+        )
+    return checked
+
+
+def _header_pixels(data: bytes, i: int, max_image_pixels: int) -> int:
+    """The pixel count from ``data``'s header, checked as :func:`check_image` says."""
     if not data:
         raise RequestError(400, f"instance {i}: the image is empty (0 bytes)")
     try:
@@ -148,7 +131,7 @@ def check_image(data: bytes, i: int, max_image_pixels: int) -> bytes:
             f"than this server's limit of {max_image_pixels:,} pixels (--max-image-pixels); "
             f"downscale it (the model sees {_IMAGE_SIDE}x{_IMAGE_SIDE}) before sending",
         )
-    return data
+    return width * height
 
 
 # --------------------------------------------------------------------------- V1 bodies
@@ -159,6 +142,7 @@ def parse_request(
     *,
     max_instances: int = DEFAULT_MAX_INSTANCES,
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS,
 ) -> ParsedRequest:
     """Validate a V1 REST request body (a decoded JSON object, or its raw bytes/str).
 
@@ -176,9 +160,8 @@ def parse_request(
     # Malformed instances are reported before "too many": the body limit already bounds
     # this work, and "wrap the image in a list" is the better answer to a 28-row image.
     if signature_name == DEFAULT_SIGNATURE:
-        inputs: Any = [
-            check_image(_b64_payload(item, i), i, max_image_pixels) for i, item in enumerate(items)
-        ]
+        payloads = (_b64_payload(item, i) for i, item in enumerate(items))
+        inputs: Any = check_images(payloads, max_image_pixels, max_request_pixels)
     else:
         inputs = np.stack([check_pixels(_pixel_payload(item), i) for i, item in enumerate(items)])
     _check_count(len(items), max_instances)
@@ -445,6 +428,7 @@ def parse_v2_request(
     *,
     max_instances: int = DEFAULT_MAX_INSTANCES,
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS,
 ) -> ParsedRequest:
     """A KServe V2 ``InferRequest`` (REST ``/v2/models/<name>/infer``): one input named
     ``image_bytes`` (BYTES, raw image bytes) or ``pixels`` (FP32 ``[N,28,28(,1)]``)."""
@@ -465,11 +449,12 @@ def parse_v2_request(
         if not items:
             raise RequestError(400, f"input {tensor.name!r} is empty; {usage}")
         _check_count(len(items), max_instances)
-        images = []
-        for i, item in enumerate(items):
-            if isinstance(item, str):  # REST V2 carries BYTES as text: take it as base64
-                item = _b64_payload({"b64": item}, i)
-            images.append(check_image(bytes(item), i, max_image_pixels))
+        # REST V2 carries BYTES as text: take it as base64.
+        payloads = (
+            _b64_payload({"b64": item}, i) if isinstance(item, str) else bytes(item)
+            for i, item in enumerate(items)
+        )
+        images = check_images(payloads, max_image_pixels, max_request_pixels)
         return ParsedRequest(DEFAULT_SIGNATURE, images, "v2", request_id=request_id)
     if tensor.name == PIXELS_INPUT and tensor.datatype in ("FP32", "FP64"):
         if array.ndim not in (3, 4) or len(array) == 0:

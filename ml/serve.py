@@ -2,7 +2,8 @@
 
     python -m ml.serve --model-dir V/serving/S --model-name S [--host 127.0.0.1]
         [--http-port 8080] [--poll-interval 2.0] [--max-instances 256]
-        [--max-body-bytes 8388608] [--max-image-pixels 4096x4096] [KServe's server flags]
+        [--max-body-bytes 8388608] [--max-image-pixels 4096x4096]
+        [--max-request-pixels 8192x8192] [KServe's server flags]
 
 ``POST /v1/models/<name>:predict`` answers predictions; ``GET /v1/models/<name>`` is the
 readiness probe (200 once a version is loaded, 503 before). The server polls ``--model-dir``
@@ -31,7 +32,11 @@ from types import ModuleType
 from typing import Any
 
 from ml import contract
-from ml.protocol import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_INSTANCES
+from ml.protocol import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_REQUEST_PIXELS,
+)
 
 log = logging.getLogger("ml.serve")  # not __name__: that is "__main__" under -m
 
@@ -127,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_POLL_INTERVAL,
         help="seconds between checks of --model-dir for a new version",
     )
+    _add_limits(p)
+    # One default for each dest KServe's flags share with ours (set on the copies).
+    p.set_defaults(model_name=DEFAULT_MODEL_NAME, http_port=DEFAULT_HTTP_PORT, enable_grpc=False)
+    return p
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    """The request limits (over any of them: 413)."""
     p.add_argument(
         "--max-instances",
         type=_positive(int),
@@ -146,9 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest image, as a pixel count or WIDTHxHEIGHT, checked from the PNG/JPEG "
         "header before decoding (more: 413)",
     )
-    # One default for each dest KServe's flags share with ours (set on the copies).
-    p.set_defaults(model_name=DEFAULT_MODEL_NAME, http_port=DEFAULT_HTTP_PORT, enable_grpc=False)
-    return p
+    p.add_argument(
+        "--max-request-pixels",
+        type=_pixel_limit,
+        default=DEFAULT_MAX_REQUEST_PIXELS,
+        help="most pixels of all the images in one request together, as a pixel count or "
+        "WIDTHxHEIGHT, summed from their headers before decoding (more: 413); the default "
+        "allows e.g. 32 photos of 2 megapixels (1920x1080) in one request",
+    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -200,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         watcher,
         max_instances=args.max_instances,
         max_image_pixels=args.max_image_pixels,
+        max_request_pixels=args.max_request_pixels,
     )
     server = adapter.model_server(args)
     log.info(

@@ -50,7 +50,7 @@ class FashionMnistModel(kserve.Model):
     def __init__(self, name: str, watcher: VersionWatcher, **limits: int) -> None:
         super().__init__(name)
         self.watcher = watcher
-        self.limits = limits  # max_instances, max_image_pixels
+        self.limits = limits  # max_instances, max_image_pixels, max_request_pixels
 
     async def healthy(self) -> bool:
         return self.watcher.current is not None

@@ -327,6 +327,44 @@ def test_huge_png_is_rejected_before_decoding() -> None:
     assert protocol.check_image(huge_png(4096, 4096), 0, 4096 * 4096)  # the limit itself is fine
 
 
+def v2_bytes_request(images: list[bytes]) -> Any:
+    """A KServe V2 InferRequest with one BYTES input of encoded images."""
+    from kserve.protocol.infer_type import InferInput, InferRequest
+
+    tensor = InferInput("image_bytes", [len(images)], "BYTES", data=images)
+    return InferRequest(MODEL, [tensor], request_id="budget")
+
+
+@pytest.mark.parametrize("path", ["v1", "v2"])
+def test_request_pixel_budget_is_summed_from_headers_before_decoding(path: str) -> None:
+    # Four 100x100 headers with no image data behind them: only their headers are read.
+    images = [huge_png(100, 100)] * 4
+
+    def parse(limit: int) -> protocol.ParsedRequest:
+        if path == "v1":
+            body = {"instances": [b64(image) for image in images]}
+            return protocol.parse_request(body, max_request_pixels=limit)
+        return protocol.parse_v2_request(v2_bytes_request(images), max_request_pixels=limit)
+
+    assert parse(40_000).inputs == images  # exactly at the limit: accepted
+    with pytest.raises(protocol.RequestError) as info:
+        parse(39_999)
+    assert info.value.status == 413
+    assert info.value.message.startswith(
+        "the request's 4 images total 40,000 pixels, more than this server's limit of "
+        "39,999 pixels per request (--max-request-pixels)"
+    )
+
+
+def test_default_request_pixel_budget_refuses_a_full_batch_of_the_largest_images() -> None:
+    largest = huge_png(4096, 4096)  # each at --max-image-pixels, so each alone is accepted
+    assert protocol.parse_request({"instances": [b64(largest)]}).inputs == [largest]
+    body = {"instances": [b64(largest)] * protocol.DEFAULT_MAX_INSTANCES}
+    with pytest.raises(protocol.RequestError) as info:
+        protocol.parse_request(body)
+    assert info.value.status == 413 and "--max-request-pixels" in info.value.message
+
+
 @pytest.mark.parametrize(
     ("data", "text"),
     [
@@ -392,11 +430,19 @@ def test_every_flag_has_help_and_limits_parse(capsys) -> None:
     assert "--grpc-port" not in out
     args = serve.parse_args(["--model-dir", "d", "--max-image-pixels", "100x200"])
     assert (args.max_image_pixels, args.host) == (20_000, "127.0.0.1")
+    assert args.max_request_pixels == protocol.DEFAULT_MAX_REQUEST_PIXELS == 8192 * 8192
+    args = serve.parse_args(["--model-dir", "d", "--max-request-pixels", "300x400"])
+    assert args.max_request_pixels == 120_000
     assert (args.model_name, args.http_port, args.enable_grpc) == (MODEL, 8080, False)
     # KServe's spellings of the two flags it shares with ours set the same values.
     args = serve.parse_args(["--model-dir", "d", "--model_name", "m", "--http_port", "9000"])
     assert (args.model_name, args.http_port) == ("m", 9000)
-    for bad in (["--max-image-pixels", "0x5"], ["--http-port", "70000"], ["--poll-interval", "0"]):
+    for bad in (
+        ["--max-image-pixels", "0x5"],
+        ["--max-request-pixels", "many"],
+        ["--http-port", "70000"],
+        ["--poll-interval", "0"],
+    ):
         with pytest.raises(SystemExit):
             parser.parse_args(["--model-dir", "d", *bad])
 
@@ -591,6 +637,12 @@ def servers(tmp_path_factory, exported: Path) -> Iterator[dict[str, Server]]:
     try:
         started["main"] = Server(serving, root / "main.log")
         started["empty"] = Server(root / "serving" / "empty", root / "empty.log")
+        # The default limits (the others' --max-instances is small, for the bad-input table).
+        defaults = root / "serving" / "defaults"
+        publish(exported, defaults, {"source": "test"})
+        started["defaults"] = Server(
+            defaults, root / "defaults.log", "--max-instances", str(protocol.DEFAULT_MAX_INSTANCES)
+        )
         yield started
     finally:
         for server in started.values():
@@ -607,6 +659,12 @@ def server(servers: dict[str, Server]) -> Server:
 def empty_server(servers: dict[str, Server]) -> Server:
     servers["empty"].wait_live()
     return servers["empty"]
+
+
+@pytest.fixture(scope="module")
+def default_limits_server(servers: dict[str, Server]) -> Server:
+    servers["defaults"].wait_ready()
+    return servers["defaults"]
 
 
 def check_probabilities(predictions: Any, n: int) -> np.ndarray:
@@ -713,6 +771,30 @@ def test_oversized_body_is_413_before_or_while_reading(server) -> None:
     assert response.status == 413 and "chunked" in json.loads(response.read())["error"]
     conn.close()
     assert server.predict({"instances": [ZEROS]})[0] == 200
+
+
+def test_a_full_batch_of_the_largest_images_is_413_from_the_headers(
+    default_limits_server: Server,
+) -> None:
+    """256 PNGs of 4096x4096 (each within --max-image-pixels; 4 Gi pixels to decode) that
+    are headers and 100 bytes of data each: refused from the headers, nothing decoded."""
+    server = default_limits_server
+    n = protocol.DEFAULT_MAX_INSTANCES
+    status, answer = server.predict({"instances": [b64(huge_png(4096, 4096))] * n})
+    assert status == 413, answer
+    total = n * 4096 * 4096
+    limit = protocol.DEFAULT_MAX_REQUEST_PIXELS
+    expected = (
+        f"the request's {n} images total {total:,} pixels, more than this server's limit of "
+        f"{limit:,} pixels per request (--max-request-pixels)"
+    )
+    assert answer["error"].startswith(expected), answer
+    # Refused in preprocess (ml.protocol, headers only): a decode of these truncated images
+    # would have answered 400 "could not be decoded" and logged no such refusal.
+    wait_for(lambda: f"rejected a request (413): {expected}" in server.log(), 10, "the log line")
+    assert "could not be decoded" not in server.log()
+    status, answer = server.predict({"instances": [b64(SMALL_PNG)] * n})
+    assert status == 200 and len(answer["predictions"]) == n
 
 
 def test_v2_infer_over_rest(server, real_images) -> None:

@@ -9,12 +9,14 @@ import base64
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 
 import pytest
@@ -124,6 +126,20 @@ def test_deploy_serves_and_prints_a_working_curl(lifecycle):
     assert selection["published"] and selection["version"] == 1
 
 
+def png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height, with 100 bytes of image data behind it."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + data))
+        return struct.pack(">I", len(data)) + kind + data + crc
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    idat = zlib.compress(bytes(100))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat)
+
+
+BIG_PNG = {"b64": base64.b64encode(png_claiming(4096, 4096)).decode()}
+
 BAD_INPUTS = [
     ("not json", "{", 400, "json"),
     ("no instances", "{}", 400, "instances"),
@@ -142,6 +158,12 @@ BAD_INPUTS = [
         json.dumps({"signature_name": "nope", "instances": [[[0.5] * 28] * 28]}),
         400,
         "serving_pixels",
+    ),
+    (
+        "256 images of 4096x4096",
+        json.dumps({"instances": [BIG_PNG] * 256}),
+        413,
+        "--max-request-pixels",
     ),
 ]
 
