@@ -31,11 +31,9 @@ import yaml
 from common.poll import Clock, Done, Pending, Verdict
 from k8s.diagnose import indent, pod_report, safe, tfjob_report_lines, with_hints
 from k8s.kube import Kube
-from k8s.objects import Obj, name_of, status_of
+from k8s.objects import WORKFLOW_API, WORKFLOW_KIND, Obj, name_of, status_of
 from k8s.waits import POLL_S, Missing, Out, WaitError, fail_with, outcome, poll_cluster, secs
 
-WORKFLOW_API = "argoproj.io/v1alpha1"
-WORKFLOW_KIND = "Workflow"
 POD_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 NODE_ID_ANNOTATION = "workflows.argoproj.io/node-id"
 MAIN_CONTAINER = "main"

@@ -59,6 +59,7 @@ from k8s.manifests.names import (
 from k8s.manifests.pods import ingest_job, meta, selection_job, tfjob
 from k8s.manifests.serving import inference_service, ingress_service, serving_runtime
 from k8s.manifests.workflow_rbac import cache_writer_rbac, workflow_rbac
+from k8s.objects import WORKFLOW_API, WORKFLOW_KIND
 from k8s.settings import Settings
 
 # Argo refuses a memoization ConfigMap without this label (common.LabelKeyConfigMapType).
@@ -357,8 +358,8 @@ def workflow(
     )
     volumes = ingest_job(s)["spec"]["template"]["spec"]["volumes"]
     return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Workflow",
+        "apiVersion": WORKFLOW_API,
+        "kind": WORKFLOW_KIND,
         "metadata": meta(WORKFLOW_NAME, s.namespace, WORKFLOW_COMPONENT),
         "spec": {
             "entrypoint": ENTRYPOINT,
@@ -373,27 +374,10 @@ def workflow(
     }
 
 
-def workflow_objects(
-    s: Settings,
-    *,
-    models: Sequence[str],
-    cache_key: str,
-    cache_max_age: str = DEFAULT_CACHE_MAX_AGE,
-    min_accuracy: float = 0.0,
-    source_dir: bool = False,
-    parallelism: int | None = None,
-) -> list[dict[str, Any]]:
+def workflow_objects(s: Settings, **options: Any) -> list[dict[str, Any]]:
     """The steps' ServiceAccount, Role and RoleBinding, the controller's cache Role and
     RoleBinding, the cache ConfigMap and the Workflow: apply order (the Workflow's pods
     need their ServiceAccount and Role from the first step, and the controller writes the
-    cache as soon as ingestion ends)."""
-    wf = workflow(
-        s,
-        models=models,
-        cache_key=cache_key,
-        cache_max_age=cache_max_age,
-        min_accuracy=min_accuracy,
-        source_dir=source_dir,
-        parallelism=parallelism,
-    )
+    cache as soon as ingestion ends). ``options``: ``workflow()``'s keywords."""
+    wf = workflow(s, **options)
     return [*workflow_rbac(s), *cache_writer_rbac(s), workflow_cache(s), wf]

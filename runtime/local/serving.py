@@ -113,26 +113,24 @@ def wait_for_version(
 ) -> dict[str, Any]:
     """Send the sample until the server answers with ``version``; return that answer."""
     body = write_sample(rt).read_bytes()
-    last: list[Any] = [None]
 
     def observe() -> Any:
         try:
-            last[0] = _predict(server["url"], rt.service, body)
+            return _predict(server["url"], rt.service, body)
         except (urllib.error.URLError, OSError, ValueError) as e:
-            last[0] = e
-        return last[0]
+            return e
 
     def judge(answer: Any) -> Any:
         if isinstance(answer, dict) and answer.get("model_version") == version:
             return Done(answer)
-        return Pending()
+        return Pending(str(answer))  # not printed (no on_change): the timeout message
 
     verdict = poll(observe, judge, timeout=timeout, interval=CHECK_EVERY_S)
     if isinstance(verdict, Done):
         return verdict.value
     raise rt.error(
         f"the server did not switch to version {version} within {timeout:.0f} s "
-        f"(last answer: {last[0]}); see {server['log']}"
+        f"(last answer: {verdict.status}); see {server['log']}"
     )
 
 
