@@ -52,21 +52,21 @@ def call(fn, *args):
 
 
 def int_flag(flag, value, default=None):
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise Exit(f"error: {flag} must be a whole number, got {value!r}", code=2) from None
+    return _number(int, "a whole number", flag, value, default)
 
 
 def float_flag(flag, value, default=None):
+    return _number(float, "a number", flag, value, default)
+
+
+def _number(kind, noun, flag, value, default):
+    """A flag's value as ``kind`` (``default`` when not given); exit 2 when it is not one."""
     if value is None or value == "":
         return default
     try:
-        return float(value)
+        return kind(value)
     except ValueError:
-        raise Exit(f"error: {flag} must be a number, got {value!r}", code=2) from None
+        raise Exit(f"error: {flag} must be {noun}, got {value!r}", code=2) from None
 
 
 # Cluster settings moved under ``cluster:``; the old names would be ignored without a word.
