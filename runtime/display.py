@@ -1,10 +1,12 @@
-"""Live progress of training jobs: one line per job, redrawn in place on a terminal."""
+"""Live progress: training jobs redrawn in place on a terminal (local runtime), and a
+line per changed row with the seconds since the start (cluster jobs and workflow steps)."""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 
@@ -73,3 +75,28 @@ class JobDisplay:
 
     def close(self) -> None:
         self._drawn = 0
+
+
+@dataclass
+class ChangedRows:
+    """Prints ``[  12s] <describe(row)>`` for each row (keyed by its ``name``) that differs
+    from the last one shown; ``clock`` has ``monotonic()``."""
+
+    out: Callable[[str], Any]
+    clock: Any
+    describe: Callable[[Any], str]
+    started: float = field(default=0.0)
+    shown: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock.monotonic()
+
+    def elapsed(self) -> float:
+        return self.clock.monotonic() - self.started
+
+    def __call__(self, rows: Sequence[Any]) -> None:
+        elapsed = self.elapsed()
+        for row in rows:
+            if self.shown.get(row.name) != row:
+                self.shown[row.name] = row
+                self.out(f"[{elapsed:6.0f}s] {self.describe(row)}")

@@ -5,7 +5,6 @@ the volume for the accuracy table and the training-curves chart."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,11 @@ from k8s.settings import Settings
 from k8s.tfjobs import TFJobRow, wait_tfjobs
 from k8s.waits import WaitError
 from ml.contract import metrics_path, read_metrics
-from runtime.cluster.context import ClusterContext, ClusterError, Out
+from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.tfjobs import jobs_that_fit, replace_tfjob
 from runtime.cluster.up import ingest
 from runtime.cluster.volume import Volume
+from runtime.display import ChangedRows
 from runtime.requests import TrainRequest
 from runtime.tables import table
 
@@ -26,29 +26,12 @@ WAIT_GRACE_S = 120  # beyond the jobs' own deadline, for the operator to mark th
 COPY_OUT_TIMEOUT_S = 180
 
 
-@dataclass
-class JobLines:
-    """The live training status: a line for each job whose state or replica counts
-    changed, with the seconds since training started."""
-
-    out: Out
-    clock: Any
-    started: float
-    shown: dict[str, TFJobRow] = field(default_factory=dict)
-
-    def elapsed(self) -> float:
-        return self.clock.monotonic() - self.started
-
-    def __call__(self, rows: Sequence[TFJobRow]) -> None:
-        elapsed = self.elapsed()
-        for r in rows:
-            if self.shown.get(r.name) == r:
-                continue
-            self.shown[r.name] = r
-            self.out(
-                f"[{elapsed:6.0f}s] {r.name:<22} {r.state:<10} workers: active {r.active}, "
-                f"succeeded {r.succeeded}, failed {r.failed}; restarts {r.restarts}"
-            )
+def job_row_line(r: TFJobRow) -> str:
+    """A TFJob's live line: its state, its workers' counts and restarts."""
+    return (
+        f"{r.name:<22} {r.state:<10} workers: active {r.active}, "
+        f"succeeded {r.succeeded}, failed {r.failed}; restarts {r.restarts}"
+    )
 
 
 def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
@@ -70,7 +53,7 @@ def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
     for job in jobs:
         replace_tfjob(cx, job["metadata"]["name"])
     waves = _waves(cx, s, jobs, request.parallel)
-    lines = JobLines(cx.out, cx.clock, started=cx.clock.monotonic())
+    lines = ChangedRows(cx.out, cx.clock, job_row_line)
     results = _run_waves(cx, waves, s, lines)
     if cx.dry:
         return 0
@@ -94,7 +77,7 @@ def _run_waves(
     cx: ClusterContext,
     waves: list[list[dict[str, Any]]],
     s: Settings,
-    lines: JobLines,
+    lines: ChangedRows,
 ) -> dict[str, str]:
     """Submit each wave's jobs together (they run in parallel) and wait for them;
     the final state of each job by name."""

@@ -6,10 +6,6 @@ RoleBinding and memoization cache; ``--watch`` follows it with a line per step c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
-
 from k8s import manifests
 from k8s.waits import WaitError
 from k8s.workflows import (
@@ -21,38 +17,22 @@ from k8s.workflows import (
     wait_workflow,
     workflow_phase,
 )
-from runtime.cluster.context import ClusterContext, ClusterError, Out
+from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.objects import apply_reporting, delete_and_wait
 from runtime.cluster.tfjobs import jobs_that_fit, replace_tfjob
+from runtime.display import ChangedRows
 from runtime.requests import WorkflowRequest
 
 WATCH_GRACE_S = 120  # beyond the workflow's activeDeadlineSeconds, for Argo to mark it
 STOP_WAIT_S = 180  # for a stopped workflow to go: its TFJobs' workers save and stop first
 
 
-@dataclass
-class StepLines:
-    """The live workflow status: a line for each step whose phase or message changed, with
-    the seconds since the watch started (like train-all's job lines)."""
-
-    out: Out
-    clock: Any
-    started: float
-    shown: dict[str, StepRow] = field(default_factory=dict)
-
-    def elapsed(self) -> float:
-        return self.clock.monotonic() - self.started
-
-    def __call__(self, rows: Sequence[StepRow]) -> None:
-        elapsed = self.elapsed()
-        for r in rows:
-            if self.shown.get(r.name) == r:
-                continue
-            self.shown[r.name] = r
-            note = " (from the cache, not run)" if r.cached else ""
-            note += f" (retry {r.retries})" if r.retries else ""
-            note += f": {r.message}" if r.message else ""
-            self.out(f"[{elapsed:6.0f}s] {r.name:<26} {r.phase}{note}")
+def step_row_line(r: StepRow) -> str:
+    """A workflow step's live line: its phase, a cache hit, its retries, its message."""
+    note = " (from the cache, not run)" if r.cached else ""
+    note += f" (retry {r.retries})" if r.retries else ""
+    note += f": {r.message}" if r.message else ""
+    return f"{r.name:<26} {r.phase}{note}"
 
 
 def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
@@ -131,7 +111,7 @@ def _replace_finished(cx: ClusterContext, name: str) -> None:
 def watch(cx: ClusterContext, name: str, *, deadline_s: float) -> int:
     """Follow the workflow until it ends: 0 when it Succeeded; 1 with the failing steps'
     messages and log tails otherwise; Ctrl-C leaves it running and says how to stop it."""
-    lines = StepLines(cx.out, cx.clock, started=cx.clock.monotonic())
+    lines = ChangedRows(cx.out, cx.clock, step_row_line)
     try:
         final = wait_workflow(
             cx.kube,
