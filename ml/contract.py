@@ -135,16 +135,23 @@ def train(
     epochs: int | None = None,
     steps_per_epoch: int | None = None,
     seed: int | None = None,
+    batch_size_per_replica: int | None = None,
+    validation: bool = True,
     log_every: int = LOG_EVERY,
     python: str = "python",
 ) -> list[str]:
     """``ml.train``: one worker of a multi-worker job (its peers come from TF_CONFIG)."""
     argv = [*_module(python, "train"), "--volume", str(volume), "--model-type", model]
     argv += ["--profile", profile, "--log-every", str(log_every)]
-    for flag, value in (("--epochs", epochs), ("--steps-per-epoch", steps_per_epoch)):
+    for flag, value in (
+        ("--epochs", epochs),
+        ("--steps-per-epoch", steps_per_epoch),
+        ("--seed", seed),
+        ("--batch-size-per-replica", batch_size_per_replica),
+    ):
         if value is not None:
             argv += [flag, str(value)]
-    return argv + (["--seed", str(seed)] if seed is not None else [])
+    return argv + ([] if validation else ["--no-validation"])
 
 
 def select(

@@ -116,11 +116,13 @@ def _progress_callback(
             if state.get("first_epoch") is None:
                 state["first_epoch"] = epoch
             self._epoch = epoch
+            self._clock = _StepClock()
             lr = float(keras.backend.get_value(self.model.optimizer.learning_rate))
             print(f"epoch {epoch + 1}/{cfg.epochs}: learning rate {lr:.6g}", flush=True)
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             batch = int(batch)
+            self._clock.begin()
             if "first_step" not in state:  # a restored backup starts past step 0
                 state["first_step"] = batch
                 if self._epoch > 0 or batch > 0:
@@ -132,6 +134,7 @@ def _progress_callback(
                     _emit("resumed", epoch=self._epoch, step=batch)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self._clock.end()
             step = int(batch) + 1
             if step % log_every == 0 or step == steps:
                 _emit(
@@ -149,11 +152,46 @@ def _progress_callback(
                 "epoch": epoch + 1,
                 "learning_rate": lr,
                 **{k: float(v) for k, v in (logs or {}).items() if k != "lr"},
+                "steps_run": self._clock.steps,
+                "step_seconds": round(self._clock.seconds, 4),
             }
             state.setdefault("history", []).append(row)
             _emit("epoch", **row, epochs=cfg.epochs)
 
     return Progress()
+
+
+class _StepClock:
+    """Time from an epoch's first step's start to its last step's end, and the steps run:
+    the epoch's training alone, without its validation pass and end-of-epoch callbacks."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.steps = 0
+
+    def begin(self) -> None:
+        if self.started is None:
+            self.started = time.perf_counter()
+
+    def end(self) -> None:
+        self.ended = time.perf_counter()
+        self.steps += 1
+
+    @property
+    def seconds(self) -> float:
+        return 0.0 if self.started is None or self.ended is None else self.ended - self.started
+
+
+def steady_examples_per_second(history: list[dict[str, Any]], global_batch: int) -> float | None:
+    """Examples/s over the epochs after the first one this process ran (which traces the
+    step function), counting only the steps themselves (``_StepClock``); None if fewer
+    than two epochs ran."""
+    later = [row for row in history[1:] if row.get("step_seconds")]
+    seconds = sum(row["step_seconds"] for row in later)
+    if not later or seconds <= 0:
+        return None
+    return round(sum(row["steps_run"] for row in later) * global_batch / seconds, 1)
 
 
 def _swap_in(tmp: Path, target: Path) -> None:
@@ -300,6 +338,9 @@ def _metrics(
         "resumed_from_step": first_step,
         "train_seconds": round(seconds, 3),
         "examples_per_second": round(steps_run * cfg.global_batch_size(workers) / seconds, 1),
+        "steady_examples_per_second": steady_examples_per_second(
+            state.get("history", []), cfg.global_batch_size(workers)
+        ),
     }
     if metrics["history"]:
         metrics["final"] = metrics["history"][-1]

@@ -94,6 +94,10 @@ def test_two_worker_job_finishes_and_leaves_exactly_one_saved_model(tmp_path, sh
     assert metrics["workers"] == 2
     assert [row["epoch"] for row in metrics["history"]] == [1, 2]
     assert all(0 <= row["val_accuracy"] <= 1 for row in metrics["history"])
+    # Each epoch's own steps are timed; the steady figure leaves out the first (tracing) epoch.
+    assert [row["steps_run"] for row in metrics["history"]] == [6, 6]
+    second = metrics["history"][1]
+    assert metrics["steady_examples_per_second"] == round(6 * 128 / second["step_seconds"], 1)
     params = (candidate / "params.yaml").read_text()
     assert "model_type: cnn" in params and "global_batch_size: 128" in params
     # Non-chief output (export, checkpoint temp dirs) is cleaned up.
@@ -172,3 +176,15 @@ def test_help_documents_every_flag(capsys):
         "--log-every",
     ):
         assert flag in text
+
+
+def test_steady_throughput_leaves_out_the_first_epoch_and_needs_a_second():
+    from ml.train import steady_examples_per_second
+
+    history = [
+        {"steps_run": 10, "step_seconds": 9.0},  # tracing: left out
+        {"steps_run": 10, "step_seconds": 1.0},
+        {"steps_run": 30, "step_seconds": 3.0},
+    ]
+    assert steady_examples_per_second(history, 64) == 640.0
+    assert steady_examples_per_second(history[:1], 64) is None
