@@ -122,7 +122,7 @@ def _progress_callback(
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             batch = int(batch)
-            self._clock.begin()
+            self._clock.begin(batch)
             if "first_step" not in state:  # a restored backup starts past step 0
                 state["first_step"] = batch
                 if self._epoch > 0 or batch > 0:
@@ -134,7 +134,7 @@ def _progress_callback(
                     _emit("resumed", epoch=self._epoch, step=batch)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            self._clock.end()
+            self._clock.end(int(batch))
             step = int(batch) + 1
             if step % log_every == 0 or step == steps:
                 _emit(
@@ -168,15 +168,19 @@ class _StepClock:
     def __init__(self) -> None:
         self.started: float | None = None
         self.ended: float | None = None
-        self.steps = 0
+        self.first = self.last = -1
 
-    def begin(self) -> None:
+    def begin(self, batch: int) -> None:
         if self.started is None:
-            self.started = time.perf_counter()
+            self.started, self.first = time.perf_counter(), batch
 
-    def end(self) -> None:
-        self.ended = time.perf_counter()
-        self.steps += 1
+    def end(self, batch: int) -> None:
+        """``batch``: the last step of the call (several with ``steps_per_execution``)."""
+        self.ended, self.last = time.perf_counter(), batch
+
+    @property
+    def steps(self) -> int:
+        return 0 if self.started is None else self.last - self.first + 1
 
     @property
     def seconds(self) -> float:
