@@ -465,6 +465,9 @@ def test_tensorboard_pod_reads_the_training_volume_read_only() -> None:
         "requests": {"cpu": "50m", "memory": "256Mi"},
         "limits": {"cpu": "1", "memory": "1536Mi"},
     }
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    row = "| TensorBoard (`invoke tensorboard`, while it runs) | 50m CPU / 256 MiB | 1 CPU / "
+    assert row + "1.5 GiB |" in readme
     assert pod["spec"]["restartPolicy"] == "Never"
     assert pod["metadata"]["name"] == m.TENSORBOARD_POD == "distml-tensorboard"
     assert pod["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "distml"  # down finds it
