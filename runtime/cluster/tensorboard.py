@@ -85,10 +85,11 @@ def tensorboard(
         raise ClusterError(f"{forwards[0].ended()}; the pod was deleted, run the task again")
 
     def stop() -> str:
-        if cx.dry:
+        if cx.dry:  # the port-forward was only printed
             cx.out("on Ctrl-C it would stop the port-forward and delete the pod:")
-        for pf in forwards if not cx.dry else []:
-            pf.stop()
+        else:
+            for pf in forwards:
+                pf.stop()
         cx.kube.delete("v1", "Pod", POD, cx.namespace)
         return "" if cx.dry else f"TensorBoard stopped: port-forward ended, pod {POD} deleted"
 
