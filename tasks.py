@@ -355,6 +355,19 @@ def workflow(
     _call(rt.workflow, _checked(rt, request))
 
 
+TENSORBOARD_PORT_HELP = f"the port on 127.0.0.1 to open it at (default {contract.TENSORBOARD_PORT})"
+
+
+@task(help={"runtime": RUNTIME_HELP, "port": TENSORBOARD_PORT_HELP})
+def tensorboard(c, runtime=None, port=None):
+    """TensorBoard over every training run, on 127.0.0.1 until Ctrl-C (cluster: a pod)."""
+    from runtime.requests import TensorboardRequest
+
+    port = _int("--port", port, int(c.config.tensorboard_port))
+    request = _request(TensorboardRequest, port=port)  # a bad flag stops before anything
+    _call(_runtime(c, runtime).tensorboard, request)
+
+
 @task(
     help={
         "runtime": "k3d (default), kind or minikube: the cluster to render for",
@@ -461,6 +474,7 @@ ns = Collection(
     status,
     down,
     workflow,
+    tensorboard,
     render,
     build,
     lock_image,
@@ -475,6 +489,7 @@ ns.configure(
         "profile": contract.DEFAULT_PROFILE,
         "max_restarts": contract.DEFAULT_MAX_RESTARTS,
         "http_port": DEFAULT_HTTP_PORT,
+        "tensorboard_port": contract.TENSORBOARD_PORT,
         "docker": "",
         # Cluster runtimes: INVOKE_CLUSTER_NAME, INVOKE_CLUSTER_NAMESPACE, ...
         "cluster": {"name": "dist-ml", "namespace": "kubeflow", "ingress_port": 8080},

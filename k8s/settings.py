@@ -66,6 +66,10 @@ class Settings:
     predictor_resources: Resources = field(
         default_factory=lambda: Resources("250m", "1", "704Mi", "1536Mi")
     )
+    # `invoke tensorboard`'s pod: a viewer, requested small on purpose (README, Resources).
+    tensorboard_resources: Resources = field(
+        default_factory=lambda: Resources("50m", "1", "256Mi", "1536Mi")
+    )
     ingress_node_port: int = 31080  # kind: the node port the host's ingress port maps to
 
     @property

@@ -11,6 +11,7 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
     V/candidates/<model>/                SavedModel, metrics.json, params.yaml (ml.train)
     V/checkpoints/<model>/               resumable training state       (ml.train)
     V/tensorboard/<model>/               TensorBoard event files        (ml.train)
+                                         (`invoke tensorboard` shows V/tensorboard/)
     V/serving/<service>/<version>/       published SavedModels          (ml.select)
     V/serving/<service>/<version>/publish.json   what was published, and why (ml.select)
     V/reports/selection.json             the selection report           (ml.select)
@@ -60,6 +61,10 @@ RAW_FILE_SPECS: Mapping[str, tuple[int, str]] = MappingProxyType(
 RAW_FILES: tuple[str, ...] = tuple(RAW_FILE_SPECS)
 RAW_SHA256: tuple[str, ...] = tuple(sha256 for _, sha256 in RAW_FILE_SPECS.values())
 DATA_DIR_ENV = "DISTML_DATA_DIR"
+# TensorBoard over V/tensorboard/ (`invoke tensorboard`): its own default port, and the
+# names of the event files tf.summary writes (what there is to show).
+TENSORBOARD_PORT = 6006
+EVENT_FILE_GLOB = "events.out.tfevents.*"
 
 METRICS_FILE = "metrics.json"
 PARAMS_FILE = "params.yaml"
@@ -97,8 +102,18 @@ def checkpoints_dir(volume: AnyPath, model: str) -> str:
     return _p(volume, "checkpoints", model)
 
 
+def tensorboard_root(volume: AnyPath) -> str:
+    """Every model's TensorBoard runs: what `invoke tensorboard` shows."""
+    return _p(volume, "tensorboard")
+
+
 def tensorboard_dir(volume: AnyPath, model: str) -> str:
     return _p(volume, "tensorboard", model)
+
+
+def has_event_files(volume: AnyPath) -> bool:
+    """Whether any training run left TensorBoard event files under ``V/tensorboard``."""
+    return any(Path(tensorboard_root(volume)).rglob(EVENT_FILE_GLOB))
 
 
 def serving_dir(volume: AnyPath, service: str) -> str:
@@ -176,6 +191,26 @@ def serve(
     """``ml.serve``: the model server for ``V/serving/<service>`` (V1 protocol)."""
     argv = [*_module(python, "serve"), "--model-dir", str(model_dir), "--model-name", model_name]
     return [*argv, "--host", host, "--http-port", str(http_port)]
+
+
+def tensorboard(
+    volume: AnyPath, *, host: str, port: int = TENSORBOARD_PORT, python: str = "python"
+) -> list[str]:
+    """TensorBoard over ``V/tensorboard`` (a run per model and split) on ``host:port``; the
+    local process and the cluster's pod run this same command."""
+    argv = [python, "-m", "tensorboard.main", "--logdir", tensorboard_root(volume)]
+    return [*argv, "--host", host, "--port", str(port)]
+
+
+NO_EVENT_FILES_EXIT = 3  # has_event_files_check: nothing to show yet
+
+
+def has_event_files_check(volume: AnyPath, *, python: str = "python") -> list[str]:
+    """:func:`has_event_files` as a command, for a pod that mounts the volume: exits 0 when
+    there are event files, ``NO_EVENT_FILES_EXIT`` when not."""
+    check = f"contract.has_event_files({json.dumps(str(volume))})"
+    code = f"import sys; from ml import contract; sys.exit(0 if {check} else {NO_EVENT_FILES_EXIT})"
+    return [python, "-c", code]
 
 
 def evaluate(volume: AnyPath, model_dirs: list[AnyPath], *, python: str = "python") -> list[str]:

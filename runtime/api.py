@@ -15,6 +15,7 @@ from runtime.requests import (
     DeployRequest,
     DownRequest,
     LoadtestRequest,
+    TensorboardRequest,
     TrainRequest,
     UpRequest,
     WorkflowRequest,
@@ -58,3 +59,5 @@ class Runtime(Protocol):
     def down(self, request: DownRequest) -> int: ...
 
     def workflow(self, request: WorkflowRequest) -> int: ...
+
+    def tensorboard(self, request: TensorboardRequest) -> int: ...

@@ -57,6 +57,11 @@ def _training(
     _at_least("--steps-per-epoch", steps_per_epoch, 1)
 
 
+def _port(flag: str, value: int) -> None:
+    if not 1 <= value <= 65535:
+        raise RequestError(f"{flag} must be a TCP port between 1 and 65535, got {value}")
+
+
 def _fraction(flag: str, value: float) -> None:
     if not 0.0 <= value <= 1.0:
         hint = f" (did you mean {value / 100:g}?)" if value > 1 else ""
@@ -125,11 +130,9 @@ class DeployRequest:
             ("--min-replicas", self.min_replicas),
             ("--max-replicas", self.max_replicas),
             ("--container-concurrency", self.container_concurrency),
-            ("--http-port", self.http_port),
         ):
             _at_least(flag, value, 0 if flag == "--min-replicas" else 1)
-        if self.http_port > 65535:
-            raise RequestError(f"--http-port must be at most 65535, got {self.http_port}")
+        _port("--http-port", self.http_port)
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,17 @@ class LoadtestRequest:
 class DownRequest:
     purge: bool = False
     keep_cluster: bool = _needs("cluster", "--keep-cluster", False)
+
+
+@dataclass(frozen=True)
+class TensorboardRequest:
+    """``invoke tensorboard``: TensorBoard over the volume's training runs, reached on
+    127.0.0.1:``port`` until Ctrl-C."""
+
+    port: int = contract.TENSORBOARD_PORT
+
+    def __post_init__(self) -> None:
+        _port("--port", self.port)
 
 
 @dataclass(frozen=True)

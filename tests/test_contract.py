@@ -171,3 +171,32 @@ def test_read_ingest_line_takes_the_last_result_and_skips_other_lines():
 def test_read_ingest_line_refuses_output_without_a_result(output):
     with pytest.raises(ValueError, match="no ingest result line"):
         read_ingest_line(output)
+
+
+def test_tensorboard_command_parses_with_tensorboards_own_flags():
+    from tensorboard import default, program
+
+    argv = contract.tensorboard("/trained_model", host="0.0.0.0")
+    assert argv[:3] == ["python", "-m", "tensorboard.main"]
+    board = program.TensorBoard(plugins=default.get_plugins())
+    board.configure(argv=[None, *argv[3:]])
+    flags = board.flags
+    assert (flags.logdir, flags.host, flags.port) == ("/trained_model/tensorboard", "0.0.0.0", 6006)
+
+
+def test_the_event_file_check_runs_as_a_pod_runs_it(tmp_path):
+    """``has_event_files_check`` from the image's working directory (it holds ``ml/``):
+    exit 3 before any training run wrote event files, 0 after."""
+
+    def check() -> int:
+        argv = contract.has_event_files_check(tmp_path, python=sys.executable)
+        return subprocess.run(argv, cwd=REPO, capture_output=True, timeout=60).returncode
+
+    assert check() == contract.NO_EVENT_FILES_EXIT
+    run = Path(contract.tensorboard_dir(tmp_path, "cnn")) / "train"
+    run.mkdir(parents=True)
+    (run / "notes.txt").write_text("not an event file")
+    assert check() == contract.NO_EVENT_FILES_EXIT
+    (run / "events.out.tfevents.1700000000.host.1.v2").write_bytes(b"")
+    assert check() == 0
+    assert contract.has_event_files(tmp_path)

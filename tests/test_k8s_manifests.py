@@ -124,6 +124,7 @@ def test_builders_outside_the_lifecycle_are_valid(schema_validate) -> None:
         *(m.tfjob(s, model) for model in MODEL_TYPES),
         *m.message_dumper(s),
         m.ingress_service(settings(provider="kind", serving_mode="standard")),
+        m.tensorboard_pod(s),
     ):
         assert schema_validate(obj) == [], f"{obj['kind']} {obj['metadata']['name']}"
 
@@ -437,6 +438,39 @@ def test_loader_pod_and_ingest_from_local_files() -> None:
 
 def _command(job: dict[str, Any]) -> list[str]:
     return job["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+def test_tensorboard_pod_reads_the_training_volume_read_only() -> None:
+    from ml import contract
+
+    s = settings()
+    pod = m.tensorboard_pod(s)
+    (worker,) = _worker(m.tfjob(s, "cnn"))["template"]["spec"]["containers"]
+    (c,) = pod["spec"]["containers"]
+    # The PVC and mount path the training pods write, mounted read-only at both levels.
+    assert pod["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": s.volume, "readOnly": True}}
+    ]
+    assert c["volumeMounts"] == [{**worker["volumeMounts"][0], "readOnly": True}]
+    assert c["command"] == contract.tensorboard(s.mount_path, host="0.0.0.0")
+    assert c["command"][3:5] == ["--logdir", "/trained_model/tensorboard"]
+    assert (c["image"], c["imagePullPolicy"]) == (IMAGE, "IfNotPresent")
+    assert c["securityContext"] == worker["securityContext"]
+    assert pod["spec"]["securityContext"]["runAsUser"] == 1000
+    # Ready once TensorBoard answers on the port kubectl port-forward reaches.
+    assert c["ports"] == [{"containerPort": 6006, "name": "http"}]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
+    # Small requests, as the README's resource table states.
+    assert c["resources"] == {
+        "requests": {"cpu": "50m", "memory": "256Mi"},
+        "limits": {"cpu": "1", "memory": "1536Mi"},
+    }
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    row = "| TensorBoard (`invoke tensorboard`, while it runs) | 50m CPU / 256 MiB | 1 CPU / "
+    assert row + "1.5 GiB |" in readme
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["metadata"]["name"] == m.TENSORBOARD_POD == "distml-tensorboard"
+    assert pod["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "distml"  # down finds it
 
 
 def test_selection_and_rollback_jobs() -> None:

@@ -25,6 +25,7 @@ STEPS = ("up", "train-all", "deploy", WORKFLOW_STEP)
 
 # Object names.
 LOADER_POD = "distml-data-loader"
+TENSORBOARD_POD = "distml-tensorboard"  # `invoke tensorboard`, removed when it ends
 INGEST_JOB = "distml-ingest"
 SELECT_JOB = "distml-select"
 ROLLBACK_JOB = "distml-rollback"

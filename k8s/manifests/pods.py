@@ -14,6 +14,7 @@ from k8s.manifests.names import (
     PROJECT_UID,
     ROLLBACK_JOB,
     SELECT_JOB,
+    TENSORBOARD_POD,
     TFJOB_CONTAINER,
     TFJOB_PORT,
     TFJOB_PORT_NAME,
@@ -80,12 +81,18 @@ def base_env() -> dict[str, str]:
     return {"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def _volume(s: Settings) -> dict[str, Any]:
-    return {"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": s.volume}}
+def _volume(s: Settings, *, read_only: bool = False) -> dict[str, Any]:
+    claim: dict[str, Any] = {"claimName": s.volume}
+    if read_only:
+        claim["readOnly"] = True
+    return {"name": VOLUME_NAME, "persistentVolumeClaim": claim}
 
 
-def _volume_mount(s: Settings) -> dict[str, Any]:
-    return {"name": VOLUME_NAME, "mountPath": s.mount_path}
+def _volume_mount(s: Settings, *, read_only: bool = False) -> dict[str, Any]:
+    mount: dict[str, Any] = {"name": VOLUME_NAME, "mountPath": s.mount_path}
+    if read_only:
+        mount["readOnly"] = True
+    return mount
 
 
 def _project_container(
@@ -183,6 +190,32 @@ def loader_pod(s: Settings) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta(LOADER_POD, s.namespace, "loader"),
+        "spec": spec,
+    }
+
+
+def tensorboard_pod(s: Settings) -> dict[str, Any]:
+    """TensorBoard over ``<mount>/tensorboard``, the volume mounted read-only (it only
+    reads; training may be writing); Ready once it answers HTTP. `invoke tensorboard`
+    reaches it with ``kubectl port-forward`` and deletes it when it ends."""
+    command = contract.tensorboard(s.mount_path, host="0.0.0.0")  # the kubelet probes the pod IP
+    container = _project_container(
+        s, "tensorboard", command, resources=s.tensorboard_resources.as_dict()
+    )
+    container["volumeMounts"] = [_volume_mount(s, read_only=True)]
+    container["ports"] = [{"containerPort": contract.TENSORBOARD_PORT, "name": "http"}]
+    container["readinessProbe"] = {
+        "httpGet": {"path": "/", "port": "http"},
+        "periodSeconds": 2,
+        "failureThreshold": 3,
+    }
+    spec = _project_pod_spec(s, container, restart_policy="Never")
+    spec["volumes"] = [_volume(s, read_only=True)]
+    spec["terminationGracePeriodSeconds"] = 5
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta(TENSORBOARD_POD, s.namespace, "tensorboard"),
         "spec": spec,
     }
 

@@ -20,6 +20,7 @@ the dry run shows every command and object in order and touches nothing.
     down.py     delete the cluster or what distml applied; --purge
     render.py   the objects as YAML and the operator install script
     workflow.py the pipeline as one Argo Workflow: submit, watch, stop
+    tensorboard.py  TensorBoard as a pod on the PVC (read-only), port-forwarded
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from runtime.cluster import down as _down
 from runtime.cluster import render as _render
 from runtime.cluster import serve as _serve
 from runtime.cluster import status as _status
+from runtime.cluster import tensorboard as _tensorboard
 from runtime.cluster import train as _train
 from runtime.cluster import up as _up
 from runtime.cluster import workflow as _workflow
@@ -48,6 +50,7 @@ from runtime.requests import (
     DeployRequest,
     DownRequest,
     LoadtestRequest,
+    TensorboardRequest,
     TrainRequest,
     UpRequest,
     WorkflowRequest,
@@ -147,6 +150,12 @@ class ClusterRuntime:
 
     def workflow(self, request: WorkflowRequest) -> int:
         return _workflow.workflow(self.cx, request)
+
+    def tensorboard(self, request: TensorboardRequest) -> int:
+        from runtime.procs import port_is_free
+
+        free = self._port_free or (lambda port: port_is_free(port, "127.0.0.1"))
+        return _tensorboard.tensorboard(self.cx, request, free)
 
     def render(
         self,

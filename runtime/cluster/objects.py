@@ -1,16 +1,18 @@
 """Applying, replacing and running the objects distml owns in its namespace: apply and
-say whether it was new, delete and wait until gone, run a batch Job and read its log."""
+say whether it was new, delete and wait until gone, wait for a pod to run (or be Ready),
+run a batch Job and read its log."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from common.poll import Done, Pending, poll
-from k8s.objects import JOB_API
+from common.poll import Done, Failed, Pending, poll
+from k8s.objects import JOB_API, pod_ready, pod_state
 from k8s.waits import WaitError, wait_job
 from runtime.cluster.context import ClusterContext, ClusterError
 
 DELETE_POLL_S = 1
+POD_POLL_S = 2
 
 
 def apply_reporting(cx: ClusterContext, obj: dict[str, Any], note: str = "") -> None:
@@ -48,6 +50,44 @@ def delete_and_wait(
             f"finalizers: kubectl --context {cx.provider.context} -n "
             f"{cx.namespace} get {kind.lower()} {name} -o yaml"
         )
+
+
+def wait_pod(cx: ClusterContext, name: str, *, timeout: float, ready: bool = False) -> None:
+    """Wait until the pod runs (``ready``: and its readiness probe passes); a pod that
+    ended, or the deadline, raises ClusterError with its state and events."""
+
+    def judge(pod: dict[str, Any] | None) -> Done | Failed | Pending:
+        phase = ((pod or {}).get("status") or {}).get("phase")
+        if phase == "Running" and (not ready or pod_ready(pod or {})):
+            return Done()
+        if phase in ("Failed", "Succeeded"):
+            return Failed(phase)
+        if pod is None:
+            return Pending("not created")
+        return Pending("Running, not ready" if phase == "Running" else pod_state(pod))
+
+    verdict = poll(
+        lambda: cx.get("v1", "Pod", name),
+        judge,
+        timeout=timeout,
+        interval=POD_POLL_S,
+        clock=cx.clock,
+    )
+    if isinstance(verdict, Done):
+        return
+    state = (
+        f"{verdict.reason} (it will not run)"
+        if isinstance(verdict, Failed)
+        else f"{verdict.status} after {timeout:.0f} s"
+    )
+    events = cx.kube.events(cx.namespace, name)
+    last = "; ".join(f"{e.get('reason')}: {e.get('message')}" for e in events[-5:])
+    raise ClusterError(
+        f"pod {name} is {state}"
+        + (f" (events: {last})" if last else "")
+        + f"; check `kubectl --context {cx.provider.context} -n {cx.namespace} "
+        f"describe pod {name}`"
+    )
 
 
 def run_job(cx: ClusterContext, job: dict[str, Any], timeout: float, what: str) -> str:

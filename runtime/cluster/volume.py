@@ -7,16 +7,13 @@ import shlex
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from common.poll import Done, Failed, Pending, poll
 from k8s import manifests
 from k8s.settings import Settings
-from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.cluster.objects import delete_and_wait
+from runtime.cluster.context import ClusterContext
+from runtime.cluster.objects import delete_and_wait, wait_pod
 
 LOADER_POD = manifests.LOADER_POD
-POD_POLL_S = 2
 
 
 class Volume:
@@ -48,43 +45,8 @@ class Volume:
         try:
             cx.apply(manifests.loader_pod(self.s))
             if not cx.dry:
-                self._wait_running(timeout)
+                wait_pod(cx, LOADER_POD, timeout=timeout)
             ns = shlex.quote(cx.namespace)
             yield lambda args: cx.provider.kubectl(f"-n {ns} {args}")
         finally:
             cx.kube.delete("v1", "Pod", LOADER_POD, cx.namespace)
-
-    def _wait_running(self, timeout: float) -> None:
-        cx = self.cx
-        verdict = poll(
-            lambda: cx.get("v1", "Pod", LOADER_POD),
-            _judge_pod,
-            timeout=timeout,
-            interval=POD_POLL_S,
-            clock=cx.clock,
-        )
-        if isinstance(verdict, Done):
-            return
-        phase = (
-            f"{verdict.reason} (it will not run)"
-            if isinstance(verdict, Failed)
-            else f"{verdict.status} after {timeout:.0f} s"
-        )
-        events = cx.kube.events(cx.namespace, LOADER_POD)
-        last = "; ".join(f"{e.get('reason')}: {e.get('message')}" for e in events[-5:])
-        raise ClusterError(
-            f"pod {LOADER_POD} is {phase}"
-            + (f" (events: {last})" if last else "")
-            + f"; check `kubectl --context {cx.provider.context} -n {cx.namespace} "
-            f"describe pod {LOADER_POD}`"
-        )
-
-
-def _judge_pod(pod: dict[str, Any] | None) -> Done | Failed | Pending:
-    """Running: done; Failed or Succeeded: it will not run; else its phase so far."""
-    phase = ((pod or {}).get("status") or {}).get("phase")
-    if phase == "Running":
-        return Done()
-    if phase in ("Failed", "Succeeded"):
-        return Failed(phase)
-    return Pending(phase or "not created")

@@ -24,6 +24,7 @@ from runtime.requests import (
     DeployRequest,
     DownRequest,
     LoadtestRequest,
+    TensorboardRequest,
     TrainRequest,
     UpRequest,
     WorkflowRequest,
@@ -157,6 +158,13 @@ class LocalRuntime:
             "--with-argo`, then `invoke workflow`); on the local runtime run the task "
             "chain instead: `invoke train-all deploy`"
         )
+
+    # ------------------------------------------------------------------ tensorboard
+    def tensorboard(self, request: TensorboardRequest) -> int:
+        """TensorBoard over the volume's runs on 127.0.0.1, until Ctrl-C."""
+        from runtime.local.tensorboard import tensorboard
+
+        return tensorboard(self, request)
 
     # ------------------------------------------------------------------ status / down
     def status(self) -> int:

@@ -150,6 +150,9 @@ def controller(fake: FakeKube, *, tfjob_state: str = "Succeeded", isvc_ready: bo
                 )
             elif kind == "Pod" and name == manifests.LOADER_POD:
                 fake.set_status(api, kind, ns, name, {"phase": "Running"})
+            elif kind == "Pod" and name == manifests.TENSORBOARD_POD:  # its probe passes
+                ready = conditions_status(("Ready", "True"), phase="Running")
+                fake.set_status(api, kind, ns, name, ready)
 
     fake.script(tick)
 
