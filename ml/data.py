@@ -79,6 +79,18 @@ SPLIT_EXAMPLES: Mapping[str, int] = MappingProxyType(
 )
 _RULE_BATCH = 4_096
 
+
+def lineage() -> dict[str, object]:
+    """What a model's data is, for its publish.json: the dataset, the SHA-256 of each raw
+    file (every path checks them before use: ml.raw), and the splits."""
+    return {
+        "name": TFDS_NAME,
+        "sha256": {name: FILES[name].sha256 for name in RAW_FILES},
+        "split_examples": dict(SPLIT_EXAMPLES),
+        "validation_rule": f"fingerprint64(image)[:4] % {VALIDATION_MODULUS} == 0 (ml.data)",
+    }
+
+
 _IDX_LABELS_MAGIC = 0x00000801
 _IDX_IMAGES_MAGIC = 0x00000803
 
