@@ -202,7 +202,7 @@ def train(
         "runtime": RUNTIME_HELP,
         "predictor": "kserve (default: the project's server, python -m ml.serve) or tfserving "
         "(KServe's TF Serving runtime; cluster only)",
-        "min-accuracy": "refuse to publish a winner below this test accuracy (0-1)",
+        "min-accuracy": "refuse to publish a winner below this validation accuracy (0-1)",
         "force": "publish the winner even if worse than what is serving",
         "target": "cluster: autoscaling target, concurrent requests per replica (default 1)",
         "min-replicas": "cluster: minimum predictor replicas (default 1)",
@@ -319,7 +319,8 @@ def down(c, runtime=None, purge=False, keep_cluster=False):
         "profile": TRAIN_HELP["profile"],
         "epochs": TRAIN_HELP["epochs"],
         "steps-per-epoch": TRAIN_HELP["steps-per-epoch"],
-        "min-accuracy": "the selection step refuses to publish below this test accuracy (0-1)",
+        "min-accuracy": "the selection step refuses to publish below this validation "
+        "accuracy (0-1)",
         "cache-max-age": "reuse a cached ingestion this long, e.g. 720h (default), 30m",
     },
     iterable=["model_type"],

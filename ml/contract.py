@@ -13,8 +13,9 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
     V/tensorboard/<model>/               TensorBoard event files        (ml.train)
                                          (`invoke tensorboard` shows V/tensorboard/)
     V/serving/<service>/<version>/       published SavedModels          (ml.select)
-    V/serving/<service>/<version>/publish.json   what was published, and why (ml.select)
+    V/serving/<service>/<version>/publish.json   what was published, why, and what made it
     V/reports/selection.json             the selection report           (ml.select)
+    V/reports/serving-<service>.json     the serving version's publish.json (ml.select)
 """
 
 from __future__ import annotations
@@ -124,6 +125,12 @@ def selection_report(volume: AnyPath) -> str:
     return _p(volume, "reports", SELECTION_REPORT)
 
 
+def serving_record(volume: AnyPath, service: str) -> str:
+    """A copy of the serving version's ``publish.json`` (written on publish and rollback),
+    at a fixed path so ``invoke status`` can read it without listing the versions."""
+    return _p(volume, "reports", f"serving-{service}.json")
+
+
 def _p(volume: AnyPath, *parts: str) -> str:
     """A path under the volume (a pod's mount path or a local directory)."""
     return str(PurePosixPath(str(volume)).joinpath(*parts))
@@ -176,13 +183,17 @@ def select(
     min_accuracy: float = 0.0,
     force: bool = False,
     rollback: bool = False,
+    code_version: str | None = None,
     python: str = "python",
 ) -> list[str]:
-    """``ml.select``: publish the best candidate, or with ``rollback`` the previous one."""
+    """``ml.select``: publish the best candidate, or with ``rollback`` the previous one.
+    ``code_version`` (the image tag; locally the tag this code builds to) goes into the
+    published version's lineage; a rollback keeps the restored version's own."""
     argv = [*_module(python, "select"), "--volume", str(volume), "--service", service]
     if rollback:
         return [*argv, "--rollback"]
-    return [*argv, "--min-accuracy", f"{min_accuracy:g}", *(["--force"] if force else [])]
+    argv += ["--min-accuracy", f"{min_accuracy:g}", *(["--force"] if force else [])]
+    return argv + (["--code-version", code_version] if code_version else [])
 
 
 def serve(
@@ -303,6 +314,64 @@ def read_ingest_line(output: str) -> IngestResult:
         ):
             return IngestResult(status=data["ingest"], dataset=str(data.get("dataset", "")))
     raise ValueError("no ingest result line in the output of ml.ingest")
+
+
+# What every publish.json written by a selection holds: what made the model (ml.select).
+LINEAGE_FIELDS: tuple[str, ...] = (
+    "version",
+    "model_type",
+    "val_accuracy",  # on the validation split: what the choice was made on
+    "test_accuracy",  # on the test split: scored after the choice, reported only
+    "selected_on",
+    "reason",
+    "code_version",  # the project image's tag (locally: the tag this code builds to)
+    "dataset",  # name, the raw files' SHA-256 (each checked before use), the splits
+    "params",  # the candidate's resolved params.yaml
+    "published_at",
+)
+
+
+def read_publish(path: AnyPath) -> dict[str, Any]:
+    """A ``publish.json`` (or its serving copy); ``{}`` when absent or unreadable."""
+    return _read_json(Path(str(path))) or {}
+
+
+def model_card(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A published version's short model card: (label, text) rows from its publish.json.
+    Records from before lineage was kept show "-" for what they lack."""
+    if not record:
+        return [("model", "nothing published yet")]
+
+    def acc(key: str) -> str:
+        value = record.get(key)
+        return "-" if value is None else f"{float(value):.4f}"
+
+    params = record.get("params") or {}
+    shape = params.get("extra") or {}
+    dataset = record.get("dataset") or {}
+    hashes = ", ".join(sha[:12] for sha in (dataset.get("sha256") or {}).values())
+    return [
+        (
+            "model",
+            f"version {record.get('version', '-')}: {record.get('model_type', '-')} "
+            f"({record.get('source', '-')}), published {record.get('published_at', '-')}",
+        ),
+        (
+            "accuracy",
+            f"validation {acc('val_accuracy')} (chosen on), test {acc('test_accuracy')} "
+            "(reported only)",
+        ),
+        ("code", str(record.get("code_version", "-"))),
+        (
+            "training",
+            f"profile {params.get('profile', '-')}, {params.get('epochs', '-')} epoch(s) x "
+            f"{shape.get('steps_per_epoch_resolved', '-')} steps, global batch "
+            f"{shape.get('global_batch_size', '-')}, lr {params.get('learning_rate', '-')} "
+            f"{params.get('lr_schedule', '-')}, seed {params.get('seed', '-')}",
+        ),
+        ("data", f"{dataset.get('name', '-')} (sha256 {hashes or '-'})"),
+        ("reason", str(record.get("reason", "-"))),
+    ]
 
 
 def read_selection(path: AnyPath) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Evaluate exported SavedModels on the Fashion-MNIST test split.
+"""Evaluate exported SavedModels on a Fashion-MNIST split (the CLI: the test split).
 
     python -m ml.evaluate --volume V --model-dir DIR [DIR ...]
 
@@ -19,15 +19,15 @@ class CandidateError(RuntimeError):
     """A model directory is missing, incomplete or cannot be loaded."""
 
 
-def load_test_arrays(
-    volume: str | Path, source_dir: str | None = None, log: Any = print
+def load_split_arrays(
+    volume: str | Path, split: str, source_dir: str | None = None, log: Any = print
 ) -> tuple[Any, Any]:
-    """The whole test split as numpy arrays: (uint8 [N,28,28,1], int64 [N])."""
+    """A whole split (``ml.data.SPLITS``) as numpy arrays: (uint8 [N,28,28,1], int64 [N])."""
     import numpy as np
 
     from ml.data import load_split
 
-    ds = load_split(Path(volume), "test", source_dir=source_dir, log=log).batch(10_000)
+    ds = load_split(Path(volume), split, source_dir=source_dir, log=log).batch(10_000)
     images, labels = [], []
     for x, y in ds.as_numpy_iterator():
         images.append(x)
@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         # stdout carries only the JSON results; progress goes to stderr.
-        images, labels = load_test_arrays(
-            args.volume, args.source_dir, log=lambda m: print(m, file=sys.stderr)
+        images, labels = load_split_arrays(
+            args.volume, "test", args.source_dir, log=lambda m: print(m, file=sys.stderr)
         )
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)

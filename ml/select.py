@@ -1,14 +1,18 @@
 """Pick the most accurate candidate and publish it for serving (or roll back).
 
-    python -m ml.select --volume V --service S [--min-accuracy A] [--force]
+    python -m ml.select --volume V --service S [--min-accuracy A] [--force] [--code-version C]
     python -m ml.select --volume V --service S --rollback
 
-Every candidate in ``V/candidates/*`` is evaluated on the test split; the scores, the
-winner and the reason go to ``V/reports/selection.json``. The winner is published as
-``V/serving/S/<previous + 1>/`` (TF Serving layout) only if it reaches ``--min-accuracy``
-and is not worse than the version serving now (unless ``--force``). Publishing copies to
-a hidden temporary directory beside the target and renames it, so a server polling the
-directory never sees half a model.
+Every candidate in ``V/candidates/*`` is evaluated on the **validation** split and the
+choice is made on those scores alone: the winner is published as ``V/serving/S/<previous
++ 1>/`` (TF Serving layout) only if its validation accuracy reaches ``--min-accuracy`` and
+is not worse than the serving version's (unless ``--force``). Only after deciding is each
+usable candidate scored once on the **test** split, for the report. Both figures, the
+winner and the reason go to ``V/reports/selection.json``; the published version's
+``publish.json`` holds its lineage (``contract.LINEAGE_FIELDS``) and
+``V/reports/serving-S.json`` a copy of the serving version's record (for ``invoke status``).
+Publishing copies to a hidden temporary directory beside the target and renames it, so a
+server polling the directory never sees half a model.
 
 Exit codes: 0 published or kept the better serving version; 1 nothing usable or below
 ``--min-accuracy`` (what was serving stays serving); 2 bad arguments or no data.
@@ -28,7 +32,13 @@ from typing import Any
 
 from ml import contract
 from ml.contract import DEFAULT_SERVICE, PUBLISH_FILE
-from ml.evaluate import CandidateError, evaluate_saved_model, load_test_arrays
+from ml.data import DataError
+from ml.data import lineage as data_lineage
+from ml.evaluate import CandidateError, evaluate_saved_model, load_split_arrays
+
+SELECTED_ON = "validation"  # the split every choice here is made on
+REPORTED_ON = "test"  # scored once per candidate after the choice, for the report only
+UNKNOWN_CODE_VERSION = "unknown (ml.select ran without --code-version)"
 
 
 def serving_versions(serving_dir: Path) -> list[int]:
@@ -105,6 +115,7 @@ def rollback(volume: Path, service: str) -> tuple[int, int]:
     record = json.loads(record_path.read_text())
     record["previous"] = restored.get("previous")
     record_path.write_text(json.dumps(record, indent=2) + "\n")
+    _write_serving_record(volume, service, serving_dir / str(new))
     return previous, new
 
 
@@ -114,15 +125,18 @@ def select(
     *,
     min_accuracy: float = 0.0,
     force: bool = False,
+    code_version: str = UNKNOWN_CODE_VERSION,
     source_dir: str | None = None,
     log: Any = print,
 ) -> tuple[int, dict[str, Any]]:
-    """Evaluate, decide, maybe publish. Returns (exit code, the selection report)."""
+    """Evaluate on validation, decide, then score on test, maybe publish. Returns (exit
+    code, the selection report)."""
     candidates_dir = Path(contract.candidates_dir(volume))
     serving_dir = Path(contract.serving_dir(volume, service))
     names = _candidate_names(candidates_dir)
     report: dict[str, Any] = {
         "service": service,
+        "selected_on": SELECTED_ON,
         "min_accuracy": min_accuracy,
         "forced": force,
         "candidates": [],
@@ -134,22 +148,28 @@ def select(
         report["reason"] = f"no candidates in {candidates_dir}; run training first"
         return _finish(volume, report, 1, log)
 
-    images, labels = load_test_arrays(volume, source_dir, log=log)
-    report["test_examples"] = len(labels)
-    report["candidates"] = _evaluate_candidates(candidates_dir, names, images, labels, log)
+    val_images, val_labels = load_split_arrays(volume, SELECTED_ON, source_dir, log=log)
+    report["validation_examples"] = len(val_labels)
+    report["candidates"] = _evaluate_candidates(candidates_dir, names, val_images, val_labels, log)
     usable = [c for c in report["candidates"] if c["status"] == "ok"]
-    current = _evaluate_serving(serving_dir, images, labels)
+    current = _evaluate_serving(serving_dir, val_images, val_labels)
     if current is not None:
         report["serving_before"] = current
     if not usable:
         report["reason"] = "no usable candidate (every one was missing or corrupt)"
         return _finish(volume, report, 1, log)
 
-    winner = max(usable, key=lambda c: (c["accuracy"], -names.index(c["model_type"])))
+    winner = max(usable, key=lambda c: (c["val_accuracy"], -names.index(c["model_type"])))
     report["winner"] = winner["model_type"]
-    code = _judge_and_publish(
-        report, winner, current, candidates_dir, serving_dir, min_accuracy, force, log
-    )
+    code, why = _judge(report, winner, current, min_accuracy, force)
+    # The choice is made; now, and only now, the test split (for the report).
+    report["test_examples"] = _score_on_test(volume, usable, source_dir, log)
+    if why is not None:
+        record = _lineage(volume, candidates_dir, winner, why, code_version)
+        version = publish(candidates_dir / winner["model_type"], serving_dir, record)
+        report.update(published=True, version=version, reason=why)
+        _write_serving_record(volume, service, serving_dir / str(version))
+        log(f"published {winner['model_type']} as {serving_dir / str(version)}")
     return _finish(volume, report, code, log)
 
 
@@ -165,14 +185,16 @@ def _candidate_names(candidates_dir: Path) -> list[str]:
 def _evaluate_candidates(
     candidates_dir: Path, names: list[str], images: Any, labels: Any, log: Any
 ) -> list[dict[str, Any]]:
-    """One report entry per candidate: its scores (``status: ok``) or why it was skipped."""
+    """One report entry per candidate: its validation scores (``status: ok``) or why it
+    was skipped."""
     entries = []
     for name in names:
         entry: dict[str, Any] = {"model_type": name, "path": str(candidates_dir / name)}
         try:
-            entry.update(evaluate_saved_model(candidates_dir / name, images, labels))
+            scores = evaluate_saved_model(candidates_dir / name, images, labels)
+            entry.update(_scores("val", scores))
             entry["status"] = "ok"
-            log(f"candidate {name}: test accuracy {entry['accuracy']:.4f}")
+            log(f"candidate {name}: validation accuracy {entry['val_accuracy']:.4f}")
         except CandidateError as e:
             entry.update(status="skipped", error=str(e))
             log(f"candidate {name}: skipped: {e}")
@@ -180,58 +202,110 @@ def _evaluate_candidates(
     return entries
 
 
+def _scores(prefix: str, result: dict[str, Any]) -> dict[str, Any]:
+    """``{"accuracy": a, "loss": l, ...}`` as ``{"<prefix>_accuracy": a, "<prefix>_loss": l}``."""
+    return {f"{prefix}_accuracy": result["accuracy"], f"{prefix}_loss": result["loss"]}
+
+
 def _evaluate_serving(serving_dir: Path, images: Any, labels: Any) -> dict[str, Any] | None:
-    """The version serving now and its scores (or its load error); None if none is."""
+    """The version serving now and its validation scores (or its load error); None if none."""
     versions = serving_versions(serving_dir)
     if not versions:
         return None
     current: dict[str, Any] = {"version": versions[-1]}
     try:
-        current.update(evaluate_saved_model(serving_dir / str(versions[-1]), images, labels))
+        current.update(
+            _scores("val", evaluate_saved_model(serving_dir / str(versions[-1]), images, labels))
+        )
     except CandidateError as e:
         current["error"] = str(e)
     return current
 
 
-def _judge_and_publish(
+def _judge(
     report: dict[str, Any],
     winner: dict[str, Any],
     current: dict[str, Any] | None,
-    candidates_dir: Path,
-    serving_dir: Path,
     min_accuracy: float,
     force: bool,
-    log: Any,
-) -> int:
-    """Publish the winner unless it is below ``min_accuracy`` or worse than what serves
-    (``force`` overrides both); record the outcome in ``report``; return the exit code."""
-    name, acc = winner["model_type"], winner["accuracy"]
-    serving_acc = current.get("accuracy") if current else None
+) -> tuple[int, str | None]:
+    """Decide on validation accuracy alone: (exit code, the reason to publish), or (exit
+    code, None) with ``report["reason"]`` saying why nothing is published. The winner is
+    published unless it is below ``min_accuracy`` or worse than what serves (``force``
+    overrides both)."""
+    name, acc = winner["model_type"], winner["val_accuracy"]
+    serving_acc = current.get("val_accuracy") if current else None
     if acc < min_accuracy and not force:
         report["reason"] = (
-            f"best candidate {name} scores {acc:.4f}, below "
+            f"best candidate {name} scores {acc:.4f} on validation, below "
             f"--min-accuracy {min_accuracy:.4f}; nothing published"
         )
-        return 1
+        return 1, None
     if serving_acc is not None and acc < serving_acc and not force:
         report["version"] = current["version"]
         report["reason"] = (
-            f"kept version {current['version']} ({serving_acc:.4f}): best "
-            f"candidate {name} scores {acc:.4f}, which is worse "
+            f"kept version {current['version']} (validation {serving_acc:.4f}): best "
+            f"candidate {name} scores {acc:.4f} on validation, which is worse "
             "(use --force to publish it anyway)"
         )
-        return 0
-    why = f"{name} has the highest test accuracy ({acc:.4f})"
+        return 0, None
+    why = f"{name} has the highest validation accuracy ({acc:.4f})"
     if serving_acc is not None:
         why += f", not worse than serving version {current['version']} ({serving_acc:.4f})"
-    if force:
-        why += " [forced]"
-    version = publish(
-        candidates_dir / name, serving_dir, {"source": f"candidate {name}", "accuracy": acc}
-    )
-    report.update(published=True, version=version, reason=why)
-    log(f"published {name} as {serving_dir / str(version)}")
-    return 0
+    return 0, why + (" [forced]" if force else "")
+
+
+def _score_on_test(
+    volume: Path, usable: list[dict[str, Any]], source_dir: str | None, log: Any
+) -> int:
+    """Add each usable candidate's test scores to its entry (after the choice, for the
+    report only); return the number of test examples."""
+    images, labels = load_split_arrays(volume, REPORTED_ON, source_dir, log=log)
+    for entry in usable:
+        try:
+            entry.update(_scores("test", evaluate_saved_model(entry["path"], images, labels)))
+        except CandidateError as e:  # it loaded a moment ago: report, do not fail
+            entry["test_error"] = str(e)
+            continue
+        name = entry["model_type"]
+        log(f"candidate {name}: test accuracy {entry['test_accuracy']:.4f} (reported only)")
+    return len(labels)
+
+
+def _lineage(
+    volume: Path, candidates_dir: Path, winner: dict[str, Any], why: str, code_version: str
+) -> dict[str, Any]:
+    """What made the published model (``contract.LINEAGE_FIELDS``; ``publish`` adds the
+    version, its predecessor and the time)."""
+    name = winner["model_type"]
+    return {
+        "source": f"candidate {name}",
+        "model_type": name,
+        "val_accuracy": winner["val_accuracy"],
+        "test_accuracy": winner.get("test_accuracy"),
+        "selected_on": SELECTED_ON,
+        "reason": why,
+        "code_version": code_version,
+        "dataset": data_lineage(),
+        "params": _read_params(candidates_dir / name),
+    }
+
+
+def _read_params(candidate: Path) -> dict[str, Any]:
+    """The candidate's resolved training parameters (its params.yaml), or ``{}``."""
+    import yaml
+
+    try:
+        params = yaml.safe_load((candidate / contract.PARAMS_FILE).read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def _write_serving_record(volume: Path, service: str, version_dir: Path) -> None:
+    """Copy the serving version's publish.json to where ``invoke status`` reads it."""
+    record = _read_publish_record(version_dir)
+    _write_json_atomic(Path(contract.serving_record(volume, service)), record)
 
 
 def _finish(volume: Path, report: dict[str, Any], code: int, log: Any) -> tuple[int, dict]:
@@ -255,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--min-accuracy",
         type=float,
         default=0.0,
-        help="refuse to publish a winner below this test accuracy (0-1)",
+        help="refuse to publish a winner below this validation accuracy (0-1)",
     )
     p.add_argument(
         "--force",
@@ -266,6 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--rollback",
         action="store_true",
         help="republish the version that served before the current one, then exit",
+    )
+    p.add_argument(
+        "--code-version",
+        default=UNKNOWN_CODE_VERSION,
+        help="the code that made the model, recorded in publish.json: the project image's "
+        "tag (the content hash of its build context; locally, the tag this code builds to)",
     )
     p.add_argument("--source-dir", help="raw Fashion-MNIST files, when V/datasets/ is not ready")
     return p
@@ -280,21 +360,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.rollback:
         restored, new = rollback(volume, args.service)
         print(f"rolled back: version {restored} republished as version {new}")
+        _print_card(volume, args.service)
         return 0
-    from ml.data import DataError
-
     try:
         code, _ = select(
             volume,
             args.service,
             min_accuracy=args.min_accuracy,
             force=args.force,
+            code_version=args.code_version,
             source_dir=args.source_dir,
         )
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    _print_card(volume, args.service)
     return code
+
+
+def _print_card(volume: Path, service: str) -> None:
+    """The serving version's model card (what `invoke deploy` and `rollback` show)."""
+    record = contract.read_publish(contract.serving_record(volume, service))
+    for label, text in contract.model_card(record):
+        print(f"{label}: {text}")
 
 
 if __name__ == "__main__":

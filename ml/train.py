@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-validation",
         action="store_true",
-        help="skip the per-epoch evaluation on the test split",
+        help="skip the per-epoch evaluation on the validation split (the val_* figures of "
+        "metrics.json and the training curves)",
     )
     p.add_argument(
         "--source-dir",
@@ -282,7 +283,8 @@ def _announce(
 def _datasets(
     cfg: TrainConfig, volume: Path, global_batch: int, source_dir: str | None
 ) -> tuple[Any, Any]:
-    """The training dataset and, with ``cfg.validation``, the test split (else None)."""
+    """The training split and, with ``cfg.validation``, the validation split (else None).
+    The test split is not read here: ml.select scores it once, after choosing."""
     from ml.data import load_split
     from ml.pipeline import make_dataset
 
@@ -296,7 +298,7 @@ def _datasets(
     val_ds = None
     if cfg.validation:
         val_ds = make_dataset(
-            load_split(volume, "test", source_dir=source_dir),
+            load_split(volume, "validation", source_dir=source_dir),
             global_batch_size=global_batch,
             training=False,
         )

@@ -20,7 +20,7 @@ def load_histories(volume: Path) -> dict[str, list[dict]]:
 
 
 def training_curves(volume: Path, out_png: Path) -> Path | None:
-    """Loss and accuracy per epoch (train dashed, test solid), all models; None if no data."""
+    """Loss and accuracy per epoch (train dashed, validation solid), all models; None if no data."""
     histories = {m: h for m, h in load_histories(volume).items() if h}
     if not histories:
         return None
@@ -42,7 +42,7 @@ def training_curves(volume: Path, out_png: Path) -> Path | None:
         ):
             values = [r.get(key) for r in rows]
             if all(v is not None for v in values):
-                label = f"{model} ({'test' if key.startswith('val_') else 'train'})"
+                label = f"{model} ({'validation' if key.startswith('val_') else 'train'})"
                 ax.plot(epochs, values, style, color=color, marker="o", label=label)
     ax_loss.set(title="Loss per epoch", xlabel="epoch", ylabel="cross-entropy")
     ax_acc.set(title="Accuracy per epoch", xlabel="epoch", ylabel="accuracy")
@@ -50,7 +50,7 @@ def training_curves(volume: Path, out_png: Path) -> Path | None:
         ax.grid(alpha=0.3)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
-    fig.suptitle("distml training curves (dashed: train batches, solid: test split)")
+    fig.suptitle("distml training curves (dashed: train batches, solid: validation split)")
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=110)

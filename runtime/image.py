@@ -54,6 +54,14 @@ def image_tag(root: Path) -> str:
     return f"{IMAGE_REPO}:{context_hash(root)}"
 
 
+def code_version(root: Path) -> str:
+    """The code version a published model records (publish.json's ``code_version``): the
+    image tag this code builds to. On a cluster that is the image the pods run (the
+    manifests pass ``Settings.image``, which is this tag); locally, the same tag for the
+    same ``ml/`` code, so a local model and an image can be matched."""
+    return image_tag(root)
+
+
 def extra_ca_files(env: dict[str, str] | None = None) -> list[Path]:
     """CA certificates to trust during the build: DISTML_EXTRA_CA (files, ':'-separated)
     and every ``*.crt`` under /usr/local/share/ca-certificates (Debian's place for them)."""

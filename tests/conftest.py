@@ -4,6 +4,7 @@ Data:
 - ``shared_data_dir``: the four real Fashion-MNIST files (skips when absent).
 - ``isolated_data_places``: the system search places point at empty temp dirs and the data
   environment variables are unset, so a test sees only the data it sets up.
+- ``prepared_volume``: a volume with the tfds dataset prepared from the real files.
 - ``dead_url``: a loopback URL that refuses connections.
 - ``http_mirror``: starts loopback HTTP servers serving a directory.
 """
@@ -59,6 +60,17 @@ def required_data_dir() -> Path:
             f"missing {', '.join(missing)})"
         )
     return path
+
+
+@pytest.fixture(scope="session")
+def prepared_volume(tmp_path_factory, shared_data_dir):
+    """One real ``ml.data.prepare`` into a fresh volume (~15 s): (volume, result, log lines)."""
+    from ml import data
+
+    volume = tmp_path_factory.mktemp("volume")
+    lines: list[str] = []
+    result = data.prepare(volume, source_dir=shared_data_dir, log=lines.append)
+    return volume, result, lines
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ def test_quick_profile_is_the_original_budget() -> None:
 def test_full_profile_makes_full_passes() -> None:
     cfg = resolve("full", overrides={"model_type": "cnn"})
     assert cfg.steps_per_epoch is None
-    assert cfg.resolved_steps_per_epoch(2) == 60_000 // 128
+    assert cfg.resolved_steps_per_epoch(2) == 54_961 // 128  # the training split
 
 
 def test_override_order_defaults_profile_file_flags(tmp_path) -> None:

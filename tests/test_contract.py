@@ -111,10 +111,14 @@ def test_every_contract_model_has_a_builder():
 def test_select_parses_the_select_command(min_accuracy, force):
     from ml import select
 
-    argv = contract.select("/vol", "svc", min_accuracy=min_accuracy, force=force)
+    argv = contract.select(
+        "/vol", "svc", min_accuracy=min_accuracy, force=force, code_version="distml:abc"
+    )
     args = select.build_parser().parse_args(argv[3:])
     assert (args.volume, args.service, args.min_accuracy) == ("/vol", "svc", min_accuracy)
-    assert (args.force, args.rollback) == (force, False)
+    assert (args.force, args.rollback, args.code_version) == (force, False, "distml:abc")
+    unrecorded = select.build_parser().parse_args(contract.select("/vol")[3:])
+    assert unrecorded.code_version == select.UNKNOWN_CODE_VERSION
 
 
 def test_select_parses_the_rollback_command_and_defaults_to_the_contract_service():

@@ -480,14 +480,17 @@ def test_selection_and_rollback_jobs() -> None:
     assert select["spec"]["backoffLimit"] == 0
     assert _command(select) == [
         "python", "-m", "ml.select", "--volume", "/trained_model", "--service", "tf-mnist",
-        "--min-accuracy", "0.85", "--force",
+        "--min-accuracy", "0.85", "--force", "--code-version", IMAGE,
     ]  # fmt: skip
+    # The code version recorded in publish.json is the image this very pod runs.
+    assert select["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
     assert "--force" not in _command(m.selection_job(s, min_accuracy=0.0, force=False))
     rollback = m.selection_job(s, min_accuracy=0.0, force=False, rollback=True)
     assert rollback["metadata"]["name"] == "distml-rollback"
     assert rollback["spec"]["backoffLimit"] == 0
     assert _command(rollback)[-1] == "--rollback"
     assert "--min-accuracy" not in _command(rollback)
+    assert "--code-version" not in _command(rollback), "a rollback keeps the restored lineage"
     with pytest.raises(ValueError, match=r"did you mean 0\.85"):
         m.selection_job(s, min_accuracy=85, force=False)
 

@@ -17,6 +17,7 @@ from common.poll import Done, Pending, poll
 from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
 from runtime import select_runtime
 from runtime.display import JobDisplay, job_line
+from runtime.image import image_tag
 from runtime.jobs import (
     Job,
     JobRunner,
@@ -36,6 +37,8 @@ from runtime.requests import (
     WorkflowRequest,
 )
 from runtime.workdir import Workdir
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -519,7 +522,56 @@ def test_dry_local_runtime_prints_each_command_in_order_and_touches_nothing(tmp_
     assert runs[0].endswith(f"python -m ml.ingest --volume {wd.volume} --source-dir {tmp_path}")
     assert '"task": {"type": "worker", "index": 1}' in runs[2]
     assert runs[2].endswith("--model-type cnn --profile quick --log-every 5 --epochs 1")
-    assert runs[5].endswith("--min-accuracy 0.5 --force")
+    assert runs[5].endswith("--min-accuracy 0.5 --force --code-version " + image_tag(REPO_ROOT))
     assert runs[6].endswith("--host 127.0.0.1 --http-port 8181")
     assert any("3 user(s), no wait time" in line for line in lines)
     assert not wd.root.exists()  # nothing was created, nothing started
+
+
+def test_local_status_names_the_split_of_every_figure_and_shows_the_model_card(local_rt):
+    from ml import contract
+    from runtime.local.status import status_rows
+
+    volume, svc = local_rt.wd.volume, local_rt.service
+    metrics = Path(contract.metrics_path(volume, "cnn"))
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text(
+        json.dumps({"history": [{"val_accuracy": 0.81}], "final": {"val_accuracy": 0.81}})
+    )
+    candidate = {
+        "model_type": "cnn",
+        "status": "ok",
+        "val_accuracy": 0.8712,
+        "test_accuracy": 0.8655,
+    }
+    report = Path(contract.selection_report(volume))
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"candidates": [candidate]}))
+    record = {
+        "version": 1,
+        "source": "candidate cnn",
+        "model_type": "cnn",
+        "val_accuracy": 0.8712,
+        "test_accuracy": 0.8655,
+        "code_version": "distml:0123456789ab",
+        "reason": "cnn has the highest validation accuracy (0.8712)",
+        "params": {"profile": "quick", "epochs": 3, "extra": {"steps_per_epoch_resolved": 70}},
+        "published_at": "2025-01-02T03:04:05Z",
+    }
+    version_dir = Path(contract.serving_dir(volume, svc)) / "1"
+    version_dir.mkdir(parents=True)
+    # Only the version's own publish.json (a volume from before the serving copy existed).
+    (version_dir / contract.PUBLISH_FILE).write_text(json.dumps(record))
+    rows = dict(status_rows(local_rt))
+    assert rows["candidate cnn"] == (
+        "last-epoch val acc 0.8100, selection: val acc 0.8712, test acc 0.8655"
+    )
+    assert rows["serving model"] == "version 1: cnn (candidate cnn), published 2025-01-02T03:04:05Z"
+    assert rows["serving accuracy"] == "validation 0.8712 (chosen on), test 0.8655 (reported only)"
+    assert rows["serving code"] == "distml:0123456789ab"
+    assert rows["serving training"].startswith("profile quick, 3 epoch(s) x 70 steps")
+    # The serving copy ml.select keeps wins when it is of the serving version.
+    Path(contract.serving_record(volume, svc)).write_text(
+        json.dumps({**record, "code_version": "x"})
+    )
+    assert dict(status_rows(local_rt))["serving code"] == "x"

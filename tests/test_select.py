@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from ml import contract
 from ml import select as sel
-from ml.data import load_arrays
+from ml.config import resolve
+from ml.data import SPLIT_EXAMPLES, load_arrays
 from ml.export import export_model
 from ml.models import build_model
 
@@ -24,6 +28,10 @@ def saved_models(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
     good.fit(x[:6400, ..., None] / 255.0, y[:6400], batch_size=128, epochs=1, verbose=0)
     export_model(good, root / "good")
     export_model(build_model("cnn", seed=2), root / "bad")
+    # What ml.train writes beside the SavedModel: the resolved parameters of this run.
+    cfg = resolve("quick", overrides={"model_type": "cnn", "epochs": 1, "seed": 1})
+    cfg.extra.update(workers=1, global_batch_size=128, steps_per_epoch_resolved=50)
+    (root / "good" / contract.PARAMS_FILE).write_text(cfg.to_yaml())
     return {"good": root / "good", "bad": root / "bad"}
 
 
@@ -45,19 +53,68 @@ def run(volume: Path, *args: str) -> int:
     return sel.main(["--volume", str(volume), *args])
 
 
-def test_picks_the_best_and_publishes_version_1(volume, saved_models):
+def test_picks_the_best_on_validation_and_reports_test_too(volume, saved_models):
     add_candidate(volume, "cnn", saved_models["good"])
     add_candidate(volume, "cnn_dropout", saved_models["bad"])
     assert run(volume) == 0
     r = report(volume)
-    scores = {c["model_type"]: c["accuracy"] for c in r["candidates"]}
-    assert scores["cnn"] > 0.6 > scores["cnn_dropout"]
+    assert r["selected_on"] == "validation"
+    assert (r["validation_examples"], r["test_examples"]) == (5039, 10000)
+    by_name = {c["model_type"]: c for c in r["candidates"]}
+    assert by_name["cnn"]["val_accuracy"] > 0.6 > by_name["cnn_dropout"]["val_accuracy"]
+    assert by_name["cnn"]["test_accuracy"] > 0.6 > by_name["cnn_dropout"]["test_accuracy"]
+    assert by_name["cnn"]["val_accuracy"] != by_name["cnn"]["test_accuracy"]
     assert (r["winner"], r["published"], r["version"]) == ("cnn", True, 1)
-    assert "highest test accuracy" in r["reason"]
+    assert "highest validation accuracy" in r["reason"]
     served = volume / "serving" / "tf-mnist"
     assert (served / "1" / "saved_model.pb").is_file()
     assert json.loads((served / "1" / "publish.json").read_text())["source"] == "candidate cnn"
     assert [p.name for p in served.iterdir()] == ["1"], "no temporary directory is left"
+
+
+def test_the_test_split_is_read_only_after_the_choice(volume, saved_models, monkeypatch):
+    add_candidate(volume, "cnn", saved_models["good"])
+    calls: list[str] = []
+    load, judge = sel.load_split_arrays, sel._judge
+    monkeypatch.setattr(
+        sel,
+        "load_split_arrays",
+        lambda v, split, *a, **k: calls.append(split) or load(v, split, *a, **k),
+    )
+    monkeypatch.setattr(sel, "_judge", lambda *a: calls.append("decided") or judge(*a))
+    assert run(volume) == 0
+    assert calls == ["validation", "decided", "test"]
+
+
+def test_publish_json_holds_the_lineage(volume, saved_models, shared_data_dir, capsys):
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume, "--code-version", "distml:0123456789ab") == 0
+    record = json.loads((volume / "serving" / "tf-mnist" / "1" / "publish.json").read_text())
+    missing = [f for f in contract.LINEAGE_FIELDS if record.get(f) in (None, "", {}, [])]
+    assert not missing, f"publish.json lacks {missing}"
+    candidate = next(c for c in report(volume)["candidates"] if c["model_type"] == "cnn")
+    assert record["val_accuracy"] == candidate["val_accuracy"]
+    assert record["test_accuracy"] == candidate["test_accuracy"]
+    assert record["selected_on"] == "validation" and record["reason"] == report(volume)["reason"]
+    assert record["code_version"] == "distml:0123456789ab"
+    params = yaml.safe_load((saved_models["good"] / contract.PARAMS_FILE).read_text())
+    assert record["params"] == params and params["seed"] == 1
+    files = {
+        n: hashlib.sha256((shared_data_dir / n).read_bytes()).hexdigest()
+        for n in contract.RAW_FILES
+    }
+    assert record["dataset"]["sha256"] == files, "the hashes of the files the data came from"
+    assert record["dataset"]["split_examples"] == dict(SPLIT_EXAMPLES)
+    serving_copy = contract.read_publish(contract.serving_record(volume, "tf-mnist"))
+    assert serving_copy == record
+    card = dict(contract.model_card(record))
+    assert card["accuracy"].startswith(f"validation {record['val_accuracy']:.4f} (chosen on), test")
+    assert (
+        card["code"] == "distml:0123456789ab"
+        and "profile quick, 1 epoch(s) x 50" in card["training"]
+    )
+    out = capsys.readouterr().out
+    assert f"accuracy: {card['accuracy']}" in out and "code: distml:0123456789ab" in out
 
 
 def test_each_publish_increments_the_version(volume, saved_models):
@@ -85,7 +142,7 @@ def test_refuses_a_worse_model_unless_forced(volume, saved_models):
 def test_below_min_accuracy_publishes_nothing_and_fails(volume, saved_models, capsys):
     add_candidate(volume, "cnn", saved_models["good"])
     assert run(volume, "--min-accuracy", "0.99") == 1
-    assert "below --min-accuracy 0.9900" in capsys.readouterr().out
+    assert "on validation, below --min-accuracy 0.9900" in capsys.readouterr().out
     assert not (volume / "serving" / "tf-mnist").exists()
 
 
@@ -141,7 +198,12 @@ def test_rollback_walks_back_the_history(volume, saved_models, capsys):
     assert run(volume, "--force") == 0  # v2 bad
     assert run(volume, "--rollback") == 0  # v3 = v1
     served = volume / "serving" / "tf-mnist"
-    assert "version 1 republished as version 3" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "version 1 republished as version 3" in out
+    assert "model: version 3: cnn (rollback to version 1)" in out, "the card of what serves now"
+    v1_record = json.loads((served / "1" / "publish.json").read_text())
+    assert f"accuracy: validation {v1_record['val_accuracy']:.4f}" in out
+    assert contract.read_publish(contract.serving_record(volume, "tf-mnist"))["version"] == 3
     v1 = (served / "1" / "variables" / "variables.data-00000-of-00001").read_bytes()
     v3 = (served / "3" / "variables" / "variables.data-00000-of-00001").read_bytes()
     assert v1 == v3

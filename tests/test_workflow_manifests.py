@@ -248,8 +248,10 @@ def test_container_steps_run_the_contract_commands(source_dir: bool) -> None:
     raw = m.raw_data_dir(s) if source_dir else None
     assert by_name[wfm.STEP_INGEST]["container"]["command"] == contract.ingest("/vol", raw)
     assert by_name[wfm.STEP_SELECT]["container"]["command"] == contract.select(
-        "/vol", s.service, min_accuracy=0.75
+        "/vol", s.service, min_accuracy=0.75, code_version=IMAGE
     )
+    # The image tag reaches the selection step as the published version's code version.
+    assert by_name[wfm.STEP_SELECT]["container"]["image"] == IMAGE
 
 
 def test_container_steps_are_the_task_chain_s_job_pods() -> None:

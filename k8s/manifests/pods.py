@@ -297,13 +297,20 @@ def selection_job(
     s: Settings, *, min_accuracy: float, force: bool, rollback: bool = False
 ) -> dict[str, Any]:
     """``python -m ml.select``: publish the best candidate (or, with ``rollback``, the
-    previous version). backoffLimit 0: a refusal to publish is a verdict, not a flake."""
+    previous version). backoffLimit 0: a refusal to publish is a verdict, not a flake.
+    The image the pods run (``s.image``, the content-hash tag) is the published version's
+    code version."""
     if rollback:
         name, component = ROLLBACK_JOB, "rollback"
     else:
         check_min_accuracy(min_accuracy)
         name, component = SELECT_JOB, "select"
     command = contract.select(
-        s.mount_path, s.service, min_accuracy=min_accuracy, force=force, rollback=rollback
+        s.mount_path,
+        s.service,
+        min_accuracy=min_accuracy,
+        force=force,
+        rollback=rollback,
+        code_version=s.image,
     )
     return _job(s, name, component, command, backoff_limit=0)

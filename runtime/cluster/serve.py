@@ -19,6 +19,7 @@ from runtime.cluster.objects import apply_reporting, run_job
 from runtime.requests import DeployRequest, LoadtestRequest
 
 SELECTION_TIMEOUT_S = 1200
+SELECT_LOG_LINES = 24  # of the selection Job's log shown by deploy and rollback
 KPA_TARGET_UTILISATION = 0.7  # Knative's default container-concurrency-target-percentage
 # After the load, how long to keep counting ready predictors when scale-out is expected:
 # the autoscaler decides during the load, its new pods turn ready after it.
@@ -102,7 +103,8 @@ def _apply_serving(cx: ClusterContext, s: Settings) -> None:
 
 def _select(cx: ClusterContext, job: dict[str, Any]) -> None:
     logs = run_job(cx, job, SELECTION_TIMEOUT_S, "selection")
-    for line in logs.splitlines()[-12:]:
+    # The candidates' validation and test figures, the verdict and the model card.
+    for line in logs.splitlines()[-SELECT_LOG_LINES:]:
         cx.out(f"  select: {line}")
 
 

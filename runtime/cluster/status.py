@@ -1,5 +1,6 @@
 """`invoke status` on a cluster: one table of the cluster, its operators, the TFJobs, the
-InferenceService with its ready replicas, and the last load test."""
+InferenceService with its ready replicas, the serving version's model card (its
+publish.json, copied off the volume through the loader pod), and the last load test."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from invoke.exceptions import UnexpectedExit
+
+from common.errors import DistmlError
 from k8s.kube import KubeError
 from k8s.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
 from k8s.operators import ARGO_DEPLOYMENTS, ARGO_NAMESPACE, deployment_available
+from ml.contract import model_card, read_publish, serving_record
 from runtime.cluster.context import ClusterContext
+from runtime.cluster.volume import Volume
 from runtime.tables import table
 
 Row = tuple[str, str]
+CARD_TIMEOUT_S = 120  # the loader pod that reads the model card off the volume
 # (label, namespace, Deployment) of what `up` installs, in install order.
 COMPONENTS: list[tuple[str, str, str]] = [
     ("training operator", "kubeflow", "training-operator"),
@@ -40,6 +47,8 @@ def status(cx: ClusterContext) -> int:
     ]
     if exists:
         rows += _in_cluster(cx, state.get("serving_mode", "knative"), bool(state.get("argo")))
+        if state.get("deployed"):
+            rows += serving_card(cx)
     rows += _last_loadtest(state.get("last_loadtest"))
     for line in table(rows).splitlines():
         cx.out(line)
@@ -88,6 +97,21 @@ def _inference_service(cx: ClusterContext) -> Row:
         f"InferenceService {cx.service}",
         f"{'Ready' if ready else 'not ready'}, {url}, {replicas} ready replica(s)",
     )
+
+
+def serving_card(cx: ClusterContext) -> list[Row]:
+    """The serving version's model card: its publish.json's serving copy, read off the
+    volume (best effort: the rest of the status stands without it)."""
+    s = cx.settings()
+    local = Path(serving_record(cx.wd.root / "cluster-volume", s.service))
+    local.unlink(missing_ok=True)  # never show an old copy as the current one
+    try:
+        Volume(cx, s).copy_out(
+            [(serving_record(s.mount_path, s.service), local)], timeout=CARD_TIMEOUT_S
+        )
+    except (DistmlError, OSError, UnexpectedExit) as e:
+        return [("serving model", f"could not read its publish.json off the volume ({e})")]
+    return [(f"serving {label}", text) for label, text in model_card(read_publish(local))]
 
 
 def _last_loadtest(path: str | None) -> list[Row]:

@@ -138,7 +138,7 @@ def fetch_training_results(cx: ClusterContext, s: Settings, models: Sequence[str
     except (DistmlError, OSError) as e:
         cx.out(f"note: could not copy the training metrics off the volume ({e})")
         return
-    rows = [("model", "test acc (last epoch)", "epochs")]
+    rows = [("model", "val acc (last epoch)", "epochs")]
     for model in models:
         metrics = read_metrics(metrics_path(local, model))
         if metrics is not None:

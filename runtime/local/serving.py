@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Failed, Pending, poll
 from ml import contract
-from runtime.procs import is_alive, port_is_free, stop_group, tail
+from runtime.image import code_version
+from runtime.procs import REPO, is_alive, port_is_free, stop_group, tail
 from runtime.requests import DeployRequest, LoadtestRequest
 from runtime.tables import ms, table
 
@@ -141,6 +142,7 @@ def _select(rt: LocalRuntime, request: DeployRequest) -> int | None:
         rt.service,
         min_accuracy=request.min_accuracy,
         force=request.force,
+        code_version=code_version(REPO),  # the code the steps run here: this repository's
         python=rt.python,
     )
     code, _ = rt.ex.step("selection", cmd, rt.wd.logs / "select.log")

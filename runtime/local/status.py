@@ -24,6 +24,8 @@ def status_rows(rt: LocalRuntime) -> list[Row]:
     rows += _candidate_rows(rt)
     served = versions(rt)
     rows.append(("serving versions", ", ".join(map(str, served)) if served else "none"))
+    if served:
+        rows += _serving_card(rt, served[-1])
     server = running_server(rt)
     rows.append(
         ("model server", f"pid {server['pid']}, {server['url']}" if server else "not running")
@@ -42,11 +44,23 @@ def _candidate_rows(rt: LocalRuntime) -> list[Row]:
         metrics = contract.read_metrics(contract.metrics_path(rt.wd.volume, model))
         detail = "exported"
         if metrics and metrics.val_accuracy is not None:
-            detail = f"last-epoch test acc {metrics.val_accuracy:.4f}"
-        if scores.get(model, {}).get("status") == "ok":
-            detail += f", selection test acc {scores[model]['accuracy']:.4f}"
+            detail = f"last-epoch val acc {metrics.val_accuracy:.4f}"
+        scored = scores.get(model, {})
+        if scored.get("status") == "ok":
+            detail += f", selection: val acc {scored['val_accuracy']:.4f}"
+            if scored.get("test_accuracy") is not None:
+                detail += f", test acc {scored['test_accuracy']:.4f}"
         rows.append((f"candidate {model}", detail))
     return rows
+
+
+def _serving_card(rt: LocalRuntime, latest: int) -> list[Row]:
+    """The serving version's model card (its publish.json; the serving copy ml.select
+    keeps, else, on a volume from before it kept one, the version's own)."""
+    record = contract.read_publish(contract.serving_record(rt.wd.volume, rt.service))
+    if record.get("version") != latest:
+        record = contract.read_publish(rt.serving_dir / str(latest) / contract.PUBLISH_FILE)
+    return [(f"serving {label}", text) for label, text in contract.model_card(record)]
 
 
 def _last_loadtest(path: str | None) -> str:

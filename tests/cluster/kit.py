@@ -23,6 +23,22 @@ REPO = Path(__file__).resolve().parents[2]
 TAG = image_tag(REPO)
 OK = Result(exited=0)
 
+# What ml.select writes as publish.json (the fields ml.contract.LINEAGE_FIELDS names).
+PUBLISH_RECORD = {
+    "source": "candidate cnn",
+    "model_type": "cnn",
+    "val_accuracy": 0.8712,
+    "test_accuracy": 0.8655,
+    "selected_on": "validation",
+    "reason": "cnn has the highest validation accuracy (0.8712)",
+    "code_version": TAG,
+    "dataset": {"name": "fashion_mnist", "sha256": {"train-images-idx3-ubyte.gz": "3aede38d6186"}},
+    "params": {"profile": "quick", "epochs": 3, "learning_rate": 0.008, "seed": 42},
+    "version": 2,
+    "previous": 1,
+    "published_at": "2025-01-02T03:04:05Z",
+}
+
 # Which kubectl install brings which Deployments (namespace, name) up.
 OPERATOR_DEPLOYMENTS = {
     "training-operator.git": [("kubeflow", "training-operator")],
@@ -72,8 +88,11 @@ def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
         if "cp" in words and words[words.index("cp") + 1].startswith("distml-data-loader:"):
             target = Path(words[words.index("cp") + 2])
             target.parent.mkdir(parents=True, exist_ok=True)
-            history = [{"epoch": 1, "loss": 0.9, "accuracy": 0.7, "val_accuracy": 0.81}]
-            target.write_text(json.dumps({"history": history, "final": history[-1]}))
+            if target.name.startswith("serving-"):  # the serving version's publish.json
+                target.write_text(json.dumps(PUBLISH_RECORD))
+            else:  # a candidate's metrics.json
+                history = [{"epoch": 1, "loss": 0.9, "accuracy": 0.7, "val_accuracy": 0.81}]
+                target.write_text(json.dumps({"history": history, "final": history[-1]}))
         if "patch" in words and "configmap" in words:  # what the API server would store
             ns, name = words[words.index("-n") + 1], words[words.index("configmap") + 1]
             cm = fake.get("v1", "ConfigMap", name, ns) or {

@@ -6,6 +6,10 @@ import re
 
 from runtime.requests import DeployRequest, TrainRequest
 from tests.cluster.kit import (
+    KC,
+    PUBLISH_RECORD,
+    TAG,
+    commands,
     k3d_results,
     make_ctx,
     runtime,
@@ -30,6 +34,19 @@ def test_status_shows_cluster_operators_jobs_isvc_and_replicas(wd, fake):
     assert re.search(
         r"InferenceService tf-mnist +Ready, http://tf-mnist-kubeflow.example.com, 1 ready", text
     )
+    # The model card of the serving version, copied off the volume by the loader pod.
+    assert (
+        KC + "-n kubeflow cp distml-data-loader:/trained_model/reports/serving-tf-mnist.json "
+        f"{wd.root / 'cluster-volume/reports/serving-tf-mnist.json'}"
+    ) in commands(c)
+    assert re.search(r"serving model +version 2: cnn \(candidate cnn\)", text)
+    assert re.search(
+        r"serving accuracy +validation 0\.8712 \(chosen on\), test 0\.8655 \(reported only\)",
+        text,
+    )
+    assert re.search(rf"serving code +{re.escape(TAG)}", text)
+    assert re.search(r"serving reason +" + re.escape(PUBLISH_RECORD["reason"]), text)
+    assert fake.get("v1", "Pod", "distml-data-loader", "kubeflow") is None, "pod removed"
 
 
 def test_status_without_a_cluster_says_how_to_make_one(wd, fake):

@@ -20,7 +20,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+import yaml
 
+from ml.contract import LINEAGE_FIELDS, RAW_SHA256
+from runtime.image import image_tag
 from runtime.procs import free_ports, is_alive
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,6 +127,30 @@ def test_deploy_serves_and_prints_a_working_curl(lifecycle):
     assert abs(sum(body["predictions"][0]) - 1) < 1e-4
     selection = json.loads((lifecycle["wd"] / "volume/reports/selection.json").read_text())
     assert selection["published"] and selection["version"] == 1
+    assert selection["selected_on"] == "validation"
+    assert "validation accuracy" in out and "(reported only)" in out  # both splits named
+
+
+def test_publish_json_holds_the_lineage_of_the_real_run(lifecycle):
+    """Every lineage field filled from the real training and selection of this run."""
+    volume = lifecycle["wd"] / "volume"
+    record = json.loads((volume / "serving" / SERVICE / "1" / "publish.json").read_text())
+    missing = [f for f in LINEAGE_FIELDS if record.get(f) in (None, "", {}, [])]
+    assert not missing, f"publish.json lacks {missing}"
+    selection = json.loads((volume / "reports/selection.json").read_text())
+    winner = next(c for c in selection["candidates"] if c["model_type"] == selection["winner"])
+    assert record["model_type"] == selection["winner"]
+    assert (record["val_accuracy"], record["test_accuracy"]) == (
+        winner["val_accuracy"],
+        winner["test_accuracy"],
+    )
+    assert record["reason"] == selection["reason"] and record["selected_on"] == "validation"
+    assert record["code_version"] == image_tag(REPO)
+    params = yaml.safe_load(
+        (volume / "candidates" / record["model_type"] / "params.yaml").read_text()
+    )
+    assert record["params"] == params and params["extra"]["workers"] >= 1
+    assert list(record["dataset"]["sha256"].values()) == list(RAW_SHA256)
 
 
 def png_claiming(width: int, height: int) -> bytes:
@@ -234,6 +261,11 @@ def test_redeploy_under_load_drops_no_request_and_rollback_restores(lifecycle):
         (lifecycle["wd"] / "volume/serving" / SERVICE / "3/publish.json").read_text()
     )
     assert publish["source"] == "rollback to version 1"
+    # What it rolled back to, shown by the rollback itself: version 1's model card.
+    v1 = json.loads((lifecycle["wd"] / "volume/serving" / SERVICE / "1/publish.json").read_text())
+    assert "model: version 3: " in r.stdout
+    assert f"accuracy: validation {v1['val_accuracy']:.4f} (chosen on)" in r.stdout
+    assert f"code: {v1['code_version']}" in r.stdout
 
 
 def test_status_shows_everything(lifecycle):
@@ -243,6 +275,9 @@ def test_status_shows_everything(lifecycle):
         "candidate cnn",
         "candidate cnn_batchnorm",
         "serving versions",
+        "serving accuracy",
+        "(chosen on), test",
+        "serving code",
         "pid",
         lifecycle["url"],
         "last load test",
