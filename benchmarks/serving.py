@@ -95,11 +95,11 @@ def prepare_model(source: Path | None, work: Path) -> tuple[Path, str]:
     )
 
 
-def sample_request(work: Path) -> tuple[Path, bytes, str]:
+def sample_request(work: Path, data_dir: str | None) -> tuple[Path, bytes, str]:
     """The project's sample request (one b64 PNG): its file, the PNG bytes, what it shows."""
     from ml.sample import sample_image, write_sample
 
-    pixels, what = sample_image(None, synthetic_ok=True)
+    pixels, what = sample_image(data_dir, synthetic_ok=True)
     written = write_sample(work / "sample", pixels, what)
     return Path(written["request"]), Path(written["png"]).read_bytes(), what
 
@@ -300,6 +300,7 @@ def run(
     repeats: int = 3,
     duration: float = 10.0,
     compare: dict[str, Path] | None = None,
+    data_dir: str | None = None,
 ) -> dict[str, Any]:
     """The whole benchmark (see the module doc); a JSON-able dict."""
     hey_binary()
@@ -308,7 +309,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="distml-bench-serving-") as tmp:
         work = Path(tmp)
         serving, model = prepare_model(source, work)
-        body, png, image = sample_request(work)
+        body, png, image = sample_request(work, data_dir)
         samples = []
         for i in range(repeats):
             print(f"repeat {i + 1}/{repeats}", file=sys.stderr, flush=True)
@@ -369,6 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("source", nargs="?", help="SavedModel, serving directory or volume")
     p.add_argument("--repeats", type=int, default=3, help="repeats (the median is reported)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of hey per level")
+    p.add_argument("--data-dir", help="directory of the Fashion-MNIST files (the sample image)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     p.add_argument(
         "--compare", type=_repo_pair, action="append", default=[], help="LABEL=DIR: also "
@@ -376,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     args = p.parse_args(argv)
     try:
-        result = run(args.source, args.repeats, args.duration, dict(args.compare))
+        result = run(args.source, args.repeats, args.duration, dict(args.compare), args.data_dir)
     except BenchError as e:
         print(f"benchmarks/serving.py: {e}", file=sys.stderr)
         return 2
