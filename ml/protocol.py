@@ -74,6 +74,8 @@ class ParsedRequest(NamedTuple):
     return_class_names: bool = False
     #: V2 only: the request's id, echoed in the response.
     request_id: str = ""
+    #: Decoded pixels of all the images (from their headers): the request's decoding cost.
+    pixels: int = 0
 
 
 # --------------------------------------------------------------------------- image headers
@@ -90,9 +92,12 @@ def check_image(data: bytes, i: int, max_image_pixels: int) -> bytes:
     return data
 
 
-def check_images(images: Iterable[bytes], max_image_pixels: int, max_request_pixels: int) -> list:
+def check_images(
+    images: Iterable[bytes], max_image_pixels: int, max_request_pixels: int
+) -> tuple[list, int]:
     """:func:`check_image` each image, then their total pixel count (413 over
-    ``max_request_pixels``): the whole request's decoding cost, bounded before any decoding."""
+    ``max_request_pixels``): the whole request's decoding cost, bounded before any decoding.
+    Returns (the images, their total pixel count)."""
     checked, total = [], 0
     for i, data in enumerate(images):
         total += _header_pixels(data, i, max_image_pixels)
@@ -105,7 +110,7 @@ def check_images(images: Iterable[bytes], max_image_pixels: int, max_request_pix
             "(--max-request-pixels); send fewer images per request, or downscale them "
             f"(the model sees {_IMAGE_SIDE}x{_IMAGE_SIDE})",
         )
-    return checked
+    return checked, total
 
 
 def _header_pixels(data: bytes, i: int, max_image_pixels: int) -> int:
@@ -161,11 +166,12 @@ def parse_request(
     # this work, and "wrap the image in a list" is the better answer to a 28-row image.
     if signature_name == DEFAULT_SIGNATURE:
         payloads = (_b64_payload(item, i) for i, item in enumerate(items))
-        inputs: Any = check_images(payloads, max_image_pixels, max_request_pixels)
+        inputs, pixels = check_images(payloads, max_image_pixels, max_request_pixels)
     else:
         inputs = np.stack([check_pixels(_pixel_payload(item), i) for i, item in enumerate(items)])
+        pixels = inputs.size
     _check_count(len(items), max_instances)
-    return ParsedRequest(signature_name, inputs, form, return_class_names)
+    return ParsedRequest(signature_name, inputs, form, return_class_names, pixels=pixels)
 
 
 def _json_object(body: Any) -> dict:
@@ -454,12 +460,14 @@ def parse_v2_request(
             _b64_payload({"b64": item}, i) if isinstance(item, str) else bytes(item)
             for i, item in enumerate(items)
         )
-        images = check_images(payloads, max_image_pixels, max_request_pixels)
-        return ParsedRequest(DEFAULT_SIGNATURE, images, "v2", request_id=request_id)
+        images, total = check_images(payloads, max_image_pixels, max_request_pixels)
+        return ParsedRequest(DEFAULT_SIGNATURE, images, "v2", request_id=request_id, pixels=total)
     if tensor.name == PIXELS_INPUT and tensor.datatype in ("FP32", "FP64"):
         if array.ndim not in (3, 4) or len(array) == 0:
             raise RequestError(400, f"input {tensor.name!r} has shape {list(array.shape)}; {usage}")
         _check_count(len(array), max_instances)
         pixels = np.stack([check_pixels(item, i) for i, item in enumerate(array)])
-        return ParsedRequest(PIXELS_SIGNATURE, pixels, "v2", request_id=request_id)
+        return ParsedRequest(
+            PIXELS_SIGNATURE, pixels, "v2", request_id=request_id, pixels=pixels.size
+        )
     raise RequestError(400, f"unexpected input {tensor.name!r} ({tensor.datatype}); {usage}")

@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_POLL_INTERVAL,
         help="seconds between checks of --model-dir for a new version",
     )
+    p.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log one line per request (uvicorn's access log and KServe's timings); off "
+        "by default, as it costs throughput",
+    )
     _add_limits(p)
     # One default for each dest KServe's flags share with ours (set on the copies).
     p.set_defaults(model_name=DEFAULT_MODEL_NAME, http_port=DEFAULT_HTTP_PORT, enable_grpc=False)

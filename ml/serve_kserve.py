@@ -17,18 +17,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import time
 from typing import Any
 
 import kserve
 from fastapi.responses import JSONResponse
 from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
 from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
+from kserve.metrics import PREDICT_HIST_TIME
 from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
 from kserve.protocol.rest.server import RESTServer
 
+from ml.batcher import Batcher
 from ml.body_limit import BodyLimitMiddleware
 from ml.export import OUTPUT
+from ml.fast_predict import FastPredictRoute
 from ml.protocol import (
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_REQUEST_PIXELS,
     HINT,
     ParsedRequest,
     RequestError,
@@ -42,7 +48,9 @@ log = logging.getLogger("ml.serve")
 
 
 class FashionMnistModel(kserve.Model):
-    """The served model: validation in ``preprocess``, the signature call in ``predict``.
+    """The served model: validation in ``preprocess``, the signature call in ``predict``
+    (concurrent requests batched: ``ml/batcher.py``); ``answer`` is the V1 predict route's
+    direct path (``ml/fast_predict.py``).
 
     Ready (``healthy``) once the watcher has loaded a version.
     """
@@ -51,6 +59,11 @@ class FashionMnistModel(kserve.Model):
         super().__init__(name)
         self.watcher = watcher
         self.limits = limits  # max_instances, max_image_pixels, max_request_pixels
+        self.batcher = Batcher(
+            watcher.predict,
+            max_instances=limits.get("max_instances", DEFAULT_MAX_INSTANCES),
+            max_pixels=limits.get("max_request_pixels", DEFAULT_MAX_REQUEST_PIXELS),
+        )
 
     async def healthy(self) -> bool:
         return self.watcher.current is not None
@@ -64,9 +77,8 @@ class FashionMnistModel(kserve.Model):
         return parse_request(payload, **self.limits)
 
     async def predict(self, payload: ParsedRequest, headers: Any = None) -> Any:
-        loop = asyncio.get_running_loop()
-        version, probabilities = await loop.run_in_executor(
-            None, self.watcher.predict, payload.signature_name, payload.inputs
+        version, probabilities = await self.batcher.predict(
+            payload.signature_name, payload.inputs, payload.pixels
         )
         if payload.form == "v2":
             output = InferOutput(OUTPUT, list(probabilities.shape), "FP32")
@@ -82,6 +94,23 @@ class FashionMnistModel(kserve.Model):
             return_class_names=payload.return_class_names,
         )
 
+    async def answer(self, body: bytes) -> tuple[int, Any]:
+        """The V1 predict route without the web framework: (status, JSON object), the same
+        answers as KServe's route with this server's error handlers."""
+        if not await self.healthy():
+            return 503, {"error": f"{ModelNotReady(self.name)} {self.not_ready_reason()}"}
+        started = time.perf_counter()
+        try:
+            content = await self.predict(self.preprocess(body))
+        except RequestError as e:
+            log.info("rejected a request (%d): %s", e.status, e.message)
+            return e.status, {"error": e.message}
+        except Exception as e:  # as KServe's generic handler answers it
+            log.exception("the predict route failed")
+            return 500, {"error": f"{type(e).__name__} : {e}"}
+        PREDICT_HIST_TIME.labels(model_name=self.name).observe(time.perf_counter() - started)
+        return 200, content
+
     def stop(self) -> None:
         self.watcher.stop()
         super().stop()
@@ -96,15 +125,19 @@ def bind_host(server: RESTServer, host: str) -> None:
 class BoundRESTServer(RESTServer):
     """KServe's REST server on ``host``, with a body limit and this server's error answers."""
 
-    def __init__(self, *a: Any, host: str, max_body_bytes: int, **kw: Any) -> None:
+    def __init__(
+        self, *a: Any, host: str, max_body_bytes: int, model: FashionMnistModel, **kw: Any
+    ) -> None:
         super().__init__(*a, **kw)
         bind_host(self, host)
         self.max_body_bytes = max_body_bytes
+        self.model = model
 
     def create_application(self) -> None:
         super().create_application()  # KServe's middlewares, endpoints and error handlers
         app = kserve.model_server.app  # the FastAPI app create_application just set up
-        app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)
+        app.add_middleware(FastPredictRoute, model_name=self.model.name, answer=self.model.answer)
+        app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)  # outermost
         add_error_handlers(app, self.dataplane.model_registry)
 
 
@@ -154,6 +187,14 @@ def model_server(args: argparse.Namespace) -> kserve.ModelServer:
     )
 
 
+def request_logs(on: bool) -> None:
+    """One line per request (uvicorn's access log, KServe's timings) only when asked: they
+    cost a few percent of throughput (benchmarks/results/serving-attempts.md)."""
+    level = logging.INFO if on else logging.WARNING
+    for name in ("uvicorn.access", "kserve.trace"):
+        logging.getLogger(name).setLevel(level)
+
+
 def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.Namespace) -> None:
     """Run the REST server until a signal stops it.
 
@@ -169,6 +210,7 @@ def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.N
         server.http_port,
         host=args.host,
         max_body_bytes=args.max_body_bytes,
+        model=model,
         access_log_format=server.access_log_format,
         grace_period=server.grace_period,
         event_loop=server.event_loop,
@@ -176,6 +218,7 @@ def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.N
         ssl_certfile=server.ssl_certfile,
         ssl_keyfile=server.ssl_keyfile,
     )
+    request_logs(args.access_log)
     server.setup_event_loop()
     server.register_signal_handler()
     asyncio.run(rest.start())

@@ -473,6 +473,7 @@ def test_rest_server_binds_the_host_it_is_given() -> None:
         server.http_port,
         host="127.0.0.2",
         max_body_bytes=10,
+        model=adapter.FashionMnistModel("m", watcher.VersionWatcher("d")),
     )
     uvicorn_server = rest._server  # what RESTServer.start() serves
     assert uvicorn_server.config is rest.config
