@@ -158,6 +158,7 @@ def train(
     steps_per_epoch: int | None = None,
     seed: int | None = None,
     batch_size_per_replica: int | None = None,
+    steps_per_execution: int | None = None,
     validation: bool = True,
     log_every: int = LOG_EVERY,
     python: str = "python",
@@ -170,6 +171,7 @@ def train(
         ("--steps-per-epoch", steps_per_epoch),
         ("--seed", seed),
         ("--batch-size-per-replica", batch_size_per_replica),
+        ("--steps-per-execution", steps_per_execution),
     ):
         if value is not None:
             argv += [flag, str(value)]

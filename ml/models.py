@@ -91,16 +91,23 @@ def check_model_type(name: str) -> str:
 
 
 def build_model(
-    name: str, *, learning_rate: float = 1e-3, bn_momentum: float = 0.99, seed: int = 42
+    name: str,
+    *,
+    learning_rate: float = 1e-3,
+    bn_momentum: float = 0.99,
+    seed: int = 42,
+    steps_per_execution: int = 1,
 ) -> Any:
     """Build and compile the named model (Adam, sparse categorical cross-entropy, accuracy).
 
-    Call inside ``strategy.scope()`` for distributed training.
+    Call inside ``strategy.scope()`` for distributed training. ``steps_per_execution``:
+    training steps per call of the compiled step function (``TrainConfig``'s field).
     """
     import tf_keras as keras
 
     model = _BUILDERS[check_model_type(name)](keras, seed, bn_momentum)
     model.compile(
+        steps_per_execution=steps_per_execution,
         optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
         loss=keras.losses.SparseCategoricalCrossentropy(),
         metrics=["accuracy"],

@@ -7,8 +7,10 @@ is collective: every worker must save at the same step), and a worker that just 
 leaves its peers blocked in their next all-reduce. So:
 
 - SIGTERM only sets a flag;
-- every ``CHECK_EVERY`` steps and at each epoch's last step, all workers all-reduce their
-  flags (a few bytes), so all of them learn at the same step that someone was told to stop;
+- after every call of the train function that finishes a multiple of ``CHECK_EVERY``
+  steps (a call runs ``steps_per_execution`` steps, ``ml.steps``) and after each epoch's
+  last call, all workers all-reduce their flags (a few bytes), so all of them learn at
+  the same step that someone was told to stop;
 - then every worker saves the BackupAndRestore state at that step, and raises
   :class:`Preempted`; ``ml.train`` exits with :data:`PREEMPTED_EXIT`, which the local
   runner restarts without counting it against ``--max-restarts`` (on a cluster the
@@ -27,12 +29,15 @@ import signal
 import time
 from typing import Any
 
+from ml.steps import crossed
+
 # PREEMPTED_EXIT is the contract's: the code TensorFlow's own preemption handler exits with
 # off Google Cloud (failure_handling.BorgTerminationConfig). It stays importable from here
 # for the callers outside ml/ that still do (tests/test_runtime.py, tests/e2e).
 __all__ = ["CHECK_EVERY", "Preempted", "backup_callback"]
 
-# Steps between two flag exchanges: a save starts at most this many steps after SIGTERM.
+# Steps between two flag exchanges: a save starts at the end of the first call (of
+# steps_per_execution steps) that finishes a multiple of this many steps after SIGTERM.
 CHECK_EVERY = 5
 
 
@@ -57,11 +62,15 @@ def backup_callback(keras: Any, strategy: Any, backup_dir: str, steps_per_epoch:
 
     class PreemptibleBackup(keras.callbacks.BackupAndRestore):
         def __init__(self) -> None:
-            # An integer save_freq (one epoch's steps) turns on batch-level restore, so a
-            # mid-epoch save resumes at its step rather than at the epoch's start.
+            # An integer save_freq turns on batch-level restore, so a mid-epoch save
+            # resumes at its step rather than at the epoch's start. The periodic saves are
+            # ours (on_train_batch_end): tf_keras counts save_freq in calls, which run
+            # several steps each (steps_per_execution) and restart mid-epoch after a resume.
+            # So on_train_batch_end does not call tf_keras's, whose only other work
+            # (backup_if_preempted) is off without save_before_preemption.
             super().__init__(backup_dir=backup_dir, save_freq=steps_per_epoch)
             self.stop_asked = False
-            self._began = False
+            self._call_first = 0
             if multi_worker:
                 signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -69,23 +78,24 @@ def backup_callback(keras: Any, strategy: Any, backup_dir: str, steps_per_epoch:
             self.stop_asked = True
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            if not self._began:  # after a mid-epoch restore, count from the restored step,
-                self._began = True  # so the periodic saves still fall at epoch ends
-                self._batches_count = int(batch)
+            self._call_first = int(batch)  # the call's first step
             super().on_train_batch_begin(batch, logs)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            super().on_train_batch_end(batch, logs)
-            step = int(batch) + 1
+            last = int(batch)  # the call's last step: what a save now holds
+            # tf_keras recorded the call's first step; a restore resumes after the saved one.
+            self._training_state._ckpt_saved_batch.assign(last)
+            step = last + 1
             last_of_epoch = step == steps_per_epoch
-            if last_of_epoch and self._current_epoch == self.params.get("epochs", 0) - 1:
-                return  # the last step of all: finishing takes less than a save and restart
-            due = step % CHECK_EVERY == 0 or last_of_epoch
-            if multi_worker and due and self._anyone_asked():
+            final = last_of_epoch and self._current_epoch == self.params.get("epochs", 0) - 1
+            # The last call of all is not checked: finishing takes less than a restart.
+            due = crossed(self._call_first, last, CHECK_EVERY) or last_of_epoch
+            stop = multi_worker and due and not final and self._anyone_asked()
+            if last_of_epoch or stop:
                 started = time.monotonic()
-                self._backup(epoch=self._current_epoch, batch=batch)
-                saved = time.monotonic() - started
-                raise Preempted(int(self._current_epoch), step, saved)
+                self._backup(epoch=self._current_epoch, batch=last)
+                if stop:
+                    raise Preempted(int(self._current_epoch), step, time.monotonic() - started)
 
         def _anyone_asked(self) -> bool:
             """The same answer on every worker: did any of them get SIGTERM?"""

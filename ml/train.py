@@ -26,6 +26,7 @@ from ml import contract
 from ml.cluster import ClusterSpec, parse_tf_config
 from ml.config import LR_SCHEDULES, ConfigError, TrainConfig, load_config_file, resolve
 from ml.contract import DEFAULT_PROFILE, MODEL_TYPES, PREEMPTED_EXIT, PROFILES, PROGRESS_PREFIX
+from ml.steps import crossed
 
 # Progress line every N steps when no --log-every is given (the contract's commands pass
 # contract.LOG_EVERY).
@@ -66,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shuffle-buffer", type=int, help="shuffle buffer size in examples")
     p.add_argument("--seed", type=int, help="random seed (same on every worker)")
     p.add_argument(
+        "--steps-per-execution",
+        type=int,
+        help="training steps per call of the compiled step function (progress lines and "
+        "the preemption check come between calls)",
+    )
+    p.add_argument(
         "--no-validation",
         action="store_true",
         help="skip the per-epoch evaluation on the validation split (the val_* figures of "
@@ -80,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-every",
         type=int,
         default=DEFAULT_LOG_EVERY,
-        help="print a progress line every N steps",
+        help="print a progress line every N steps (at the end of the call that reaches "
+        "them, with --steps-per-execution)",
     )
     return p
 
@@ -97,6 +105,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         "bn_momentum": args.bn_momentum,
         "shuffle_buffer": args.shuffle_buffer,
         "seed": args.seed,
+        "steps_per_execution": args.steps_per_execution,
         "validation": False if args.no_validation else None,
     }
     return resolve(args.profile, file_values, overrides)
@@ -122,8 +131,9 @@ def _progress_callback(
             print(f"epoch {epoch + 1}/{cfg.epochs}: learning rate {lr:.6g}", flush=True)
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            batch = int(batch)
+            batch = int(batch)  # the call's first step (it may run several)
             self._clock.begin(batch)
+            self._call_first = batch
             if "first_step" not in state:  # a restored backup starts past step 0
                 state["first_step"] = batch
                 if self._epoch > 0 or batch > 0:
@@ -135,9 +145,10 @@ def _progress_callback(
                     _emit("resumed", epoch=self._epoch, step=batch)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            self._clock.end(int(batch))
-            step = int(batch) + 1
-            if step % log_every == 0 or step == steps:
+            batch = int(batch)  # the call's last step
+            self._clock.end(batch)
+            step = batch + 1
+            if crossed(self._call_first, batch, log_every) or step == steps:
                 _emit(
                     "step",
                     epoch=self._epoch,
@@ -275,7 +286,8 @@ def _announce(
     )
     print(
         f"{spec.name}: {cfg.model_type}, {workers} worker(s), global batch {global_batch}, "
-        f"{cfg.epochs} epoch(s) x {steps} steps, profile {cfg.profile}",
+        f"{cfg.epochs} epoch(s) x {steps} steps ({cfg.steps_per_execution} per call), "
+        f"profile {cfg.profile}",
         flush=True,
     )
 
@@ -309,7 +321,11 @@ def _build(cfg: TrainConfig) -> Any:
     from ml.models import build_model
 
     return build_model(
-        cfg.model_type, learning_rate=cfg.learning_rate, bn_momentum=cfg.bn_momentum, seed=cfg.seed
+        cfg.model_type,
+        learning_rate=cfg.learning_rate,
+        bn_momentum=cfg.bn_momentum,
+        seed=cfg.seed,
+        steps_per_execution=cfg.steps_per_execution,
     )
 
 

@@ -17,6 +17,12 @@ def test_quick_profile_is_the_original_budget() -> None:
     assert cfg.global_batch_size(2) == 128
 
 
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_both_profiles_run_ten_steps_per_call_and_a_flag_overrides_it(profile) -> None:
+    assert resolve(profile).steps_per_execution == 10
+    assert resolve(profile, overrides={"steps_per_execution": 1}).steps_per_execution == 1
+
+
 def test_full_profile_makes_full_passes() -> None:
     cfg = resolve("full", overrides={"model_type": "cnn"})
     assert cfg.steps_per_epoch is None
@@ -37,6 +43,8 @@ def test_override_order_defaults_profile_file_flags(tmp_path) -> None:
     ("text", "message"),
     [
         ("epochs: 0\n", "epochs must be a positive integer"),
+        ("steps_per_execution: 0\n", "steps_per_execution must be a positive integer, got 0"),
+        ("steps_per_execution: 2.5\n", "steps_per_execution must be a positive integer"),
         ("learning_rate: 5\n", "learning_rate must be in (0, 1)"),
         ("model_type: vgg\n", "valid: cnn, cnn_dropout, cnn_batchnorm"),
         ("eopchs: 3\n", "unknown keys ['eopchs']"),
@@ -45,6 +53,8 @@ def test_override_order_defaults_profile_file_flags(tmp_path) -> None:
     ],
     ids=[
         "zero epochs",
+        "zero steps per execution",
+        "fractional steps per execution",
         "huge learning rate",
         "unknown model",
         "misspelt key",

@@ -82,9 +82,12 @@ def test_train_parses_the_train_command_for_every_model_and_profile(model, profi
 def test_train_passes_the_batch_and_no_validation_to_the_pod_code():
     from ml import train
 
-    argv = contract.train("/vol", "cnn", batch_size_per_replica=32, validation=False, seed=7)
+    argv = contract.train(
+        "/vol", "cnn", batch_size_per_replica=32, validation=False, seed=7, steps_per_execution=3
+    )
     cfg = train.config_from_args(train.build_parser().parse_args(argv[3:]))
     assert (cfg.batch_size_per_replica, cfg.validation, cfg.seed) == (32, False, 7)
+    assert cfg.steps_per_execution == 3
 
 
 def test_train_command_defaults_are_the_pod_defaults():

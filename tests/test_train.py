@@ -171,6 +171,7 @@ def test_help_documents_every_flag(capsys):
         "--bn-momentum",
         "--shuffle-buffer",
         "--seed",
+        "--steps-per-execution",
         "--no-validation",
         "--source-dir",
         "--log-every",

@@ -23,7 +23,8 @@ from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
 from runtime.jobs import STOP_GRACE_S, tf_config
 from runtime.procs import free_ports, stop_groups
 
-EPOCHS, STEPS = 2, 40
+# 3 steps per call: divides neither 40 nor the check interval (ml.preemption.CHECK_EVERY).
+EPOCHS, STEPS, SPE = 2, 40, 3
 
 
 @pytest.fixture
@@ -42,6 +43,7 @@ class Workers:
             sys.executable, "-m", "ml.train", "--volume", str(volume), "--model-type", "cnn",
             "--source-dir", str(data_dir), "--epochs", str(epochs),
             "--steps-per-epoch", str(steps), "--log-every", "1",
+            "--steps-per-execution", str(SPE),
         ]  # fmt: skip
         self.events: list[dict] = []
         self.output: list[str] = []
@@ -117,11 +119,13 @@ def test_sigterm_saves_the_agreed_step_and_the_restarted_job_resumes_after_it(tm
         second.stop()
     (resumed,) = [e for e in second.events if e["event"] == "resumed"]
     assert (resumed["epoch"], resumed["step"]) == (0, saved["step"])
+    # A progress line per call (log every step): the first call after the saved step.
     steps = [(e["epoch"], e["step"]) for e in second.events if e["event"] == "step"]
-    assert steps[0] == (0, saved["step"] + 1) and steps[-1] == (EPOCHS - 1, STEPS)
-    assert saved["step"] + len(steps) == EPOCHS * STEPS  # every step once, none twice
+    assert steps[0] == (0, min(saved["step"] + SPE, STEPS)) and steps[-1] == (EPOCHS - 1, STEPS)
     metrics = json.loads((volume / "candidates" / "cnn" / "metrics.json").read_text())
     assert (metrics["resumed_from_epoch"], metrics["resumed_from_step"]) == (0, saved["step"])
+    ran = sum(row["steps_run"] for row in metrics["history"])
+    assert saved["step"] + ran == EPOCHS * STEPS  # every step once, none twice
 
 
 def test_short_epochs_are_checked_at_their_last_step(tmp_path, data_dir):
@@ -137,4 +141,4 @@ def test_short_epochs_are_checked_at_their_last_step(tmp_path, data_dir):
         workers.stop()
     assert codes == [PREEMPTED_EXIT, PREEMPTED_EXIT], "".join(workers.output[-40:])
     (saved,) = [e for e in workers.events if e["event"] == "preempted"]
-    assert saved["step"] == 3  # saved at an epoch's end
+    assert saved["step"] == 3  # saved at an epoch's end (its one call: SPE cut to 3)
