@@ -1,6 +1,7 @@
 """Training scaling benchmark: 1 worker against 2 at the same global batch, on this machine.
 
     python benchmarks/training.py [--repeats 3] [--model cnn] [--epochs 4] [--steps 150]
+        [--steps-per-execution N]
 
 Each repeat runs the real ``python -m ml.train`` worker processes twice, side by side:
 one worker at the whole global batch (all cores as TF threads) and two
@@ -43,6 +44,7 @@ def run_once(volume: Path, workers: int, args: argparse.Namespace, logs: Path) -
         epochs=args.epochs,
         steps_per_epoch=args.steps,
         batch_size_per_replica=args.global_batch // workers,
+        steps_per_execution=args.steps_per_execution,
         validation=False,
         log_every=args.steps,
         python=sys.executable,
@@ -94,6 +96,7 @@ def summarise(runs: list[dict], args: argparse.Namespace, pipeline: float) -> di
         "global_batch": args.global_batch,
         "epochs": args.epochs,
         "steps_per_epoch": args.steps,
+        "steps_per_execution": args.steps_per_execution,
         "repeats": args.repeats,
         "runs": runs,
         "median_examples_per_second": {f"{w}_workers": median[w] for w in WORKER_COUNTS},
@@ -107,7 +110,8 @@ def markdown(report: dict) -> str:
     return "\n".join(
         [
             f"Training, `{report['model']}`, global batch {report['global_batch']}, "
-            f"{report['epochs']} epochs x {report['steps_per_epoch']} steps, steady state "
+            f"{report['epochs']} epochs x {report['steps_per_epoch']} steps"
+            f"{_per_call(report.get('steps_per_execution'))}, steady state "
             f"(epochs 2-{report['epochs']}, steps only), median of {report['repeats']}:",
             "",
             "| 1 worker ex/s | 2 workers ex/s | 2 / 1 | input pipeline alone ex/s |",
@@ -119,6 +123,12 @@ def markdown(report: dict) -> str:
     )
 
 
+def _per_call(steps_per_execution: int | None) -> str:
+    if steps_per_execution is None:
+        return " (the profile's steps per call)"
+    return f" ({steps_per_execution} per call)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
@@ -126,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--global-batch", type=int, default=128)
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--steps", type=int, default=150, help="steps per epoch")
+    p.add_argument(
+        "--steps-per-execution",
+        type=int,
+        help="steps per call of the train function (default: the profile's)",
+    )
     p.add_argument("--work", default=str(REPO / ".distml" / "bench" / "training"))
     p.add_argument(
         "--source-dir",
