@@ -117,8 +117,9 @@ def header(report: dict[str, Any]) -> list[str]:
         f"- machine: {m['cores']} cores, {m['memory_gib']:g} GiB memory, {m['platform']}, "
         f"{m['processor']}, Python {m['python']}",
         f"- command: `{report['command']}`",
-        f"- every timing is a ratio measured side by side in one run; figures are medians of "
-        f"{report['repeats']} repeats (lifecycle: one run)",
+        f"- every timing is a ratio measured side by side in one run; figures are the median "
+        f"of {report['repeats']} repeat{'s' if report['repeats'] != 1 else ''} "
+        "(lifecycle: one run)",
         "",
     ]
 

@@ -102,10 +102,15 @@ def measure(
     loadtest_duration: str = DEFAULT_LOADTEST_DURATION,
     invoke: Path | None = None,
     progress: Callable[[str], None] = print,
+    under: Path | None = None,
 ) -> dict[str, Any]:
-    """Every step once, timed, then ``down --purge`` (always); the report as a dict."""
+    """Every step once, timed, then ``down --purge`` (always); the report as a dict.
+
+    The work dir and the steps' logs go in a new directory ``under`` (default: the system
+    temporary directory), removed after a good run and kept, for its logs, after a failure.
+    """
     invoke = invoke or invoke_path()
-    scratch = Path(tempfile.mkdtemp(prefix="distml-bench-lifecycle-"))
+    scratch = Path(tempfile.mkdtemp(prefix="distml-bench-lifecycle-", dir=under))
     workdir = scratch / "workdir"  # made by `up`, so `down --purge` may remove it
     env = environment(workdir, data_dir, free_ports(1)[0])
     rows: list[dict[str, Any]] = []

@@ -82,7 +82,7 @@ def test_write_puts_every_figure_in_json_and_the_tables_in_markdown(tmp_path):
     assert "2026-12-01 10:00 UTC (took 15.0 min)" in head
     assert "2 cores, 23.5 GiB memory, Linux-6.1-x86_64" in head
     assert "`nox -s bench -- --repeats 3`" in head
-    assert "medians of 3 repeats (lifecycle: one run)" in head
+    assert "the median of 3 repeats (lifecycle: one run)" in head
     # Training: medians 9000 and 5000 -> 0.56x; steady state explained; one batch for both.
     assert "| 9000 | 5000 | 0.56x | 380000 |" in md
     assert "epochs after the first" in md and "no validation" in md
@@ -143,53 +143,64 @@ def fake_invoke(tmp_path, monkeypatch):
     return script, record
 
 
-def test_a_failing_step_stops_with_its_tail_and_down_purge_still_runs(fake_invoke, monkeypatch):
+def test_a_failing_step_stops_with_its_tail_and_down_purge_still_runs(
+    fake_invoke, monkeypatch, tmp_path
+):
     script, record = fake_invoke
     monkeypatch.setenv("FAKE_INVOKE_FAIL", "train-all")
     lines: list[str] = []
     with pytest.raises(lifecycle.LifecycleError) as failed:
-        lifecycle.measure("/data", "5s", invoke=script, progress=lines.append)
+        lifecycle.measure("/data", "5s", invoke=script, progress=lines.append, under=tmp_path)
     message = str(failed.value)
     assert "`invoke train-all --profile quick` failed (exit 3)" in message
     assert "error: the disk is full (fake)" in message and "step output line 1" in message
     assert record.read_text().splitlines() == ["up", "up", "train-all --profile quick",
                                                "down --purge"]  # fmt: skip
     assert lines[-1].startswith("lifecycle: down --purge:")
+    (kept,) = tmp_path.glob("distml-bench-lifecycle-*")  # the logs, for the message's path
+    assert not (kept / "workdir").exists() and "disk is full" in (kept / "2.log").read_text()
 
 
-def test_a_failing_teardown_after_a_failure_does_not_hide_the_first_error(fake_invoke, monkeypatch):
+def test_a_failing_teardown_after_a_failure_does_not_hide_the_first_error(
+    fake_invoke, monkeypatch, tmp_path
+):
     script, record = fake_invoke
     monkeypatch.setenv("FAKE_INVOKE_FAIL", "up")
     monkeypatch.setenv("FAKE_INVOKE_KEEP", "1")
     lines: list[str] = []
     with pytest.raises(lifecycle.LifecycleError, match="`invoke up` failed"):
-        lifecycle.measure(None, "5s", invoke=script, progress=lines.append)
+        lifecycle.measure(None, "5s", invoke=script, progress=lines.append, under=tmp_path)
     assert record.read_text().splitlines() == ["up", "down --purge"]
     # down "succeeded" but left the work dir up made: reported, not raised over `up`'s error.
     assert any("the teardown failed too" in line and "left the work dir" in line
                for line in lines)  # fmt: skip
 
 
-def test_a_run_times_every_step_passes_the_data_dir_and_tears_down(fake_invoke, monkeypatch):
+def test_a_run_times_every_step_passes_the_data_dir_and_tears_down(
+    fake_invoke, monkeypatch, tmp_path
+):
     script, record = fake_invoke
     monkeypatch.setenv("FAKE_INVOKE_FAIL", "none")
-    report = lifecycle.measure("/the/data", "7s", invoke=script, progress=lambda line: None)
+    report = lifecycle.measure(
+        "/the/data", "7s", invoke=script, progress=lambda line: None, under=tmp_path
+    )
     assert record.read_text().splitlines() == [
         "up", "up", "train-all --profile quick", "deploy", "loadtest --duration 7s",
         "down --purge",
     ]  # fmt: skip
     assert [r["command"] for r in report["steps"]][-1] == "invoke down --purge"
     assert all(r["seconds"] > 0 for r in report["steps"])
+    assert list(tmp_path.glob("distml-bench-lifecycle-*")) == []  # nothing left behind
     env = lifecycle.environment(Path("/w"), "/the/data", 18123)
     assert env["DISTML_DATA_DIR"] == "/the/data" and env["INVOKE_RUNTIME"] == "local"
     assert env["INVOKE_WORKDIR"] == "/w" and env["INVOKE_HTTP_PORT"] == "18123"
 
 
-def test_a_teardown_that_leaves_the_work_dir_fails_a_good_run(fake_invoke, monkeypatch):
+def test_a_teardown_that_leaves_the_work_dir_fails_a_good_run(fake_invoke, monkeypatch, tmp_path):
     script, _ = fake_invoke
     monkeypatch.setenv("FAKE_INVOKE_KEEP", "1")
     with pytest.raises(lifecycle.LifecycleError, match="left the work dir"):
-        lifecycle.measure(None, "5s", invoke=script, progress=lambda line: None)
+        lifecycle.measure(None, "5s", invoke=script, progress=lambda line: None, under=tmp_path)
 
 
 # --------------------------------------------------------------------------- nox session
