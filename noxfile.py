@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -48,6 +49,20 @@ def _pytest(session: nox.Session, *args: str) -> None:
     session.run(_bin("python"), "-m", "pytest", *args, *session.posargs, env=env, external=True)
 
 
+def _data_dir() -> str:
+    """The Fashion-MNIST files' directory: DISTML_DATA_DIR, else ../shared/data beside the repo."""
+    return os.environ.get("DISTML_DATA_DIR") or str(ROOT.parent / "shared/data/fashion-mnist")
+
+
+def _require_data(session: nox.Session, tier: str) -> str:
+    """Stop ``tier`` unless the Fashion-MNIST files are there; pass their directory on."""
+    data = _data_dir()
+    if not (Path(data) / "train-images-idx3-ubyte.gz").is_file():
+        session.error(f"{tier} needs the Fashion-MNIST files: set DISTML_DATA_DIR (tried {data})")
+    session.env["DISTML_DATA_DIR"] = data
+    return data
+
+
 @nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
     """Ruff lint and format check; hadolint on the Dockerfile; the GitHub workflows."""
@@ -83,10 +98,7 @@ def unit(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False, tags=["slow"])
 def e2e(session: nox.Session) -> None:
     """The whole lifecycle on the local runtime: real workers, server, Locust (minutes)."""
-    data = os.environ.get("DISTML_DATA_DIR") or str(ROOT.parent / "shared/data/fashion-mnist")
-    if not (Path(data) / "train-images-idx3-ubyte.gz").is_file():
-        session.error(f"e2e needs the Fashion-MNIST files: set DISTML_DATA_DIR (tried {data})")
-    session.env["DISTML_DATA_DIR"] = data
+    _require_data(session, "e2e")
     _pytest(session, "tests/e2e", "-v")
 
 
@@ -111,16 +123,37 @@ def image(session: nox.Session) -> None:
     tag = session.run(py, "-m", "runtime.image", "tag", silent=True, external=True)
     session.env["DISTML_IMAGE"] = tag.strip().splitlines()[-1]
     session.env["DISTML_DOCKER"] = docker
-    data = os.environ.get("DISTML_DATA_DIR") or str(ROOT.parent / "shared/data/fashion-mnist")
-    session.env["DISTML_DATA_DIR"] = data
+    session.env["DISTML_DATA_DIR"] = _data_dir()
     _pytest(session, "tests/image", "-v")
 
 
 @nox.session(venv_backend="none", default=False, tags=["bench"])
 def bench(session: nox.Session) -> None:
-    """Accuracy benchmark: all models, 2 workers, real data (tens of minutes)."""
+    """Training scaling, serving and lifecycle benchmarks (about 15 minutes): writes
+    benchmarks/results/bench.{json,md}. ``nox -s bench -- ARGS`` passes ARGS to
+    benchmarks/bench.py (e.g. ``--only training,serving --repeats 5``)."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.serving import BenchError, hey_binary
+
+    try:
+        hey_binary()
+    except BenchError as e:
+        session.error(f"bench: {e}")
+    data = _require_data(session, "bench")
     _shared_env(session)
-    session.run(_bin("python"), "benchmarks/accuracy.py", *session.posargs, external=True)
+    command = shlex.join(
+        ["nox", "-s", "bench", *(["--", *session.posargs] if session.posargs else [])]
+    )
+    session.run(
+        _bin("python"),
+        "benchmarks/bench.py",
+        "--data-dir",
+        data,
+        "--command",
+        command,
+        *session.posargs,
+        external=True,
+    )
 
 
 INTEGRATION_WORKDIR = ROOT / ".distml-integration"
