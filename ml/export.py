@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ml.models import INPUT_SHAPE, NUM_CLASSES
-from ml.preprocess import decode_image
+from ml.preprocess import decode_image, standardize
 
 DEFAULT_SIGNATURE = "serving_default"
 PIXELS_SIGNATURE = "serving_pixels"
@@ -33,7 +33,7 @@ def _serving_module(model: Any) -> Any:
             input_signature=[tf.TensorSpec([None, *INPUT_SHAPE], tf.float32, name=PIXELS_INPUT)]
         )
         def serve_pixels(self, pixels: Any) -> dict[str, Any]:
-            return {OUTPUT: self.model(pixels, training=False)}
+            return {OUTPUT: self.model(standardize(pixels), training=False)}
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=BYTES_INPUT)])
         def serve_bytes(self, image_bytes: Any) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def _serving_module(model: Any) -> Any:
                 image_bytes,
                 fn_output_signature=tf.TensorSpec(INPUT_SHAPE, tf.float32),
             )
-            return {OUTPUT: self.model(pixels, training=False)}
+            return {OUTPUT: self.model(standardize(pixels), training=False)}
 
     return ServingModule(model)
 

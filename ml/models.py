@@ -93,23 +93,49 @@ def check_model_type(name: str) -> str:
 def build_model(
     name: str,
     *,
-    learning_rate: float = 1e-3,
+    learning_rate: float | list[float] = 1e-3,
     bn_momentum: float = 0.99,
     seed: int = 42,
     steps_per_execution: int = 1,
 ) -> Any:
     """Build and compile the named model (Adam, sparse categorical cross-entropy, accuracy).
 
-    Call inside ``strategy.scope()`` for distributed training. ``steps_per_execution``:
-    training steps per call of the compiled step function (``TrainConfig``'s field).
+    Call inside ``strategy.scope()`` for distributed training. ``learning_rate``: one rate,
+    or the rate of every step (``TrainConfig.learning_rates``; the last holds after the
+    end). ``steps_per_execution``: training steps per call of the compiled step function
+    (``TrainConfig``'s field).
     """
     import tf_keras as keras
 
     model = _BUILDERS[check_model_type(name)](keras, seed, bn_momentum)
+    rate = (
+        _table_schedule(keras, learning_rate) if isinstance(learning_rate, list) else learning_rate
+    )
     model.compile(
         steps_per_execution=steps_per_execution,
-        optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
+        optimizer=keras.optimizers.Adam(learning_rate=rate),
         loss=keras.losses.SparseCategoricalCrossentropy(),
         metrics=["accuracy"],
     )
     return model
+
+
+def _table_schedule(keras: Any, rates: list[float]) -> Any:
+    """A learning-rate schedule that looks the optimizer's step up in ``rates``: the rates
+    are computed once in Python (``TrainConfig.learning_rate_at``), so the schedule has one
+    definition, and a restored optimizer (its step count) resumes at the right rate."""
+    import tensorflow as tf
+
+    class TableSchedule(keras.optimizers.schedules.LearningRateSchedule):
+        def __init__(self, rates: list[float]) -> None:
+            self.rates = list(rates)
+
+        def __call__(self, step: Any) -> Any:
+            table = tf.constant(self.rates, tf.float32)
+            index = tf.minimum(tf.cast(step, tf.int32), len(self.rates) - 1)
+            return tf.gather(table, index)
+
+        def get_config(self) -> dict[str, Any]:
+            return {"rates": self.rates}
+
+    return TableSchedule(rates)

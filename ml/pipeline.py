@@ -1,4 +1,5 @@
-"""The input pipeline: cache, shuffle, (repeat), batch, one vectorised map, prefetch.
+"""The input pipeline: cache, shuffle, (repeat), batch, one vectorised map (scale and
+standardise, ``ml.preprocess``), prefetch.
 
 Batching before the map matters: a per-example map here was seen to hang 18-60 s at the
 end of ``fit``. The pipeline is built at the *global* batch size; the strategy splits it
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ml.preprocess import scale
+from ml.preprocess import scale, standardize
 
 
 def make_dataset(
@@ -32,7 +33,7 @@ def make_dataset(
     if training:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(global_batch_size, drop_remainder=True)
-    ds = ds.map(lambda x, y: (scale(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(lambda x, y: (standardize(scale(x)), y), num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

@@ -248,7 +248,7 @@ def train(
     keras.utils.set_random_seed(cfg.seed)
     train_ds, val_ds = _datasets(cfg, volume, cfg.global_batch_size(workers), source_dir)
     with strategy.scope():
-        model = _build(cfg)
+        model = _build(cfg, steps)
 
     state: dict[str, Any] = {}
     callbacks = [
@@ -317,12 +317,12 @@ def _datasets(
     return train_ds, val_ds
 
 
-def _build(cfg: TrainConfig) -> Any:
+def _build(cfg: TrainConfig, steps_per_epoch: int) -> Any:
     from ml.models import build_model
 
     return build_model(
         cfg.model_type,
-        learning_rate=cfg.learning_rate,
+        learning_rate=cfg.learning_rates(steps_per_epoch),
         bn_momentum=cfg.bn_momentum,
         seed=cfg.seed,
         steps_per_execution=cfg.steps_per_execution,
@@ -332,7 +332,7 @@ def _build(cfg: TrainConfig) -> Any:
 def _callbacks(
     keras: Any, cfg: TrainConfig, volume: Path, steps: int, log_every: int, state: dict[str, Any]
 ) -> list[Any]:
-    """Checkpoints, TensorBoard, the LR schedule and the progress lines (filling ``state``)."""
+    """Checkpoints, TensorBoard and the progress lines (filling ``state``)."""
     ckpt_dir = Path(contract.checkpoints_dir(volume, cfg.model_type))
     tb_dir = contract.tensorboard_dir(volume, cfg.model_type)
     return [
@@ -340,7 +340,6 @@ def _callbacks(
             str(ckpt_dir / "weights" / "epoch-{epoch:03d}"), save_weights_only=True
         ),
         keras.callbacks.TensorBoard(log_dir=tb_dir, write_graph=False, profile_batch=0),
-        keras.callbacks.LearningRateScheduler(lambda epoch, lr: cfg.learning_rate_for_epoch(epoch)),
         _progress_callback(keras, cfg, steps, log_every, state),
     ]
 
@@ -377,7 +376,7 @@ def _export_candidate(
 
     # Every worker saves (TF's rule for multi-worker saving); only the chief's copy is kept.
     # The export is a plain (non-distributed) copy of the trained weights.
-    plain = _build(cfg)
+    plain = _build(cfg, 1)  # the optimizer is not exported: any schedule will do
     plain.set_weights(model.get_weights())
     candidates = Path(contract.candidates_dir(volume))
     target = Path(contract.candidate_dir(volume, cfg.model_type))

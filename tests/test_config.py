@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -77,10 +78,27 @@ def test_missing_config_file_is_reported(tmp_path) -> None:
 
 def test_step_schedule_divides_by_ten_then_hundred() -> None:
     cfg = TrainConfig(learning_rate=1e-3, lr_schedule="step")
-    assert [cfg.learning_rate_for_epoch(e) for e in (0, 2, 3, 6, 7)] == pytest.approx(
+    steps = 10  # per epoch
+    assert [cfg.learning_rate_at(e * steps, steps) for e in (0, 2, 3, 6, 7)] == pytest.approx(
         [1e-3, 1e-3, 1e-4, 1e-4, 1e-5]
     )
-    assert TrainConfig(lr_schedule="constant").learning_rate_for_epoch(9) == 1e-3
+    assert TrainConfig(lr_schedule="constant").learning_rate_at(99, steps) == 1e-3
+
+
+def test_cosine_warms_up_from_a_tenth_then_decays_to_zero_at_the_last_step() -> None:
+    cfg = TrainConfig(epochs=3, learning_rate=1e-2, lr_schedule="cosine", warmup_steps=20)
+    rates = cfg.learning_rates(70)
+    assert len(rates) == 210
+    assert rates[0] == pytest.approx(1e-3) and rates[10] == pytest.approx(5.5e-3)
+    assert rates[20] == pytest.approx(1e-2)
+    after_warmup = rates[20:]
+    assert all(a >= b for a, b in itertools.pairwise(after_warmup))  # never rises again
+    assert rates[20 + 95] == pytest.approx(5e-3) and rates[-1] == pytest.approx(0, abs=1e-6)
+
+
+def test_negative_warmup_is_refused() -> None:
+    with pytest.raises(ConfigError, match="warmup_steps must be 0 or more"):
+        TrainConfig(warmup_steps=-1).validate()
 
 
 def test_yaml_round_trip() -> None:

@@ -9,6 +9,7 @@ import tensorflow as tf
 from ml.data import read_idx
 from ml.export import export_model
 from ml.models import build_model
+from ml.preprocess import standardize
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +44,10 @@ def test_signatures_match_the_contract(exported) -> None:
 
 
 def test_png_bytes_and_pixels_give_the_in_memory_outputs(exported, real_test_images) -> None:
+    """Both signatures take [0, 1] pixels (or images) and standardise them as training did."""
     model, loaded = exported
     x = real_test_images[..., None]
-    expected = model(x.astype(np.float32) / 255.0, training=False).numpy()
+    expected = model(standardize(x.astype(np.float32) / 255.0), training=False).numpy()
     assert expected.std(axis=0).max() > 1e-3, "outputs must vary across images"
     pixels = loaded.signatures["serving_pixels"](pixels=tf.constant(x / 255.0, tf.float32))
     np.testing.assert_allclose(pixels["probabilities"].numpy(), expected, atol=1e-6)
@@ -61,7 +63,7 @@ def test_rgb_jpeg_and_other_sizes_are_decoded_to_28x28_gray(exported, real_test_
     rgb_png = [tf.io.encode_png(np.repeat(img, 3, axis=-1)) for img in gray]
     big = [tf.io.encode_png(np.kron(img, np.ones((4, 4, 1), np.uint8))) for img in gray]
     jpeg = [tf.io.encode_jpeg(img, quality=100) for img in gray]
-    expected = model(gray.astype(np.float32) / 255.0, training=False).numpy()
+    expected = model(standardize(gray.astype(np.float32) / 255.0), training=False).numpy()
     for name, batch in {"rgb png": rgb_png, "112x112 png": big, "jpeg": jpeg}.items():
         out = loaded.signatures["serving_default"](image_bytes=tf.stack(batch))
         probs = out["probabilities"].numpy()
