@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _training_report() -> dict:
-    args = argparse.Namespace(model="cnn", global_batch=128, epochs=4, steps=150, repeats=3)
+    args = argparse.Namespace(
+        model="cnn", global_batch=128, epochs=4, steps=150, repeats=3, steps_per_execution=None
+    )
     figures = {1: (9000.0, 8000.0, 9500.0), 2: (5000.0, 5600.0, 4800.0)}
     runs = [
         {"repeat": i, "workers": w, "steady_examples_per_second": eps[i]}
