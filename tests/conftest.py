@@ -15,6 +15,7 @@ import functools
 import http.server
 import os
 import shutil
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +29,19 @@ FASHION_MNIST_FILES = (
     "t10k-images-idx3-ubyte.gz",
     "t10k-labels-idx1-ubyte.gz",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let Ctrl-C reach the processes the tests start, however the suite was started.
+
+    A non-interactive shell starts a background command (``cmd &``) with SIGINT ignored,
+    and an ignored signal stays ignored across exec: every process the Ctrl-C tests start
+    would then ignore their SIGINT and hang them (seen with ``(nohup .ci/run &)``). Python
+    leaves an inherited SIG_IGN alone, so restore its usual handler here; children then
+    start with SIGINT's default action again.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _data_dir() -> tuple[Path, list[str]]:
