@@ -186,12 +186,7 @@ def loader_pod(s: Settings) -> dict[str, Any]:
     spec = _project_pod_spec(s, container, restart_policy="Never")
     # python as PID 1 ignores SIGTERM: do not make `kubectl delete` wait 30 s for nothing.
     spec["terminationGracePeriodSeconds"] = 1
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta(LOADER_POD, s.namespace, "loader"),
-        "spec": spec,
-    }
+    return _pod(meta(LOADER_POD, s.namespace, "loader"), spec)
 
 
 def tensorboard_pod(s: Settings) -> dict[str, Any]:
@@ -212,12 +207,12 @@ def tensorboard_pod(s: Settings) -> dict[str, Any]:
     spec = _project_pod_spec(s, container, restart_policy="Never")
     spec["volumes"] = [_volume(s, read_only=True)]
     spec["terminationGracePeriodSeconds"] = 5
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta(TENSORBOARD_POD, s.namespace, "tensorboard"),
-        "spec": spec,
-    }
+    return _pod(meta(TENSORBOARD_POD, s.namespace, "tensorboard"), spec)
+
+
+def _pod(metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """A bare Pod object (the loader and TensorBoard pods)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def ingest_job(s: Settings, source_dir_in_volume: str | None = None) -> dict[str, Any]:
