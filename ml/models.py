@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -12,70 +13,54 @@ from ml.data import IMAGE_SHAPE, NUM_CLASSES
 INPUT_SHAPE = (*IMAGE_SHAPE, 1)  # one grey channel
 
 
-def _cnn(keras: Any, seed: int, bn_momentum: float) -> Any:
+def _cnn(keras: Any, seed: int, bn_momentum: float) -> list[Any]:
     del bn_momentum
     init = keras.initializers.GlorotUniform
-    return keras.Sequential(
-        [
-            keras.Input(shape=INPUT_SHAPE, name="pixels"),
-            keras.layers.Conv2D(32, 3, activation="relu", kernel_initializer=init(seed)),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.Flatten(),
-            keras.layers.Dense(64, activation="relu", kernel_initializer=init(seed + 1)),
-            keras.layers.Dense(
-                NUM_CLASSES, activation="softmax", kernel_initializer=init(seed + 2)
-            ),
-        ],
-        name="cnn",
-    )
+    return [
+        keras.layers.Conv2D(32, 3, activation="relu", kernel_initializer=init(seed)),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Flatten(),
+        keras.layers.Dense(64, activation="relu", kernel_initializer=init(seed + 1)),
+        keras.layers.Dense(NUM_CLASSES, activation="softmax", kernel_initializer=init(seed + 2)),
+    ]
 
 
-def _cnn_dropout(keras: Any, seed: int, bn_momentum: float) -> Any:
+def _cnn_dropout(keras: Any, seed: int, bn_momentum: float) -> list[Any]:
     del bn_momentum
     init = keras.initializers.GlorotUniform
-    return keras.Sequential(
-        [
-            keras.Input(shape=INPUT_SHAPE, name="pixels"),
-            keras.layers.Conv2D(32, 3, activation="relu", kernel_initializer=init(seed)),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(seed + 1)),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.Dropout(0.5, seed=seed),
-            keras.layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(seed + 2)),
-            keras.layers.Flatten(),
-            keras.layers.Dense(64, activation="relu", kernel_initializer=init(seed + 3)),
-            keras.layers.Dense(
-                NUM_CLASSES, activation="softmax", kernel_initializer=init(seed + 4)
-            ),
-        ],
-        name="cnn_dropout",
-    )
+    return [
+        keras.layers.Conv2D(32, 3, activation="relu", kernel_initializer=init(seed)),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(seed + 1)),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Dropout(0.5, seed=seed),
+        keras.layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(seed + 2)),
+        keras.layers.Flatten(),
+        keras.layers.Dense(64, activation="relu", kernel_initializer=init(seed + 3)),
+        keras.layers.Dense(NUM_CLASSES, activation="softmax", kernel_initializer=init(seed + 4)),
+    ]
 
 
-def _cnn_batchnorm(keras: Any, seed: int, bn_momentum: float) -> Any:
+def _cnn_batchnorm(keras: Any, seed: int, bn_momentum: float) -> list[Any]:
     init = keras.initializers.GlorotUniform
     layers = keras.layers
-    return keras.Sequential(
-        [
-            keras.Input(shape=INPUT_SHAPE, name="pixels"),
-            layers.Conv2D(32, 3, activation="relu", kernel_initializer=init(seed)),
-            layers.BatchNormalization(momentum=bn_momentum),
-            layers.Activation("sigmoid"),
-            layers.MaxPooling2D(2),
-            layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(seed + 1)),
-            layers.BatchNormalization(momentum=bn_momentum),
-            layers.Activation("sigmoid"),
-            layers.MaxPooling2D(2),
-            layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(seed + 2)),
-            layers.Flatten(),
-            layers.Dense(64, activation="relu", kernel_initializer=init(seed + 3)),
-            layers.Dense(NUM_CLASSES, activation="softmax", kernel_initializer=init(seed + 4)),
-        ],
-        name="cnn_batchnorm",
-    )
+    return [
+        layers.Conv2D(32, 3, activation="relu", kernel_initializer=init(seed)),
+        layers.BatchNormalization(momentum=bn_momentum),
+        layers.Activation("sigmoid"),
+        layers.MaxPooling2D(2),
+        layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(seed + 1)),
+        layers.BatchNormalization(momentum=bn_momentum),
+        layers.Activation("sigmoid"),
+        layers.MaxPooling2D(2),
+        layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(seed + 2)),
+        layers.Flatten(),
+        layers.Dense(64, activation="relu", kernel_initializer=init(seed + 3)),
+        layers.Dense(NUM_CLASSES, activation="softmax", kernel_initializer=init(seed + 4)),
+    ]
 
 
-_BUILDERS: dict[str, Callable[[Any, int, float], Any]] = {
+_BUILDERS: dict[str, Callable[[Any, int, float], list[Any]]] = {
     "cnn": _cnn,
     "cnn_dropout": _cnn_dropout,
     "cnn_batchnorm": _cnn_batchnorm,
@@ -107,7 +92,10 @@ def build_model(
     """
     import tf_keras as keras
 
-    model = _BUILDERS[check_model_type(name)](keras, seed, bn_momentum)
+    layers = _BUILDERS[check_model_type(name)](keras, seed, bn_momentum)
+    model = _quiet_sequential(keras)(
+        [keras.Input(shape=INPUT_SHAPE, name="pixels"), *layers], name=name
+    )
     rate = (
         _table_schedule(keras, learning_rate) if isinstance(learning_rate, list) else learning_rate
     )
@@ -118,6 +106,40 @@ def build_model(
         metrics=["accuracy"],
     )
     return model
+
+
+@functools.cache
+def _quiet_sequential(keras: Any) -> Any:
+    """``keras.Sequential`` whose training step updates the metrics but does not read them.
+
+    Keras's own step reads every metric after every step: under MultiWorkerMirroredStrategy
+    each read is an all-reduce, six per step for the loss and accuracy, each about 1 ms of
+    waiting on this machine (a TF profile of a 2-worker step; benchmarks/results/
+    scaling-attempts.md). The step returns this replica's loss only; ``ml.train`` reads the
+    metrics (``read_metrics``) where it reports them: at progress lines and epoch ends.
+    """
+    import tensorflow as tf
+
+    class QuietSequential(keras.Sequential):
+        def train_step(self, data: Any) -> dict[str, Any]:
+            x, y = data
+            with tf.GradientTape() as tape:
+                predictions = self(x, training=True)
+                loss = self.compute_loss(x, y, predictions)  # also updates the loss metric
+            self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
+            self.compiled_metrics.update_state(y, predictions)
+            return {"loss": loss}
+
+    return QuietSequential
+
+
+def read_metrics(model: Any) -> dict[str, float]:
+    """The model's metrics (the loss and accuracy since the epoch began, over all workers).
+
+    Under MultiWorkerMirroredStrategy each read is a collective: call it on every worker at
+    the same point of training (callbacks do).
+    """
+    return {metric.name: float(metric.result()) for metric in model.metrics}
 
 
 def _table_schedule(keras: Any, rates: list[float]) -> Any:

@@ -118,6 +118,8 @@ def _emit(kind: str, **fields: Any) -> None:
 def _progress_callback(
     keras: Any, cfg: TrainConfig, steps: int, log_every: int, state: dict[str, Any]
 ) -> Any:
+    from ml.models import read_metrics
+
     class Progress(keras.callbacks.Callback):
         """Machine-readable progress lines and the learning-rate print."""
 
@@ -127,6 +129,7 @@ def _progress_callback(
                 state["first_epoch"] = epoch
             self._epoch = epoch
             self._clock = _StepClock()
+            self._means: dict[str, float] = {}
             lr = float(keras.backend.get_value(self.model.optimizer.learning_rate))
             print(f"epoch {epoch + 1}/{cfg.epochs}: learning rate {lr:.6g}", flush=True)
 
@@ -136,29 +139,30 @@ def _progress_callback(
             self._call_first = batch
             if "first_step" not in state:  # a restored backup starts past step 0
                 state["first_step"] = batch
-                if self._epoch > 0 or batch > 0:
-                    print(
-                        f"resuming from backup at epoch {self._epoch + 1}/{cfg.epochs}, "
-                        f"after step {batch}/{steps}",
-                        flush=True,
-                    )
-                    _emit("resumed", epoch=self._epoch, step=batch)
+                _announce_resume(cfg, self._epoch, batch, steps)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             batch = int(batch)  # the call's last step
             self._clock.end(batch)
             step = batch + 1
             if crossed(self._call_first, batch, log_every) or step == steps:
+                # Read here, on every worker alike (a collective), not by every step.
+                self._means = read_metrics(self.model)
                 _emit(
                     "step",
                     epoch=self._epoch,
                     epochs=cfg.epochs,
                     step=step,
                     steps=steps,
-                    loss=float((logs or {}).get("loss", float("nan"))),
+                    loss=self._means.get("loss", float("nan")),
                 )
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            # The epoch's training figures as read after its last step (validation, which
+            # ran since, resets the metrics); in place, so the callbacks after this one
+            # (TensorBoard, checkpoints) see them too.
+            if logs is not None:
+                logs.update(self._means)
             lr = float(keras.backend.get_value(self.model.optimizer.learning_rate))
             row = {
                 "epoch": epoch + 1,
@@ -171,6 +175,16 @@ def _progress_callback(
             _emit("epoch", **row, epochs=cfg.epochs)
 
     return Progress()
+
+
+def _announce_resume(cfg: TrainConfig, epoch: int, step: int, steps: int) -> None:
+    """Say so when the first step of this run is not the job's first (a restored backup)."""
+    if epoch > 0 or step > 0:
+        print(
+            f"resuming from backup at epoch {epoch + 1}/{cfg.epochs}, after step {step}/{steps}",
+            flush=True,
+        )
+        _emit("resumed", epoch=epoch, step=step)
 
 
 class _StepClock:
@@ -332,15 +346,15 @@ def _build(cfg: TrainConfig, steps_per_epoch: int) -> Any:
 def _callbacks(
     keras: Any, cfg: TrainConfig, volume: Path, steps: int, log_every: int, state: dict[str, Any]
 ) -> list[Any]:
-    """Checkpoints, TensorBoard and the progress lines (filling ``state``)."""
+    """The progress lines (filling ``state`` and the epoch's logs), checkpoints, TensorBoard."""
     ckpt_dir = Path(contract.checkpoints_dir(volume, cfg.model_type))
     tb_dir = contract.tensorboard_dir(volume, cfg.model_type)
     return [
+        _progress_callback(keras, cfg, steps, log_every, state),  # first: it fills the logs
         keras.callbacks.ModelCheckpoint(
             str(ckpt_dir / "weights" / "epoch-{epoch:03d}"), save_weights_only=True
         ),
         keras.callbacks.TensorBoard(log_dir=tb_dir, write_graph=False, profile_batch=0),
-        _progress_callback(keras, cfg, steps, log_every, state),
     ]
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from ml.config import ConfigError
 from ml.contract import MODEL_TYPES
-from ml.models import build_model, check_model_type
+from ml.models import build_model, check_model_type, read_metrics
 
 # Hand-computed from the layer lists in ARCHITECTURE.md (weights + biases; BatchNorm has
 # 4 x channels, 2 x channels of them trainable).
@@ -61,3 +61,26 @@ def test_a_few_steps_lower_the_loss_and_never_nan(name: str) -> None:
     assert np.all(np.isfinite(losses)) and np.isfinite(after)
     assert losses[-1] < losses[0]
     assert after < before
+
+
+@pytest.mark.parametrize("name", ["cnn", "cnn_batchnorm"])
+def test_the_quiet_training_step_learns_and_reports_exactly_what_keras_does(name: str) -> None:
+    """build_model's step leaves reading the metrics to the caller; the weights it learns
+    and the epoch's loss and accuracy read afterwards equal Keras's own step's."""
+    import tf_keras as keras
+
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, size=(192, 28, 28, 1)).astype(np.float32)
+    y = rng.integers(0, 10, size=192)
+    quiet = build_model(name, learning_rate=1e-3, bn_momentum=0.9, seed=5)
+    usual = build_model(name, learning_rate=1e-3, bn_momentum=0.9, seed=5)
+    usual.train_step = keras.Sequential.train_step.__get__(usual)  # Keras's own step
+    quiet_logs = quiet.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False).history
+    usual_logs = usual.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False).history
+    for mine, theirs in zip(quiet.get_weights(), usual.get_weights(), strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)
+    assert set(quiet_logs) == {"loss"}  # one replica's last loss: not a figure to report
+    read = read_metrics(quiet)
+    assert read == pytest.approx(
+        {"loss": usual_logs["loss"][0], "accuracy": usual_logs["accuracy"][0]}, rel=1e-5
+    )

@@ -108,6 +108,14 @@ def test_two_worker_job_finishes_and_leaves_exactly_one_saved_model(tmp_path, sh
     # Both workers logged the same global steps and the chief says it is the chief.
     done = [e for o in outputs for e in events(o) if e["event"] == "done"]
     assert sorted(e["chief"] for e in done) == [False, True]
+    # The epochs' training figures are the job's (read across both workers), not a
+    # worker's own: both print the same ones, and metrics.json holds them.
+    epochs = [
+        [(e["loss"], e["accuracy"]) for e in events(o) if e["event"] == "epoch"] for o in outputs
+    ]
+    assert epochs[0] == epochs[1] and len(epochs[0]) == 2
+    assert [(row["loss"], row["accuracy"]) for row in metrics["history"]] == epochs[0]
+    assert all(0 < accuracy <= 1 for _, accuracy in epochs[0])
 
 
 @pytest.mark.slow
