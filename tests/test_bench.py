@@ -251,3 +251,41 @@ def test_the_bench_session_stops_when_the_data_is_missing(tmp_path, monkeypatch)
     with pytest.raises(_Stop, match="bench needs the Fashion-MNIST files: set DISTML_DATA_DIR"):
         _noxfile().bench(session)
     assert session.ran == []
+
+
+def test_accuracy_report_names_the_model_selection_would_pick_per_seed():
+    from benchmarks import accuracy
+
+    def row(profile, model, figures):
+        runs = [
+            {
+                "seed": s,
+                "val_accuracy": v,
+                "test_accuracy": t,
+                "wall_seconds": 1.0,
+                "train_examples_per_second": 1.0,
+            }
+            for s, (v, t) in enumerate(figures, start=1)
+        ]
+        return accuracy.summarise(profile, model, runs, 128)
+
+    results = [
+        row("full", "cnn", [(0.90, 0.95), (0.93, 0.92)]),  # seed 1: best test, worse val
+        row("full", "cnn_dropout", [(0.92, 0.91), (0.91, 0.90)]),
+        row("quick", "cnn", [(0.88, 0.87)]),
+    ]
+    picks = accuracy.selected(results)
+    assert picks == {
+        "full": [(1, "cnn_dropout", 0.91), (2, "cnn", 0.92)],  # chosen on validation
+        "quick": [(1, "cnn", 0.87)],
+    }
+    text = accuracy.markdown(
+        {
+            "workers": 2,
+            "machine": {"cpus": 2},
+            "date": "d",
+            "pipeline_examples_per_second": 1,
+            "results": results,
+        }
+    )
+    assert "Selected on validation, `full`: test accuracy 91.50% (mean of 2 seeds;" in text
