@@ -134,9 +134,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def merge(reports: list[dict]) -> dict:
     """One report of earlier runs' results (e.g. a quick and a full run)."""
-    for rep in reports:  # each row keeps the pipeline figure measured in its own run
+    for rep in reports:  # each row keeps its own run's pipeline figure and job shape
         for r in rep["results"]:
             r.setdefault("pipeline_examples_per_second", rep["pipeline_examples_per_second"])
+            r.setdefault("workers", rep["workers"])
+            r.setdefault("global_batch", 64 * rep["workers"])  # before --batch-size-per-replica
     merged = {
         **reports[0],
         "results": [r for rep in reports for r in rep["results"]],
@@ -165,7 +167,7 @@ def measure(args: argparse.Namespace, out: Path) -> dict:
                 run_scored(volume, model, profile, s, job, logs, splits)
                 for s in range(1, args.seeds + 1)
             ]
-            results.append(summarise(profile, model, runs, job.global_batch(profile)))
+            results.append(summarise(profile, model, runs, job))
     pipe = pipeline_throughput(volume, job.global_batch(args.profiles.split(",")[0]))
     return {
         "workers": args.workers,
@@ -206,7 +208,7 @@ def run_scored(
     }
 
 
-def summarise(profile: str, model: str, runs: list[dict], global_batch: int) -> dict:
+def summarise(profile: str, model: str, runs: list[dict], job: JobShape) -> dict:
     """A model's row: each split's accuracy mean and spread over seeds, speed, and the
     resolved config."""
     cfg = resolve(profile, overrides={"model_type": model})
@@ -220,7 +222,8 @@ def summarise(profile: str, model: str, runs: list[dict], global_batch: int) -> 
         "model": model,
         "runs": runs,
         **figures,
-        "global_batch": global_batch,
+        "workers": job.workers,
+        "global_batch": job.global_batch(profile),
         "wall_seconds_mean": statistics.mean(r["wall_seconds"] for r in runs),
         "train_examples_per_second": statistics.mean(r["train_examples_per_second"] for r in runs),
         "config": {k: v for k, v in cfg.to_dict().items() if k != "extra"},
@@ -229,20 +232,23 @@ def summarise(profile: str, model: str, runs: list[dict], global_batch: int) -> 
 
 def markdown(report: dict) -> str:
     lines = [
-        f"{report['workers']} workers on one {report['machine']['cpus']}-core machine, "
-        f"real Fashion-MNIST, {report['date']}. Validation: 5,039 images held out of the "
+        f"One {report['machine']['cpus']}-core machine, real Fashion-MNIST, "
+        f"{report['date']}. Validation: 5,039 images held out of the "
         "training file (ml.select chooses on it); test: the 10,000-image test split (reported "
         "only, never chosen on).",
         "",
-        "| profile | model | validation accuracy (mean) | test accuracy (mean) "
-        "| test spread (max-min) | seeds | wall s (mean) | train ex/s | pipeline-only ex/s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| profile | model | workers x batch | validation accuracy (mean) | test accuracy "
+        "(mean) | test spread (max-min) | seeds | wall s (mean) | train ex/s "
+        "| pipeline-only ex/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
         spread = f"{r['test_accuracy_spread']:.2%}" if len(r["runs"]) > 1 else "-"
         run_pipe = r.get("pipeline_examples_per_second", report.get("pipeline_examples_per_second"))
+        workers = r.get("workers", report["workers"])
+        shape = f"{workers} x {r.get('global_batch', 64 * workers) // workers}"
         lines.append(
-            f"| {r['profile']} | {r['model']} | {r['val_accuracy_mean']:.2%} | "
+            f"| {r['profile']} | {r['model']} | {shape} | {r['val_accuracy_mean']:.2%} | "
             f"{r['test_accuracy_mean']:.2%} | {spread} | {len(r['runs'])} | "
             f"{r['wall_seconds_mean']:.0f} | {r['train_examples_per_second']:.0f} | {run_pipe} |"
         )

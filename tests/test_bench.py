@@ -267,7 +267,7 @@ def test_accuracy_report_names_the_model_selection_would_pick_per_seed():
             }
             for s, (v, t) in enumerate(figures, start=1)
         ]
-        return accuracy.summarise(profile, model, runs, 128)
+        return accuracy.summarise(profile, model, runs, accuracy.JobShape(1, 128))
 
     results = [
         row("full", "cnn", [(0.90, 0.95), (0.93, 0.92)]),  # seed 1: best test, worse val
@@ -289,3 +289,4 @@ def test_accuracy_report_names_the_model_selection_would_pick_per_seed():
         }
     )
     assert "Selected on validation, `full`: test accuracy 91.50% (mean of 2 seeds;" in text
+    assert "| full | cnn | 1 x 128 | 91.50% | 93.50% | 3.00% | 2 |" in text
