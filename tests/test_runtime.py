@@ -236,7 +236,11 @@ def test_workers_that_saved_on_sigterm_resume_without_spending_a_restart(tmp_pat
         "import json, os, pathlib, sys\n"
         f"p = pathlib.Path({str(tmp_path)!r}) / ('w' + os.environ['TF_CONFIG'][-3:-2])\n"
         "n = int(p.read_text()) if p.exists() else 0\n"
-        "p.write_text(str(n + 1))\n"
+        # Atomically: the runner's SIGTERM to a peer can land mid-write, and a truncated
+        # count would read as '' next time (seen once in CI as a failed job).
+        "tmp = p.with_suffix('.tmp')\n"
+        "tmp.write_text(str(n + 1))\n"
+        "os.replace(tmp, p)\n"
         f"sys.exit({PREEMPTED_EXIT} if n < 2 else 0)\n"  # both workers, twice
     )
     (job,), _ = run_jobs(tmp_path, script, max_restarts=0)
