@@ -138,7 +138,8 @@ def merge(reports: list[dict]) -> dict:
         for r in rep["results"]:
             r.setdefault("pipeline_examples_per_second", rep["pipeline_examples_per_second"])
             r.setdefault("workers", rep["workers"])
-            r.setdefault("global_batch", 64 * rep["workers"])  # before --batch-size-per-replica
+            # Rows from before --batch-size-per-replica ran at the profile's batch.
+            r.setdefault("global_batch", JobShape(rep["workers"], None).global_batch(r["profile"]))
     merged = {
         **reports[0],
         "results": [r for rep in reports for r in rep["results"]],
@@ -245,8 +246,7 @@ def markdown(report: dict) -> str:
     for r in report["results"]:
         spread = f"{r['test_accuracy_spread']:.2%}" if len(r["runs"]) > 1 else "-"
         run_pipe = r.get("pipeline_examples_per_second", report.get("pipeline_examples_per_second"))
-        workers = r.get("workers", report["workers"])
-        shape = f"{workers} x {r.get('global_batch', 64 * workers) // workers}"
+        shape = f"{r['workers']} x {r['global_batch'] // r['workers']}"
         lines.append(
             f"| {r['profile']} | {r['model']} | {shape} | {r['val_accuracy_mean']:.2%} | "
             f"{r['test_accuracy_mean']:.2%} | {spread} | {len(r['runs'])} | "
