@@ -42,7 +42,14 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True if a server could listen on ``host:port`` now.
+
+    The probe binds as servers do (uvicorn, TensorBoard: ``SO_REUSEADDR``), so connections
+    a stopped or killed server left in TIME_WAIT, which block a plain bind for up to a
+    minute but not a server's, do not count; a socket still listening does.
+    """
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -73,6 +80,22 @@ def is_alive(pid: int, must_contain: str = "") -> bool:
     except psutil.AccessDenied:
         pass
     return must_contain in cmdline(pid) if must_contain else True
+
+
+def started_at(pid: int) -> float | None:
+    """When ``pid`` started (seconds since the epoch, as psutil reports it); None if gone."""
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError):
+        return None
+
+
+def is_ours(pid: int, must_contain: str, started: float | None) -> bool:
+    """:func:`is_alive`, and, when the start time we recorded is known, started then: a pid
+    the system recycled for another process (another work dir's server, say) is not ours."""
+    if not is_alive(pid, must_contain):
+        return False
+    return started is None or started_at(pid) == started
 
 
 def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
@@ -125,8 +148,13 @@ def _still_alive(pids: list[int]) -> list[int]:
     return [pid for pid in pids if is_alive(pid)]
 
 
-def stop_pid(pid: int, must_contain: str, grace: float = 10.0) -> bool:
-    """Stop a detached process (and its group) we started earlier; False if not running."""
+def stop_pid(
+    pid: int, must_contain: str, grace: float = 10.0, started: float | None = None
+) -> bool:
+    """Stop a detached process (and its group) we started earlier (at ``started``, when
+    recorded); False if it is not running, or the pid now belongs to another process."""
+    if not is_ours(pid, must_contain, started):
+        return False
     return bool(stop_pids([pid], must_contain, grace))
 
 
