@@ -16,12 +16,20 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
     V/serving/<service>/<version>/publish.json   what was published, why, and what made it
     V/reports/selection.json             the selection report           (ml.select)
     V/reports/serving-<service>.json     the serving version's publish.json (ml.select)
+    V/serving/.<service>.publish.lock    held by ml.select while it selects and publishes
+    V/serving/.<service>.deploy.lock     held by a local `invoke deploy`/`rollback`, start to end
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Mapping
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
@@ -79,6 +87,21 @@ PROGRESS_PREFIX = "DISTML_PROGRESS "
 
 AnyPath = str | Path | PurePosixPath
 
+# A service name becomes a directory under V/serving/, a URL path segment and, on a
+# cluster, an InferenceService and Service name: a DNS-1035 label satisfies all three.
+SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def check_service(name: str) -> str:
+    """``name`` if it is a valid service name, else ValueError saying what one looks like."""
+    if not SERVICE_NAME.fullmatch(name or ""):
+        raise ValueError(
+            f"service name {name!r} is not valid: use at most 63 lowercase letters, digits "
+            "and '-', starting with a letter and ending with a letter or digit (a DNS "
+            f"label, e.g. {DEFAULT_SERVICE})"
+        )
+    return name
+
 
 # --------------------------------------------------------------------------- volume layout
 
@@ -129,6 +152,73 @@ def serving_record(volume: AnyPath, service: str) -> str:
     """A copy of the serving version's ``publish.json`` (written on publish and rollback),
     at a fixed path so ``invoke status`` can read it without listing the versions."""
     return _p(volume, "reports", f"serving-{service}.json")
+
+
+PUBLISH_LOCK = ".publish.lock"
+DEPLOY_LOCK = ".deploy.lock"
+
+
+def lock_path(volume: AnyPath, service: str, name: str) -> str:
+    """A service's lock file (``PUBLISH_LOCK`` or ``DEPLOY_LOCK``), hidden beside its
+    directory: the directory itself stays pure TF Serving layout."""
+    return _p(volume, "serving", f".{service}{name}")
+
+
+class LockHeld(Exception):
+    """Another process held a volume lock for the whole wait; ``holder`` says which."""
+
+    def __init__(self, path: AnyPath, holder: str, waited: float) -> None:
+        super().__init__(f"{path} is held by {holder} (waited {waited:.0f} s)")
+        self.path, self.holder, self.waited = str(path), holder, waited
+
+
+@contextmanager
+def volume_lock(
+    path: AnyPath, what: str, *, wait_s: float, on_wait: Callable[[str], None]
+) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (an flock, created if missing) for the block.
+
+    When another process holds it, ``on_wait(who)`` is called once and the lock is tried
+    every 0.2 s for ``wait_s`` seconds, then :class:`LockHeld`. The kernel releases the lock
+    when its holder exits, however it exits (``kill -9`` included): no stale lock to clear.
+    The holder writes ``what``, its pid and host into the file, for the waiters' message.
+    """
+    Path(str(path)).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _acquire(fd, path, wait_s, on_wait)
+        holder = f"{what} (pid {os.getpid()} on {socket.gethostname()}, since "
+        holder += time.strftime("%H:%M:%S") + ")"
+        try:  # who holds it is for messages only: a full disk must not stop the lock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, holder.encode(), 0)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)
+
+
+def _acquire(fd: int, path: AnyPath, wait_s: float, on_wait: Callable[[str], None]) -> None:
+    started = time.monotonic()
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        try:
+            holder = Path(str(path)).read_text().strip() or "another process"
+        except OSError:
+            holder = "another process"
+        waited = time.monotonic() - started
+        if waited >= wait_s:
+            raise LockHeld(path, holder, waited)
+        if not told:
+            on_wait(holder)
+            told = True
+        time.sleep(0.2)
 
 
 def _p(volume: AnyPath, *parts: str) -> str:

@@ -12,15 +12,21 @@ winner and the reason go to ``V/reports/selection.json``; the published version'
 ``publish.json`` holds its lineage (``contract.LINEAGE_FIELDS``) and
 ``V/reports/serving-S.json`` a copy of the serving version's record (for ``invoke status``).
 Publishing copies to a hidden temporary directory beside the target and renames it, so a
-server polling the directory never sees half a model.
+server polling the directory never sees half a model. A selection or rollback holds the
+volume's publish lock (``contract.PUBLISH_LOCK``) from start to end, so two at once take
+turns and never pick the same "latest + 1"; a publish killed mid-copy leaves a hidden
+``.publish-*`` directory, which the next publish removes.
 
 Exit codes: 0 published or kept the better serving version; 1 nothing usable or below
-``--min-accuracy`` (what was serving stays serving); 2 bad arguments or no data.
+``--min-accuracy`` (what was serving stays serving); 2 bad arguments or no data; 3 another
+selection held the publish lock for all of ``--lock-wait`` seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import shutil
@@ -39,6 +45,9 @@ from ml.evaluate import CandidateError, evaluate_saved_model, load_split_arrays
 SELECTED_ON = "validation"  # the split every choice here is made on
 REPORTED_ON = "test"  # scored once per candidate after the choice, for the report only
 UNKNOWN_CODE_VERSION = "unknown (ml.select ran without --code-version)"
+STAGING_PREFIX = ".publish-"  # a publish's hidden copy, renamed into place when complete
+LOCK_WAIT_S = 600.0
+LOCKED_EXIT = 3
 
 
 def serving_versions(serving_dir: Path) -> list[int]:
@@ -51,21 +60,27 @@ def serving_versions(serving_dir: Path) -> list[int]:
 def _write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: the old file stays, no temp file is left
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def publish(source: Path, serving_dir: Path, record: dict[str, Any]) -> int:
     """Copy ``source`` to ``serving_dir/<latest + 1>`` atomically; return the new version."""
     serving_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_copies(serving_dir)
     versions = serving_versions(serving_dir)
     version = (versions[-1] + 1) if versions else 1
-    tmp = Path(tempfile.mkdtemp(prefix=f".publish-{version}-", dir=serving_dir))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{version}-", dir=serving_dir))
     try:
         staged = tmp / "model"
-        shutil.copytree(source, staged, ignore=shutil.ignore_patterns(PUBLISH_FILE))
+        _copy(source, staged)
         record = {
             **record,
             "version": version,
@@ -77,6 +92,24 @@ def publish(source: Path, serving_dir: Path, record: dict[str, Any]) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return version
+
+
+def _copy(source: Path, target: Path) -> None:
+    """``copytree`` that fails as the first file failed (an ``OSError`` with its errno, so a
+    full disk reads as one), not as shutil's list of every file's error."""
+    try:
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns(PUBLISH_FILE))
+    except shutil.Error as e:
+        src, dst, why = e.args[0][0]
+        code = errno.ENOSPC if f"[Errno {errno.ENOSPC}]" in why else errno.EIO
+        raise OSError(code, f"{os.strerror(code)}: copying {src}: {why}", dst) from None
+
+
+def _remove_stale_copies(serving_dir: Path) -> None:
+    """Remove the hidden copies of publishes that were killed mid-copy. Called under the
+    publish lock, so no copy here belongs to a publish still running."""
+    for stale in serving_dir.glob(f"{STAGING_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _read_publish_record(version_dir: Path) -> dict[str, Any]:
@@ -114,7 +147,7 @@ def rollback(volume: Path, service: str) -> tuple[int, int]:
     record_path = serving_dir / str(new) / PUBLISH_FILE
     record = json.loads(record_path.read_text())
     record["previous"] = restored.get("previous")
-    record_path.write_text(json.dumps(record, indent=2) + "\n")
+    _write_json_atomic(record_path, record)
     _write_serving_record(volume, service, serving_dir / str(new))
     return previous, new
 
@@ -323,7 +356,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--volume", required=True, help="volume root (the PVC mount)")
     p.add_argument(
-        "--service", default=DEFAULT_SERVICE, help="service (model) name to publish under"
+        "--service",
+        type=_service,
+        default=DEFAULT_SERVICE,
+        help="service (model) name to publish under (a DNS label)",
     )
     p.add_argument(
         "--min-accuracy",
@@ -348,7 +384,20 @@ def build_parser() -> argparse.ArgumentParser:
         "tag (the content hash of its build context; locally, the tag this code builds to)",
     )
     p.add_argument("--source-dir", help="raw Fashion-MNIST files, when V/datasets/ is not ready")
+    p.add_argument(
+        "--lock-wait",
+        type=float,
+        default=LOCK_WAIT_S,
+        help="seconds to wait while another selection or rollback holds the publish lock",
+    )
     return p
+
+
+def _service(text: str) -> str:
+    try:
+        return contract.check_service(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,6 +406,35 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.min_accuracy <= 1.0:
         p.error(f"--min-accuracy must be between 0 and 1 (a fraction), got {args.min_accuracy}")
     volume = Path(args.volume)
+    lock = contract.lock_path(volume, args.service, contract.PUBLISH_LOCK)
+    try:
+        with contract.volume_lock(lock, "ml.select", wait_s=args.lock_wait, on_wait=_say_waiting):
+            return _run(volume, args)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(
+            f"error: the volume is full ({os.strerror(e.errno)}, writing {e.filename}); "
+            f"nothing was published and what serves stays serving. Free space on {volume} "
+            "and run the selection again",
+            file=sys.stderr,
+        )
+        return 1
+    except contract.LockHeld as e:
+        print(
+            f"error: another selection or rollback still holds {e.path} after {e.waited:.0f} "
+            f"s: {e.holder}; let it finish, or stop it, then run this again",
+            file=sys.stderr,
+        )
+        return LOCKED_EXIT
+
+
+def _say_waiting(holder: str) -> None:
+    print(f"waiting for the publish lock: {holder} is selecting or publishing", flush=True)
+
+
+def _run(volume: Path, args: argparse.Namespace) -> int:
+    """Roll back, or select and maybe publish (under the publish lock)."""
     if args.rollback:
         restored, new = rollback(volume, args.service)
         print(f"rolled back: version {restored} republished as version {new}")

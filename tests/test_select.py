@@ -175,19 +175,41 @@ def test_no_candidates_at_all_fails_with_a_hint(volume):
     assert "run training first" in report(volume)["reason"]
 
 
-def test_a_failed_copy_publishes_nothing(volume, saved_models, monkeypatch):
+def test_a_full_volume_publishes_nothing_and_says_so_in_one_line(
+    volume, saved_models, monkeypatch, capsys
+):
     add_candidate(volume, "cnn", saved_models["good"])
 
-    def broken_copy(src, dst, **kwargs):
+    def broken_copy(src, dst, **kwargs):  # as shutil.copytree reports a file it could not copy
         Path(dst).mkdir(parents=True)
         (Path(dst) / "saved_model.pb").write_bytes(b"half")
-        raise OSError(28, "No space left on device")
+        raise shutil.Error([(str(src), str(dst), "[Errno 28] No space left on device")])
 
     monkeypatch.setattr(sel.shutil, "copytree", broken_copy)
-    with pytest.raises(OSError):
-        run(volume)
+    assert run(volume) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error: the volume is full (No space left on device" in err
+    assert "nothing was published" in err and "Traceback" not in err
     served = volume / "serving" / "tf-mnist"
     assert list(served.iterdir()) == [], "neither a version nor a temporary dir may remain"
+
+
+def test_the_next_publish_removes_the_copies_of_killed_publishes(volume, saved_models):
+    add_candidate(volume, "cnn", saved_models["good"])
+    served = volume / "serving" / "tf-mnist"
+    stale = served / ".publish-1-killed" / "model"  # what a SIGKILL mid-copy leaves
+    stale.mkdir(parents=True)
+    (stale / "saved_model.pb").write_bytes(b"half")
+    assert run(volume) == 0
+    assert sorted(p.name for p in served.iterdir()) == ["1"]
+
+
+def test_a_bad_service_name_is_refused_before_any_path_is_built(volume, capsys):
+    with pytest.raises(SystemExit) as e:
+        sel.main(["--volume", str(volume), "--service", "../../../x"])
+    assert e.value.code == 2
+    assert "service name '../../../x' is not valid" in capsys.readouterr().err
+    assert not (volume / "serving").exists()
 
 
 def test_rollback_walks_back_the_history(volume, saved_models, capsys):

@@ -4,15 +4,18 @@ and the Locust load test against it. Functions of the ``LocalRuntime`` they serv
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Failed, Pending, poll
 from ml import contract
 from runtime.image import code_version
-from runtime.procs import REPO, is_alive, port_is_free, stop_group, tail
+from runtime.procs import REPO, is_ours, port_is_free, started_at, stop_group, tail
 from runtime.requests import DeployRequest, LoadtestRequest
 from runtime.tables import ms, table
 
@@ -23,6 +26,8 @@ SERVER_TAG = "ml.serve"
 READY_TIMEOUT_S = 180.0
 ROLLBACK_TIMEOUT_S = 120.0
 CHECK_EVERY_S = 0.25
+#: How long a deploy or rollback waits while another one holds the volume's deploy lock.
+LOCK_WAIT_S = 900.0
 
 
 def write_sample(rt: LocalRuntime, source_dir: str | None = None) -> Path:
@@ -34,9 +39,41 @@ def write_sample(rt: LocalRuntime, source_dir: str | None = None) -> Path:
 
 def running_server(rt: LocalRuntime) -> dict[str, Any] | None:
     server = rt.wd.load_state().get("server")
-    if server and is_alive(server.get("pid", 0), SERVER_TAG):
+    if server and is_ours(server.get("pid", 0), SERVER_TAG, server.get("started")):
         return server
     return None
+
+
+@contextmanager
+def deploy_lock(rt: LocalRuntime, what: str) -> Iterator[None]:
+    """Hold the volume's deploy lock for a whole deploy or rollback (none on a dry run):
+    two at once take turns instead of publishing, starting servers and reading the
+    selection report over each other."""
+    if rt.ex.dry:
+        yield
+        return
+    path = contract.lock_path(rt.wd.volume, rt.service, contract.DEPLOY_LOCK)
+
+    def waiting(holder: str) -> None:
+        rt.out(f"waiting for {holder} to finish first (it holds {path}; Ctrl-C to stop)")
+
+    try:
+        with contract.volume_lock(path, what, wait_s=LOCK_WAIT_S, on_wait=waiting):
+            yield
+    except contract.LockHeld as e:
+        raise rt.error(
+            f"{e.holder} still holds {e.path} after {e.waited:.0f} s; let it finish, "
+            "or stop it, then run this again"
+        ) from e
+
+
+def check_port(rt: LocalRuntime, http_port: int) -> None:
+    """Refuse a port something listens on, before anything is published."""
+    if not rt.ex.dry and not port_is_free(http_port):
+        raise rt.error(
+            f"port {http_port} on 127.0.0.1 is in use; pass --http-port PORT "
+            "or stop what listens there"
+        )
 
 
 def versions(rt: LocalRuntime) -> list[int]:
@@ -66,11 +103,7 @@ def _ready(url: str) -> bool:
 def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> dict[str, Any] | None:
     """Start ``ml.serve`` on 127.0.0.1:``http_port``; return once it answers ready (None
     on a dry run). A server that never gets ready, or a Ctrl-C meanwhile, is stopped."""
-    if not rt.ex.dry and not port_is_free(http_port):
-        raise rt.error(
-            f"port {http_port} on 127.0.0.1 is in use; pass --http-port PORT "
-            "or stop what listens there"
-        )
+    check_port(rt, http_port)
     log_path = rt.wd.logs / "serve.log"
     cmd = contract.serve(
         rt.serving_dir, rt.service, host="127.0.0.1", http_port=http_port, python=rt.python
@@ -80,6 +113,7 @@ def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> dict
         return None
     url = f"http://127.0.0.1:{http_port}"
     server = {"pid": proc.pid, "port": http_port, "url": url, "log": str(log_path)}
+    server["started"] = started_at(proc.pid)  # tells our server from a recycled pid
     rt.wd.update_state(server=server)
     ready_url = f"{url}/v1/models/{rt.service}"
 
@@ -112,7 +146,9 @@ def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> dict
 def wait_for_version(
     rt: LocalRuntime, server: dict[str, Any], version: int, timeout: float
 ) -> dict[str, Any]:
-    """Send the sample until the server answers with ``version``; return that answer."""
+    """Send the sample until the server answers with ``version`` or a newer one (another
+    publish may land before the server's next poll: it then goes straight to the newest);
+    return that answer."""
     body = write_sample(rt).read_bytes()
 
     def observe() -> Any:
@@ -122,7 +158,8 @@ def wait_for_version(
             return e
 
     def judge(answer: Any) -> Any:
-        if isinstance(answer, dict) and answer.get("model_version") == version:
+        served = answer.get("model_version") if isinstance(answer, dict) else None
+        if isinstance(served, int) and served >= version:
             return Done(answer)
         return Pending(str(answer))  # not printed (no on_change): the timeout message
 
@@ -130,7 +167,7 @@ def wait_for_version(
     if isinstance(verdict, Done):
         return verdict.value
     raise rt.error(
-        f"the server did not switch to version {version} within {timeout:.0f} s "
+        f"the server did not switch to version {version} (or newer) within {timeout:.0f} s "
         f"(last answer: {verdict.status}); see {server['log']}"
     )
 
@@ -145,16 +182,19 @@ def _select(rt: LocalRuntime, request: DeployRequest) -> int | None:
         code_version=code_version(REPO),  # the code the steps run here: this repository's
         python=rt.python,
     )
+    started = time.time()
     code, _ = rt.ex.step("selection", cmd, rt.wd.logs / "select.log")
     if rt.ex.dry:
         return None
     report_path = Path(contract.selection_report(rt.wd.volume))
     report = contract.read_selection(report_path)
+    if report_path.is_file() and report_path.stat().st_mtime < started:
+        report = {}  # the report of an earlier selection: this one failed before writing one
     if code != 0:
         serving = versions(rt)
         keep = f"; version {serving[-1]} keeps serving" if serving else ""
         raise rt.error(
-            f"selection failed: {report.get('reason', f'exit {code}')}{keep} "
+            f"selection failed: {report.get('reason', f'exit {code}, see above')}{keep} "
             f"(report: {report_path})"
         )
     version = report.get("version") or (versions(rt) or [None])[-1]
@@ -164,22 +204,27 @@ def _select(rt: LocalRuntime, request: DeployRequest) -> int | None:
 
 
 def deploy(rt: LocalRuntime, request: DeployRequest) -> int:
-    version = _select(rt, request)
-    server = running_server(rt)
-    if server is None:
-        server = start_server(rt, request.http_port, READY_TIMEOUT_S)
-    elif rt.ex.act("leave the running model server: it picks up the new version by itself"):
-        rt.out(
-            f"model server already running (pid {server['pid']}); it picks up new "
-            "versions by itself"
-        )
-    if server is None or version is None:
-        return 0  # a dry run
-    answer = wait_for_version(rt, server, version, READY_TIMEOUT_S)
-    rt.wd.update_state(deployed_version=version)
+    with deploy_lock(rt, "invoke deploy"):
+        server = running_server(rt)
+        if server is None:
+            check_port(rt, request.http_port)  # before anything is published
+        version = _select(rt, request)
+        if server is None:
+            server = start_server(rt, request.http_port, READY_TIMEOUT_S)
+        elif rt.ex.act("leave the running model server: it picks up the new version by itself"):
+            rt.out(
+                f"model server already running (pid {server['pid']}); it picks up new "
+                "versions by itself"
+            )
+        if server is None or version is None:
+            return 0  # a dry run
+        answer = wait_for_version(rt, server, version, READY_TIMEOUT_S)
+        served = answer["model_version"]
+        rt.wd.update_state(deployed_version=served)
+    newer = f" (newer than version {version}: another publish landed)" if served > version else ""
     sample = rt.wd.root / contract.SAMPLE_REQUEST
     rt.out(
-        f"serving {rt.service} version {version} at {server['url']}"
+        f"serving {rt.service} version {served}{newer} at {server['url']}"
         f" (sample answer: {answer.get('class_names', ['?'])[0]})"
     )
     rt.out(
@@ -190,18 +235,19 @@ def deploy(rt: LocalRuntime, request: DeployRequest) -> int:
 
 
 def rollback(rt: LocalRuntime) -> int:
-    cmd = contract.select(rt.wd.volume, rt.service, rollback=True, python=rt.python)
-    code, _ = rt.ex.step("rollback", cmd, rt.wd.logs / "select.log")
-    if code != 0:
-        raise rt.error("rollback failed (see above)")
-    if rt.ex.dry:
-        return 0
-    version = versions(rt)[-1]
-    server = running_server(rt)
-    if server:
-        wait_for_version(rt, server, version, ROLLBACK_TIMEOUT_S)
-        rt.out(f"the server now serves version {version}")
-    rt.wd.update_state(deployed_version=version)
+    with deploy_lock(rt, "invoke rollback"):
+        cmd = contract.select(rt.wd.volume, rt.service, rollback=True, python=rt.python)
+        code, _ = rt.ex.step("rollback", cmd, rt.wd.logs / "select.log")
+        if code != 0:
+            raise rt.error("rollback failed (see above)")
+        if rt.ex.dry:
+            return 0
+        version = versions(rt)[-1]
+        server = running_server(rt)
+        if server:
+            version = wait_for_version(rt, server, version, ROLLBACK_TIMEOUT_S)["model_version"]
+            rt.out(f"the server now serves version {version}")
+        rt.wd.update_state(deployed_version=version)
     return 0
 
 
