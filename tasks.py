@@ -24,6 +24,7 @@ from runtime.cli import checked as _checked
 from runtime.cli import cluster_config as _cluster_config
 from runtime.cli import float_flag as _float
 from runtime.cli import int_flag as _int
+from runtime.cli import service_name as _service
 from runtime.requests import DEFAULT_HTTP_PORT
 
 ROOT = Path(__file__).resolve().parent
@@ -59,7 +60,7 @@ def _runtime(c, requested, *, for_up=False):
         return _cluster_runtime(c, name, wd)
     from runtime.local import LocalRuntime
 
-    return LocalRuntime(wd, service=str(c.config.service), out=_out, dry=bool(c.config.run.dry))
+    return LocalRuntime(wd, service=_service(c), out=_out, dry=bool(c.config.run.dry))
 
 
 def _cluster_runtime(c, name, wd):
@@ -71,7 +72,7 @@ def _cluster_runtime(c, name, wd):
         name,
         wd,
         ROOT,
-        service=str(c.config.service),
+        service=_service(c),
         namespace=str(cluster.namespace),
         cluster=str(cluster.name),
         ingress_port=int(cluster.ingress_port),

@@ -61,7 +61,8 @@ FIXES = (
     "files\n"
     "  - apt-get install dataset-fashion-mnist  (installs them in "
     f"{DEBIAN_DIR}/)\n"
-    f"  - pass --mirror URL (or set {MIRROR_ENV}=URL) to a reachable copy of {DEFAULT_MIRROR}"
+    f"  - set {MIRROR_ENV}=URL to a reachable copy of {DEFAULT_MIRROR} (`python -m ml.ingest` "
+    "also takes --mirror URL)"
 )
 
 

@@ -6,12 +6,14 @@ cluster settings, refusing their old names."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
 from invoke import Exit
 
 from common.errors import DistmlError
+from ml import contract
 
 
 def build_request(cls, **fields):
@@ -42,6 +44,11 @@ def call(fn, *args):
         code = fn(*args)
     except DistmlError as e:
         raise Exit(f"error: {e}", code=getattr(e, "exit_code", 1)) from e
+    except Exception as e:
+        full = disk_full(e)
+        if full is None:
+            raise
+        raise Exit(f"error: {disk_full_message(full, getattr(fn, '__self__', None))}", 1) from None
     except KeyboardInterrupt:
         owner = getattr(fn, "__self__", None)
         note = getattr(owner, "interrupt_note", "every process this task started has been stopped")
@@ -49,6 +56,30 @@ def call(fn, *args):
         raise Exit(code=130) from None
     if code:
         raise Exit(code=code)
+
+
+def disk_full(error: BaseException | None) -> OSError | None:
+    """The "no space left" (or quota) error in ``error``'s chain, if there is one: a full
+    disk often surfaces as a second error raised while cleaning up after the first."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def disk_full_message(error: OSError, runtime=None) -> str:
+    """One line: the disk is full, where, and what to do; what was finished is kept."""
+    wd = getattr(getattr(runtime, "wd", None), "root", None)
+    where = f" (writing {error.filename})" if error.filename else ""
+    place = f" under {wd}" if wd else ""
+    return (
+        f"the disk is full{place}: {os.strerror(error.errno)}{where}. Free some space "
+        f"(df -h {wd or '.'}) or set INVOKE_WORKDIR to a roomier disk, then run the task "
+        "again; what had finished, and the saved state, are kept"
+    )
 
 
 def int_flag(flag, value, default=None):
@@ -67,6 +98,14 @@ def _number(kind, noun, flag, value, default):
         return kind(value)
     except ValueError:
         raise Exit(f"error: {flag} must be {noun}, got {value!r}", code=2) from None
+
+
+def service_name(c):
+    """The ``service`` setting, checked: it names a directory, a URL and cluster objects."""
+    try:
+        return contract.check_service(str(c.config.service))
+    except ValueError as e:
+        raise Exit(f"error: {e} (the `service` setting: INVOKE_SERVICE or invoke.yaml)", 2) from e
 
 
 # Cluster settings moved under ``cluster:``; the old names would be ignored without a word.

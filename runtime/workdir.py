@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -64,7 +65,12 @@ class Workdir:
                 state[key] = value
         self.root.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.root)
-        with os.fdopen(fd, "w") as f:
-            json.dump(state, f, indent=2)
-        os.replace(tmp, self.state_path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(state, f, indent=2)
+            os.replace(tmp, self.state_path)
+        except BaseException:  # a full disk, a Ctrl-C: the old state stays, no temp file
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         return state

@@ -91,6 +91,16 @@ def test_the_old_cluster_setting_names_are_refused_with_the_new_ones(wd, old):
     assert f"{old} (now INVOKE_CLUSTER_" in r.stderr
 
 
+@pytest.mark.parametrize("task", ["deploy", "render"])
+def test_a_service_name_that_is_no_dns_label_is_refused_before_anything_runs(wd, task):
+    # It names a directory under the volume: ../../../x would serve from outside it.
+    args = ["--out", str(wd / "m")] if task == "render" else []
+    r = invoke(wd, "--dry", task, "--runtime", "local", *args, INVOKE_SERVICE="../../../x")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "service name '../../../x' is not valid" in r.stderr
+    assert "INVOKE_SERVICE" in r.stderr and "would run" not in r.stdout
+
+
 def test_cluster_settings_live_under_one_namespace(wd):
     r = invoke(
         wd,

@@ -9,6 +9,8 @@ serves every request. Every process goes through one ``Executor``: with ``dry=Tr
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib.util
 import shutil
 import sys
@@ -189,25 +191,40 @@ class LocalRuntime:
         if (
             server
             and self.ex.act(f"stop the model server (pid {pid})")
-            and stop_pid(pid, serving.SERVER_TAG)
+            and stop_pid(pid, serving.SERVER_TAG, started=(server or {}).get("started"))
         ):
             self.out(f"stopped the model server (pid {pid})")
         if stopped and self.ex.act(f"stop {len(stopped)} training worker(s): pids {stopped}"):
             self.out(f"stopping {len(stopped)} leftover training worker(s)…")
             stop_pids(stopped, TRAIN_TAG)
         if self.wd.exists() and not self.ex.dry:
-            self.wd.update_state(server=None, train_pids=None)
+            with contextlib.suppress(OSError):  # a full disk: they are stopped all the same
+                self.wd.update_state(server=None, train_pids=None)
         if request.purge:
             self._purge()
         if not (server or stopped or request.purge):
             self.out("nothing was running")
         return 0
 
+    def _remove_workdir(self) -> None:
+        """Remove the work dir; one that is a mount point (a disk of its own) cannot be
+        removed, only emptied: its contents go and the directory stays."""
+        root = self.wd.root
+        try:
+            shutil.rmtree(root)
+        except OSError as e:
+            if e.errno != errno.EBUSY or not root.is_dir():
+                raise
+            for child in root.iterdir():  # what rmtree left: the marker, say
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            self.out(f"emptied {root} (a mount point: the directory itself stays)")
+            return
+        self.out(f"removed {root}")
+
     def _purge(self) -> None:
         if self.wd.exists():
             if self.ex.act(f"remove {self.wd.root}"):
-                shutil.rmtree(self.wd.root)
-                self.out(f"removed {self.wd.root}")
+                self._remove_workdir()
         elif self.wd.root.exists():
             raise UserError(
                 f"{self.wd.root} has no {MARKER} marker, so it was not made by "
