@@ -14,8 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import zlib
 from pathlib import Path
 
@@ -24,48 +22,8 @@ import yaml
 
 from ml.contract import LINEAGE_FIELDS, RAW_SHA256
 from runtime.image import image_tag
-from runtime.procs import free_ports, is_alive
-
-REPO = Path(__file__).resolve().parents[2]
-SERVICE = "tf-mnist"
-
-
-def invoke(wd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, INVOKE_WORKDIR=str(wd), INVOKE_RUNTIME="local")
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    print(f"$ invoke {' '.join(args)}  -> {result.returncode}\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Pids whose command line mentions ``text`` (ours, by work dir path)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if text in cmd and is_alive(int(entry.name)):
-                pids.append(int(entry.name))
-    return pids
-
-
-def post(url: str, body: bytes | str, timeout: float = 30) -> tuple[int, dict]:
-    data = body.encode() if isinstance(body, str) else body
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+from runtime.procs import free_ports
+from tests.e2e.kit import REPO, SERVICE, invoke, post, processes_mentioning
 
 
 @pytest.fixture(scope="module")

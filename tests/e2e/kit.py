@@ -1,0 +1,70 @@
+"""What the e2e tests share: running `invoke` on a work dir, finding our processes, and a
+JSON POST that returns the status whatever it is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from runtime.procs import is_alive
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICE = "tf-mnist"
+
+
+def invoke_env(wd: Path) -> dict[str, str]:
+    return dict(os.environ, INVOKE_WORKDIR=str(wd), INVOKE_RUNTIME="local")
+
+
+def invoke(wd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=REPO,
+        env=invoke_env(wd),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    print(f"$ invoke {' '.join(args)}  -> {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def invoke_in_background(wd: Path, *args: str) -> subprocess.Popen:
+    """`invoke ARGS` started, not waited for (stdout and stderr as text pipes)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=REPO,
+        env=invoke_env(wd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line mentions ``text`` (ours, by work dir path)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmd and is_alive(int(entry.name)):
+                pids.append(int(entry.name))
+    return pids
+
+
+def post(url: str, body: bytes | str, timeout: float = 30) -> tuple[int, dict]:
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
