@@ -1,7 +1,8 @@
 """--bind-loopback: a training worker that listens on loopback only.
 
 TensorFlow's gRPC server binds every interface whatever TF_CONFIG says (ml/loopback.py says
-why); with the flag a worker runs with a bind() shim instead.
+why); with the flag a worker runs with a bind() shim instead, and the local runtime sets
+it. tests/test_local_sockets.py lists the sockets of a real local training run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ import pytest
 
 from ml import contract, loopback, train
 from ml.cluster import parse_tf_config
+from runtime.local import LocalRuntime
+from runtime.local.training import _jobs
+from runtime.requests import TrainRequest
+from runtime.workdir import Workdir
 
 
 @pytest.fixture(autouse=True)
@@ -35,6 +40,12 @@ def test_the_train_command_asks_for_loopback_only_when_told():
     told = train.build_parser().parse_args(contract.train("/v", "cnn", bind_loopback=True)[3:])
     assert told.bind_loopback
     assert "--bind-loopback" not in contract.train("/v", "cnn")  # the default: the TFJob pods
+
+
+def test_the_local_runtime_asks_for_loopback(tmp_path):
+    rt = LocalRuntime(Workdir.at(tmp_path / "wd"), out=lambda line: None)
+    (job,) = _jobs(rt, TrainRequest(models=("cnn",)))
+    assert train.build_parser().parse_args(job.command[3:]).bind_loopback
 
 
 @pytest.mark.parametrize(
