@@ -251,9 +251,12 @@ def train(
     steps_per_execution: int | None = None,
     validation: bool = True,
     log_every: int = LOG_EVERY,
+    bind_loopback: bool = False,
     python: str = "python",
 ) -> list[str]:
-    """``ml.train``: one worker of a multi-worker job (its peers come from TF_CONFIG)."""
+    """``ml.train``: one worker of a multi-worker job (its peers come from TF_CONFIG).
+    ``bind_loopback``: the worker listens on loopback only, for a job whose workers all run
+    on this machine (the local runtime); pods leave it off, their peers reach them by pod IP."""
     argv = [*_module(python, "train"), "--volume", str(volume), "--model-type", model]
     argv += ["--profile", profile, "--log-every", str(log_every)]
     for flag, value in (
@@ -265,7 +268,8 @@ def train(
     ):
         if value is not None:
             argv += [flag, str(value)]
-    return argv + ([] if validation else ["--no-validation"])
+    argv += [] if validation else ["--no-validation"]
+    return argv + (["--bind-loopback"] if bind_loopback else [])
 
 
 def select(

@@ -26,6 +26,7 @@ from ml import contract
 from ml.cluster import ClusterSpec, parse_tf_config
 from ml.config import LR_SCHEDULES, ConfigError, TrainConfig, load_config_file, resolve
 from ml.contract import DEFAULT_PROFILE, MODEL_TYPES, PREEMPTED_EXIT, PROFILES, PROGRESS_PREFIX
+from ml.loopback import LoopbackError, check_listening, preload
 from ml.steps import crossed
 
 # Progress line every N steps when no --log-every is given (the contract's commands pass
@@ -78,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip the per-epoch evaluation on the validation split (the val_* figures of "
         "metrics.json and the training curves)",
     )
+    _worker_flags(p)
+    return p
+
+
+def _worker_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of how this worker runs, not of what it trains (none goes in params.yaml)."""
+    p = parser.add_argument_group("this worker", "what it reads, prints and listens on")
     p.add_argument(
         "--source-dir",
         help="raw Fashion-MNIST .gz files, used only when "
@@ -90,7 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a progress line every N steps (at the end of the call that reaches "
         "them, with --steps-per-execution)",
     )
-    return p
+    p.add_argument(
+        "--bind-loopback",
+        action="store_true",
+        help="listen on loopback only (TensorFlow's gRPC server binds every interface "
+        "otherwise), for workers that all run on this machine: every TF_CONFIG address must "
+        "be 127.x.x.x or localhost. Linux; builds a small bind() shim with the C compiler "
+        "(ml/loopback.py). The local runtime sets it; pods do not",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -242,12 +257,17 @@ def train(
     *,
     source_dir: str | None = None,
     log_every: int = DEFAULT_LOG_EVERY,
+    bind_loopback: bool = False,
 ) -> dict[str, Any]:
-    """Run one worker's part of the job; return the metrics (chief writes the candidate)."""
+    """Run one worker's part of the job; return the metrics (chief writes the candidate).
+    With ``bind_loopback`` (the shim preloaded by :func:`main`), check once TensorFlow's
+    server runs that every socket it listens on is on loopback."""
     import tensorflow as tf
 
     # Collective ops must be configured before any other TF op runs in this process.
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if bind_loopback:
+        check_listening()
     import tf_keras as keras
 
     from ml.preemption import backup_callback
@@ -418,15 +438,24 @@ def main(argv: list[str] | None = None) -> int:
         spec = parse_tf_config(os.environ.get("TF_CONFIG"))
         if args.log_every < 1:
             raise ConfigError("--log-every must be a positive integer")
-    except ConfigError as e:
+        if args.bind_loopback:
+            preload(spec)  # re-executes this command with the bind() shim, before TensorFlow
+    except (ConfigError, LoopbackError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from ml.data import DataError
     from ml.preemption import Preempted
 
     try:
-        train(cfg, Path(args.volume), spec, source_dir=args.source_dir, log_every=args.log_every)
-    except DataError as e:
+        train(
+            cfg,
+            Path(args.volume),
+            spec,
+            source_dir=args.source_dir,
+            log_every=args.log_every,
+            bind_loopback=args.bind_loopback,
+        )
+    except (DataError, LoopbackError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Preempted as e:

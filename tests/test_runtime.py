@@ -525,7 +525,9 @@ def test_dry_local_runtime_prints_each_command_in_order_and_touches_nothing(tmp_
     ]
     assert runs[0].endswith(f"python -m ml.ingest --volume {wd.volume} --source-dir {tmp_path}")
     assert '"task": {"type": "worker", "index": 1}' in runs[2]
-    assert runs[2].endswith("--model-type cnn --profile quick --log-every 5 --epochs 1")
+    assert runs[2].endswith(
+        "--model-type cnn --profile quick --log-every 5 --epochs 1 --bind-loopback"
+    )
     assert runs[5].endswith("--min-accuracy 0.5 --force --code-version " + image_tag(REPO_ROOT))
     assert runs[6].endswith("--host 127.0.0.1 --http-port 8181")
     assert any("3 user(s), no wait time" in line for line in lines)

@@ -183,6 +183,7 @@ def test_help_documents_every_flag(capsys):
         "--no-validation",
         "--source-dir",
         "--log-every",
+        "--bind-loopback",
     ):
         assert flag in text
 

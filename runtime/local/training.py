@@ -29,6 +29,7 @@ def _jobs(rt: LocalRuntime, request: TrainRequest) -> list[Job]:
                 profile=request.profile,
                 epochs=request.epochs,
                 steps_per_epoch=request.steps_per_epoch,
+                bind_loopback=True,  # every worker is on 127.0.0.1: listen there only
                 python=rt.python,
             ),
         )
