@@ -209,14 +209,15 @@ def _acquire(fd: int, path: AnyPath, wait_s: float, on_wait: Callable[[str], Non
         except BlockingIOError:
             pass
         try:
-            holder = Path(str(path)).read_text().strip() or "another process"
+            holder = Path(str(path)).read_text().strip()
         except OSError:
-            holder = "another process"
+            holder = ""
         waited = time.monotonic() - started
         if waited >= wait_s:
-            raise LockHeld(path, holder, waited)
-        if not told:
-            on_wait(holder)
+            raise LockHeld(path, holder or "another process", waited)
+        # A holder writes its name just after it takes the lock: give it a moment to.
+        if not told and (holder or waited >= 1.0):
+            on_wait(holder or "another process")
             told = True
         time.sleep(0.2)
 

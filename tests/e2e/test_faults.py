@@ -32,6 +32,8 @@ SERVED = re.compile(r"serving tf-mnist version (\d+)")
 
 def versions(wd: Path) -> list[int]:
     serving = wd / "volume" / "serving" / SERVICE
+    if not serving.is_dir():
+        return []
     return sorted(int(p.name) for p in serving.iterdir() if p.name.isdigit())
 
 
