@@ -195,15 +195,18 @@ def request_logs(on: bool) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.Namespace) -> None:
-    """Run the REST server until a signal stops it.
+def rest_server(
+    server: kserve.ModelServer, model: FashionMnistModel, args: argparse.Namespace
+) -> BoundRESTServer:
+    """KServe's REST server for ``model``, registered with ``server``; its app is built by
+    ``create_application`` (which ``start`` calls).
 
     Unlike ``ModelServer.start``, the model is registered before it is ready (``start``
     refuses that): readiness answers 503 until the watcher loads a version.
     """
     server.register_model(model)
     model.enable_latency_logging = server.enable_latency_logging
-    rest = BoundRESTServer(
+    return BoundRESTServer(
         FASTAPI_APP_IMPORT_STRING,
         server.dataplane,
         server.model_repository_extension,
@@ -218,6 +221,11 @@ def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.N
         ssl_certfile=server.ssl_certfile,
         ssl_keyfile=server.ssl_keyfile,
     )
+
+
+def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.Namespace) -> None:
+    """Run the REST server until a signal stops it."""
+    rest = rest_server(server, model, args)
     request_logs(args.access_log)
     server.setup_event_loop()
     server.register_signal_handler()
