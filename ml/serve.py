@@ -6,7 +6,9 @@
         [--max-request-pixels 8192x8192] [KServe's server flags]
 
 ``POST /v1/models/<name>:predict`` answers predictions; ``GET /v1/models/<name>`` is the
-readiness probe (200 once a version is loaded, 503 before). The server polls ``--model-dir``
+readiness probe (200 once a version is loaded, 503 before); ``POST /v2/models/<name>/infer``
+and ``GET /v2/models/<name>/ready`` are the same in KServe's V2 protocol; ``GET /`` is
+liveness. Every other URL answers 404 (``ml/serve_routes.py``). The server polls ``--model-dir``
 every ``--poll-interval`` seconds and serves the newest integer version directory
 (``ml/watcher.py``). Request forms and answers: ``ml/protocol.py``. Answers
 ``{"predictions": [[10 probabilities], ...], "model_version": N}`` (row form) or

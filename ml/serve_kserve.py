@@ -1,11 +1,13 @@
 """The adapter to KServe 0.21: the served ``kserve.Model``, and KServe's REST server bound to
-``--host`` with a body limit and error answers that say how to fix the request.
+``--host`` with the documented routes only, a body limit and error answers that say how to
+fix the request.
 
 Import it through ``ml.serve.load_kserve`` (KServe parses ``sys.argv`` when first imported).
 
 Configuration goes through KServe's public API (``kserve.ModelServer(...)``, its
 ``register_model``, ``setup_event_loop`` and ``register_signal_handler``, and
-``RESTServer.create_application``), except the bind address: KServe 0.21's ``RESTServer``
+``RESTServer.create_application``, whose routes ``ml/serve_routes.py`` then replaces with the
+documented ones), except the bind address: KServe 0.21's ``RESTServer``
 hard-codes ``host="0.0.0.0"`` in the ``uvicorn.Config`` it keeps as ``.config``, and no
 argument changes it. :func:`bind_host` is the one place that reaches into it;
 ``tests/test_serve.py::test_rest_server_binds_the_host_it_is_given`` fails if an upgrade
@@ -42,6 +44,7 @@ from ml.protocol import (
     parse_request,
     parse_v2_request,
 )
+from ml.serve_routes import add_route_error_handler, mount_documented_routes
 from ml.watcher import VersionWatcher
 
 log = logging.getLogger("ml.serve")
@@ -123,22 +126,32 @@ def bind_host(server: RESTServer, host: str) -> None:
 
 
 class BoundRESTServer(RESTServer):
-    """KServe's REST server on ``host``, with a body limit and this server's error answers."""
+    """KServe's REST server on ``host``: the documented routes only (``ml/serve_routes.py``),
+    a body limit and this server's error answers."""
 
     def __init__(
-        self, *a: Any, host: str, max_body_bytes: int, model: FashionMnistModel, **kw: Any
+        self,
+        *a: Any,
+        host: str,
+        max_body_bytes: int,
+        model: FashionMnistModel,
+        docs: bool = False,
+        **kw: Any,
     ) -> None:
         super().__init__(*a, **kw)
         bind_host(self, host)
         self.max_body_bytes = max_body_bytes
         self.model = model
+        self.docs = docs
 
     def create_application(self) -> None:
         super().create_application()  # KServe's middlewares, endpoints and error handlers
         app = kserve.model_server.app  # the FastAPI app create_application just set up
+        mount_documented_routes(app, self.dataplane, docs=self.docs)
         app.add_middleware(FastPredictRoute, model_name=self.model.name, answer=self.model.answer)
         app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)  # outermost
         add_error_handlers(app, self.dataplane.model_registry)
+        add_route_error_handler(app, self.model.name)
 
 
 def add_error_handlers(app: Any, registry: Any) -> None:
@@ -214,6 +227,7 @@ def rest_server(
         host=args.host,
         max_body_bytes=args.max_body_bytes,
         model=model,
+        docs=server.enable_docs_url,
         access_log_format=server.access_log_format,
         grace_period=server.grace_period,
         event_loop=server.event_loop,

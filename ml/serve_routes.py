@@ -1,0 +1,102 @@
+"""The routes ``ml.serve`` answers, the documented ones only, and its answer for every other
+URL.
+
+KServe's ``RESTServer.create_application`` mounts every route of its protocols, among them
+the model repository extension: one unauthenticated ``POST
+/v2/repository/models/<name>/unload`` unregistered the model and stopped its version
+watcher, so readiness answered 404 from then on. :func:`mount_documented_routes` replaces
+KServe's routes with :data:`ROUTES`, served by KServe's own endpoint handlers; any other URL
+gets a 404 (405: a served path with another method) naming the routes that are served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from kserve.protocol.dataplane import DataPlane
+from kserve.protocol.rest.v1_endpoints import V1Endpoints
+from kserve.protocol.rest.v2_datamodels import InferenceRequest
+from kserve.protocol.rest.v2_endpoints import V2Endpoints
+from starlette.exceptions import HTTPException
+
+#: (method, path, what it is): every route this server answers (README "Serving").
+ROUTES = (
+    ("GET", "/", "liveness"),
+    ("GET", "/v1/models/{model_name}", "readiness"),
+    ("POST", "/v1/models/{model_name}:predict", "V1 predict"),
+    ("GET", "/v2/models/{model_name}/ready", "V2 readiness"),
+    ("POST", "/v2/models/{model_name}/infer", "V2 infer"),
+)
+#: FastAPI's API pages, served only with KServe's ``--enable_docs_url true``.
+DOC_PATHS = ("/openapi.json", "/docs", "/docs/oauth2-redirect")
+
+
+def mount_documented_routes(app: FastAPI, dataplane: DataPlane, *, docs: bool) -> None:
+    """Replace every route of ``app`` with :data:`ROUTES` (and FastAPI's pages if ``docs``).
+
+    Called after KServe's ``create_application``, before the app answers a request.
+    """
+    app.router.routes[:] = [
+        route for route in app.router.routes if docs and getattr(route, "path", "") in DOC_PATHS
+    ]
+    handlers = _handlers(dataplane)
+    for method, path, _ in ROUTES:
+        app.add_api_route(path, handlers[path], methods=[method], response_model=None)
+
+
+def _handlers(dataplane: DataPlane) -> dict[str, Any]:
+    """path -> KServe's handler for it. KServe's V2 handlers also take a ``model_version``
+    (a query parameter on these paths) and answer 501 for any: it is left out here."""
+    v1, v2 = V1Endpoints(dataplane), V2Endpoints(dataplane)
+
+    async def v2_ready(model_name: str) -> Any:
+        return await v2.model_ready(model_name)
+
+    return {
+        "/": dataplane.live,
+        "/v1/models/{model_name}": v1.model_ready,
+        "/v1/models/{model_name}:predict": v1.predict,
+        "/v2/models/{model_name}/ready": v2_ready,
+        "/v2/models/{model_name}/infer": _v2_infer(v2),
+    }
+
+
+def _v2_infer(v2: V2Endpoints) -> Any:
+    async def v2_infer(
+        raw_request: Request,
+        raw_response: Response,
+        model_name: str,
+        request_body: InferenceRequest | bytes,
+    ) -> Any:
+        return await v2.infer(raw_request, raw_response, model_name, request_body)
+
+    return v2_infer
+
+
+def served_routes(model_name: str) -> str:
+    """The served routes for ``model_name``, as a client would type them."""
+    return "; ".join(
+        f"{method} {path.format(model_name=model_name)} ({what})" for method, path, what in ROUTES
+    )
+
+
+def add_route_error_handler(app: FastAPI, model_name: str) -> None:
+    """404 and 405 (and the framework's other HTTP errors) as ``{"error": ...}`` that says
+    what is served."""
+
+    async def route_error(request: Any, exc: HTTPException) -> JSONResponse:
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 404:
+            message = f"{where}: no such route; this server answers {served_routes(model_name)}"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"{where}: method not allowed; use {allowed}"
+        else:
+            message = f"{where}: {exc.detail}"
+        return JSONResponse(
+            status_code=exc.status_code, content={"error": message}, headers=exc.headers
+        )
+
+    app.add_exception_handler(HTTPException, route_error)

@@ -1,0 +1,122 @@
+"""ml.serve's web app in process (no socket, no TensorFlow): the routes it answers and its
+answers to malformed requests.
+
+``app`` is the app ``python -m ml.serve`` serves (``ml.serve_kserve.rest_server`` and its
+``create_application``), its model answering from a stub version that returns uniform
+probabilities. KServe builds its one FastAPI app per process, so it is built once here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ml import serve, watcher
+
+MODEL = "tf-mnist"
+VERSION = 3
+MAX_INSTANCES = 8
+MAX_BODY_BYTES = 1_000_000
+DOCUMENTED_ROUTES = [
+    ("GET", "/"),
+    ("GET", "/v1/models/{model_name}"),
+    ("POST", "/v1/models/{model_name}:predict"),
+    ("GET", "/v2/models/{model_name}/ready"),
+    ("POST", "/v2/models/{model_name}/infer"),
+]
+
+
+class StubVersions(watcher.VersionWatcher):
+    """A watcher serving version ``VERSION`` of a model that answers 0.1 for each class."""
+
+    def __init__(self) -> None:
+        super().__init__("/nonexistent/tf-mnist")
+        self.current = watcher.LoadedVersion(VERSION, Path(f"/stub/{VERSION}"), {}, None)
+        self.stopped = False
+
+    def predict(self, signature_name: str, inputs: Any) -> tuple[int, np.ndarray]:
+        return VERSION, np.full((len(inputs), 10), 0.1, np.float32)
+
+    def stop(self) -> None:
+        self.stopped = True
+        super().stop()
+
+
+@pytest.fixture(scope="module")
+def versions() -> StubVersions:
+    return StubVersions()
+
+
+@pytest.fixture(scope="module")
+def app(versions: StubVersions) -> Any:
+    adapter = serve.load_kserve()
+    import kserve
+
+    args = serve.parse_args(
+        ["--model-dir", "d", "--model-name", MODEL, "--max-instances", str(MAX_INSTANCES),
+         "--max-body-bytes", str(MAX_BODY_BYTES)]
+    )  # fmt: skip
+    model = adapter.FashionMnistModel(MODEL, versions, max_instances=MAX_INSTANCES)
+    adapter.rest_server(adapter.model_server(args), model, args).create_application()
+    return kserve.model_server.app
+
+
+@pytest.fixture(scope="module")
+def client(app: Any) -> Any:
+    from starlette.testclient import TestClient
+
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def test_only_the_documented_routes_are_mounted(app) -> None:
+    mounted = sorted(
+        (method, getattr(route, "path", type(route).__name__))
+        for route in app.routes
+        for method in getattr(route, "methods", None) or ["(any)"]
+    )
+    assert mounted == sorted(DOCUMENTED_ROUTES)
+
+
+def test_repository_unload_and_load_are_404_and_the_model_stays_ready(client, versions) -> None:
+    for action in ("unload", "load"):
+        answer = client.post(f"/v2/repository/models/{MODEL}/{action}")
+        assert answer.status_code == 404, answer.text
+    assert client.get(f"/v1/models/{MODEL}").status_code == 200
+    assert client.get(f"/v2/models/{MODEL}/ready").status_code == 200
+    assert not versions.stopped
+    answer = client.post(f"/v1/models/{MODEL}:predict", json={"instances": [[[0.0] * 28] * 28]})
+    assert answer.status_code == 200 and answer.json()["model_version"] == VERSION
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/metrics"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("GET", "/v1/models"),
+        ("GET", "/v2"),
+        ("GET", "/v2/health/live"),
+        ("GET", "/v2/models"),
+        ("GET", f"/v2/models/{MODEL}"),
+        ("GET", "/no/such/path"),
+    ],
+)
+def test_other_urls_are_404_naming_the_served_routes(client, method, path) -> None:
+    answer = client.request(method, path)
+    assert answer.status_code == 404, answer.text
+    error = answer.json()["error"]
+    assert error.startswith(f"{method} {path}: no such route; this server answers ")
+    assert f"POST /v1/models/{MODEL}:predict (V1 predict)" in error
+
+
+def test_a_served_path_with_another_method_is_405_naming_the_method(client) -> None:
+    answer = client.delete(f"/v1/models/{MODEL}")
+    assert answer.status_code == 405
+    assert answer.json()["error"] == f"DELETE /v1/models/{MODEL}: method not allowed; use GET"
+    assert answer.headers["allow"] == "GET"
+    # KServe's explainer route is gone: its path is the readiness path's, of another model.
+    assert client.post(f"/v1/models/{MODEL}:explain").status_code == 405
