@@ -181,6 +181,12 @@ def _json_object(body: Any) -> dict:
             body = json.loads(body)
         except (ValueError, UnicodeDecodeError) as e:
             raise RequestError(400, f"the request body is not valid JSON ({e}). {HINT}") from e
+        except RecursionError as e:  # not a ValueError: json.loads recurses per nesting level
+            raise RequestError(
+                400,
+                "the request body nests JSON arrays or objects too deeply to be read (an "
+                f"image is 2 or 3 levels deep inside its list). {HINT}",
+            ) from e
     if not isinstance(body, dict):
         raise RequestError(
             400, f"the request body must be a JSON object, got {_json_type(body)}. {HINT}"
@@ -372,9 +378,11 @@ def _numeric_array(value: Any, i: int) -> np.ndarray:
         raise RequestError(400, f"instance {i} is {_json_type(value)}; {_PIXELS_EXPECTED}")
     try:
         array = np.asarray(value)
-    except ValueError as e:  # ragged nesting
+    except ValueError as e:  # ragged, or nested deeper than numpy's 64 dimensions
         raise RequestError(
-            400, f"instance {i} is a ragged array (rows of different lengths); {_PIXELS_EXPECTED}"
+            400,
+            f"instance {i} is a ragged array (rows of different lengths) or nested too deeply; "
+            f"{_PIXELS_EXPECTED}",
         ) from e
     if array.dtype.kind not in "iuf":
         what = {

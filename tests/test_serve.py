@@ -100,6 +100,13 @@ class Raw(NamedTuple):
 # MAX_INSTANCES and MAX_BODY_BYTES; unit tests pass the same limits to parse_request.
 BAD_REQUESTS = [
     pytest.param(Raw(b'{"instances": [1,'), 400, "Send a JSON object", id="malformed JSON"),
+    pytest.param(Raw(b"[" * 100_000), 400, "nests JSON arrays", id="JSON nested 100000 deep"),
+    pytest.param(
+        Raw(b'{"instances": ' + b"[" * 100_000, "text/plain"),
+        400,
+        "nests JSON arrays",
+        id="JSON nested 100000 deep as text/plain",
+    ),
     pytest.param([ZEROS], 400, "must be a JSON object", id="body is a list"),
     pytest.param({}, 400, 'no "instances" or "inputs"', id="no instances or inputs"),
     pytest.param(
