@@ -71,6 +71,10 @@ class FashionMnistModel(kserve.Model):
     async def healthy(self) -> bool:
         return self.watcher.current is not None
 
+    def served_version(self) -> int | None:
+        current = self.watcher.current
+        return current.version if current is not None else None
+
     def not_ready_reason(self) -> str:
         return f"No version loaded yet from {self.watcher.model_dir} (waiting for one)."
 
@@ -151,7 +155,7 @@ class BoundRESTServer(RESTServer):
         app.add_middleware(FastPredictRoute, model_name=self.model.name, answer=self.model.answer)
         app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)  # outermost
         add_error_handlers(app, self.dataplane.model_registry)
-        add_route_error_handler(app, self.model.name)
+        add_route_error_handler(app, self.model.name, self.model.served_version)
 
 
 def add_error_handlers(app: Any, registry: Any) -> None:

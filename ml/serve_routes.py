@@ -6,11 +6,14 @@ the model repository extension: one unauthenticated ``POST
 /v2/repository/models/<name>/unload`` unregistered the model and stopped its version
 watcher, so readiness answered 404 from then on. :func:`mount_documented_routes` replaces
 KServe's routes with :data:`ROUTES`, served by KServe's own endpoint handlers; any other URL
-gets a 404 (405: a served path with another method) naming the routes that are served.
+gets a 404 (405: a served path with another method) naming the routes that are served, and
+a V2 URL naming a model version a 404 saying which version is served and the URL without it.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -82,13 +85,42 @@ def served_routes(model_name: str) -> str:
     )
 
 
-def add_route_error_handler(app: FastAPI, model_name: str) -> None:
+def versioned_url_message(path: str, model_name: str, version: int | None) -> str | None:
+    """What to say about a V2 infer or ready URL naming a model version, else None.
+
+    Such URLs answer 404 (not KServe's 501): the server serves one version, the newest
+    published, and a version in the URL cannot be honoured, as TF Serving answers 404 for
+    a version it does not serve.
+    """
+    match = _VERSIONED.fullmatch(path)
+    if not match:
+        return None
+    name, named, rest = match["name"], match["version"], match["rest"]
+    now = f"now version {version}" if version is not None else "none loaded yet"
+    return (
+        f"versions are not addressable: this server serves only the newest published version "
+        f"of {model_name} ({now}); send the request without /versions/{named}: "
+        f"/v2/models/{name}{rest} (the answer's model_version says which version answered)"
+    )
+
+
+_VERSIONED = re.compile(
+    r"/v2/models/(?P<name>[^/]+)/versions/(?P<version>[^/]+)(?P<rest>/infer|/ready)"
+)
+
+
+def add_route_error_handler(
+    app: FastAPI, model_name: str, served_version: Callable[[], int | None]
+) -> None:
     """404 and 405 (and the framework's other HTTP errors) as ``{"error": ...}`` that says
     what is served."""
 
     async def route_error(request: Any, exc: HTTPException) -> JSONResponse:
         where = f"{request.method} {request.url.path}"
-        if exc.status_code == 404:
+        versioned = versioned_url_message(request.url.path, model_name, served_version())
+        if exc.status_code == 404 and versioned:
+            message = f"{where}: {versioned}"
+        elif exc.status_code == 404:
             message = f"{where}: no such route; this server answers {served_routes(model_name)}"
         elif exc.status_code == 405:
             allowed = (exc.headers or {}).get("Allow", "")

@@ -120,3 +120,24 @@ def test_a_served_path_with_another_method_is_405_naming_the_method(client) -> N
     assert answer.headers["allow"] == "GET"
     # KServe's explainer route is gone: its path is the readiness path's, of another model.
     assert client.post(f"/v1/models/{MODEL}:explain").status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "unversioned"),
+    [
+        ("POST", f"/v2/models/{MODEL}/versions/999/infer", f"/v2/models/{MODEL}/infer"),
+        ("GET", f"/v2/models/{MODEL}/versions/999/ready", f"/v2/models/{MODEL}/ready"),
+        ("POST", f"/v2/models/{MODEL}/versions/{VERSION}/infer", f"/v2/models/{MODEL}/infer"),
+    ],
+)
+def test_versioned_v2_urls_are_404_naming_the_served_version(
+    client, method, path, unversioned
+) -> None:
+    answer = client.request(method, path, json={})
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["error"].startswith(
+        f"{method} {path}: versions are not addressable: this server serves only the newest "
+        f"published version of {MODEL} (now version {VERSION}); send the request without "
+        f"/versions/"
+    )
+    assert f": {unversioned} (the answer's model_version says" in answer.json()["error"]
