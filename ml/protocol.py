@@ -49,6 +49,14 @@ HINT = (
     '{"instances": [<28x28 array of floats in [0, 1]>]}.'
 )
 
+#: What a V2 inference request holds (REST ``/v2/models/<name>/infer``).
+V2_HINT = (
+    f'send exactly one input: "{BYTES_INPUT}" (BYTES, one encoded PNG/JPEG per element) or '
+    f'"{PIXELS_INPUT}" (FP32, shape [N, 28, 28, 1], values in [0, 1]), e.g. {{"inputs": '
+    f'[{{"name": "{PIXELS_INPUT}", "datatype": "FP32", "shape": [1, 28, 28, 1], "data": '
+    "[784 floats]}]}"
+)
+
 _TOP_LEVEL_KEYS = ("instances", "inputs", "signature_name", "return_class_names")
 _IMAGE_SIDE = INPUT_SHAPE[0]
 _PIXEL_SHAPES = ((_IMAGE_SIDE, _IMAGE_SIDE), tuple(INPUT_SHAPE))
@@ -446,22 +454,18 @@ def parse_v2_request(
 ) -> ParsedRequest:
     """A KServe V2 ``InferRequest`` (REST ``/v2/models/<name>/infer``): one input named
     ``image_bytes`` (BYTES, raw image bytes) or ``pixels`` (FP32 ``[N,28,28(,1)]``)."""
-    usage = (
-        f'send exactly one input: "{BYTES_INPUT}" (BYTES, one encoded PNG/JPEG per element) or '
-        f'"{PIXELS_INPUT}" (FP32, shape [N, 28, 28, 1], values in [0, 1])'
-    )
     if len(request.inputs) != 1:
-        raise RequestError(400, f"the request has {len(request.inputs)} inputs; {usage}")
+        raise RequestError(400, f"the request has {len(request.inputs)} inputs; {V2_HINT}")
     (tensor,) = request.inputs
     try:
         array = tensor.as_numpy()
     except Exception as e:  # kserve raises several types for malformed tensors
-        raise RequestError(400, f"input {tensor.name!r} cannot be read ({e}); {usage}") from e
+        raise RequestError(400, f"input {tensor.name!r} cannot be read ({e}); {V2_HINT}") from e
     request_id = request.id or ""
     if tensor.name == BYTES_INPUT and tensor.datatype == "BYTES":
         items = list(array.reshape(-1))
         if not items:
-            raise RequestError(400, f"input {tensor.name!r} is empty; {usage}")
+            raise RequestError(400, f"input {tensor.name!r} is empty; {V2_HINT}")
         _check_count(len(items), max_instances)
         # REST V2 carries BYTES as text: take it as base64.
         payloads = (
@@ -472,10 +476,12 @@ def parse_v2_request(
         return ParsedRequest(DEFAULT_SIGNATURE, images, "v2", request_id=request_id, pixels=total)
     if tensor.name == PIXELS_INPUT and tensor.datatype in ("FP32", "FP64"):
         if array.ndim not in (3, 4) or len(array) == 0:
-            raise RequestError(400, f"input {tensor.name!r} has shape {list(array.shape)}; {usage}")
+            raise RequestError(
+                400, f"input {tensor.name!r} has shape {list(array.shape)}; {V2_HINT}"
+            )
         _check_count(len(array), max_instances)
         pixels = np.stack([check_pixels(item, i) for i, item in enumerate(array)])
         return ParsedRequest(
             PIXELS_SIGNATURE, pixels, "v2", request_id=request_id, pixels=pixels.size
         )
-    raise RequestError(400, f"unexpected input {tensor.name!r} ({tensor.datatype}); {usage}")
+    raise RequestError(400, f"unexpected input {tensor.name!r} ({tensor.datatype}); {V2_HINT}")

@@ -13,16 +13,21 @@ a V2 URL naming a model version a 404 saying which version is served and the URL
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from kserve.constants.constants import INFERENCE_CONTENT_LENGTH_HEADER
 from kserve.protocol.dataplane import DataPlane
+from kserve.protocol.infer_type import InferRequest
 from kserve.protocol.rest.v1_endpoints import V1Endpoints
 from kserve.protocol.rest.v2_datamodels import InferenceRequest
 from kserve.protocol.rest.v2_endpoints import V2Endpoints
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException
+
+from ml.protocol import V2_HINT, RequestError
 
 #: (method, path, what it is): every route this server answers (README "Serving").
 ROUTES = (
@@ -67,15 +72,36 @@ def _handlers(dataplane: DataPlane) -> dict[str, Any]:
 
 
 def _v2_infer(v2: V2Endpoints) -> Any:
-    async def v2_infer(
-        raw_request: Request,
-        raw_response: Response,
-        model_name: str,
-        request_body: InferenceRequest | bytes,
-    ) -> Any:
-        return await v2.infer(raw_request, raw_response, model_name, request_body)
+    """KServe's V2 infer handler, given the body as decoded by :func:`decode_v2_body` (the
+    handler takes an ``InferRequest`` as it is)."""
+
+    async def v2_infer(raw_request: Request, raw_response: Response, model_name: str) -> Any:
+        body = decode_v2_body(await raw_request.body(), raw_request.headers, model_name)
+        return await v2.infer(raw_request, raw_response, model_name, body)
 
     return v2_infer
+
+
+def decode_v2_body(body: bytes, headers: Mapping[str, str], model_name: str) -> InferRequest:
+    """A V2 infer request body: JSON, or with KServe's binary data extension when the
+    ``Inference-Header-Content-Length`` header says how long its JSON part is.
+
+    Raises:
+        RequestError: 400, for any body that is not such a request, saying why.
+    """
+    try:
+        if INFERENCE_CONTENT_LENGTH_HEADER in headers:
+            length = int(headers[INFERENCE_CONTENT_LENGTH_HEADER])
+            return InferRequest.from_bytes(body, length, model_name)
+        return InferRequest.from_inference_request(
+            InferenceRequest.model_validate_json(body), model_name
+        )
+    except ValidationError as e:
+        problems = [f"{'.'.join(map(str, p['loc'])) or 'body'}: {p['msg']}" for p in e.errors()]
+        reason = "; ".join(problems[:3]) + (f"; {len(problems) - 3} more" if problems[3:] else "")
+    except Exception as e:  # from_bytes indexes the client's JSON and data unchecked
+        reason = f"{type(e).__name__}: {e}"
+    raise RequestError(400, f"the body is not a V2 inference request ({reason}); {V2_HINT}")
 
 
 def served_routes(model_name: str) -> str:

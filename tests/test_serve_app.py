@@ -8,18 +8,20 @@ probabilities. KServe builds its one FastAPI app per process, so it is built onc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ml import serve, watcher
+from ml import protocol, serve, watcher
 
 MODEL = "tf-mnist"
 VERSION = 3
 MAX_INSTANCES = 8
 MAX_BODY_BYTES = 1_000_000
+JSON = "application/json"
 DOCUMENTED_ROUTES = [
     ("GET", "/"),
     ("GET", "/v1/models/{model_name}"),
@@ -141,3 +143,70 @@ def test_versioned_v2_urls_are_404_naming_the_served_version(
         f"/versions/"
     )
     assert f": {unversioned} (the answer's model_version says" in answer.json()["error"]
+
+
+def v2_binary(header: dict, data: bytes = b"") -> tuple[bytes, dict[str, str]]:
+    """A body in KServe's V2 binary data extension, and its headers."""
+    text = json.dumps(header).encode()
+    length = {"inference-header-content-length": str(len(text))}
+    return text + data, {"content-type": "application/octet-stream", **length}
+
+
+PIXELS = np.zeros((1, 28, 28, 1), np.float32)
+PIXELS_TENSOR = {"name": "pixels", "datatype": "FP32", "shape": [1, 28, 28, 1]}
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "text"),
+    [
+        pytest.param(
+            b"[" * 100_000,
+            {"content-type": JSON},
+            "recursion limit exceeded",
+            id="nested 100000 deep",
+        ),
+        pytest.param(b"{not json", {"content-type": JSON}, "Invalid JSON", id="not JSON"),
+        pytest.param(b"{}", {"content-type": JSON}, "inputs: Field required", id="no inputs"),
+        pytest.param(
+            b'{"inputs": 5}',
+            {"content-type": JSON},
+            "inputs: Input should be a valid array",
+            id="inputs 5",
+        ),
+        pytest.param(*v2_binary({}), "KeyError: 'inputs'", id="binary: no inputs"),
+        pytest.param(*v2_binary([]), "TypeError", id="binary: JSON part a list"),
+        pytest.param(
+            *v2_binary({"inputs": [{"name": "pixels"}]}), "KeyError", id="binary: no shape"
+        ),
+        pytest.param(
+            b"{}",
+            {"inference-header-content-length": "two"},
+            "ValueError: invalid literal for int()",
+            id="binary: length not a number",
+        ),
+        pytest.param(
+            b"[" * 100_000,
+            {"inference-header-content-length": "100000"},
+            "depth limit exceeded",
+            id="binary: nested 100000 deep",
+        ),
+    ],
+)
+def test_v2_bodies_that_are_not_v2_requests_are_400(client, body, headers, text) -> None:
+    answer = client.post(f"/v2/models/{MODEL}/infer", content=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error.startswith("the body is not a V2 inference request (") and text in error
+    assert error.endswith(protocol.V2_HINT)
+
+
+def test_v2_json_and_binary_requests_are_answered(client) -> None:
+    tensor = {**PIXELS_TENSOR, "data": PIXELS.reshape(-1).tolist()}
+    binary = {**PIXELS_TENSOR, "parameters": {"binary_data_size": PIXELS.nbytes}}
+    for body, headers in [
+        (json.dumps({"id": "a", "inputs": [tensor]}).encode(), {"content-type": JSON}),
+        v2_binary({"id": "a", "inputs": [binary]}, PIXELS.tobytes()),
+    ]:
+        answer = client.post(f"/v2/models/{MODEL}/infer", content=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        assert (answer.json()["id"], answer.json()["model_version"]) == ("a", str(VERSION))
