@@ -467,11 +467,7 @@ def parse_v2_request(
         if not items:
             raise RequestError(400, f"input {tensor.name!r} is empty; {V2_HINT}")
         _check_count(len(items), max_instances)
-        # REST V2 carries BYTES as text: take it as base64.
-        payloads = (
-            _b64_payload({"b64": item}, i) if isinstance(item, str) else bytes(item)
-            for i, item in enumerate(items)
-        )
+        payloads = (_v2_image_bytes(item, i) for i, item in enumerate(items))
         images, total = check_images(payloads, max_image_pixels, max_request_pixels)
         return ParsedRequest(DEFAULT_SIGNATURE, images, "v2", request_id=request_id, pixels=total)
     if tensor.name == PIXELS_INPUT and tensor.datatype in ("FP32", "FP64"):
@@ -485,3 +481,18 @@ def parse_v2_request(
             PIXELS_SIGNATURE, pixels, "v2", request_id=request_id, pixels=pixels.size
         )
     raise RequestError(400, f"unexpected input {tensor.name!r} ({tensor.datatype}); {V2_HINT}")
+
+
+def _v2_image_bytes(item: Any, i: int) -> bytes:
+    """One element of a V2 BYTES input: bytes (the binary data extension) or base64 text
+    (JSON, which carries BYTES as text). Anything else is refused, never passed to
+    ``bytes()``, which would make a number N into N zero bytes."""
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return _b64_payload({"b64": item}, i)
+    raise RequestError(
+        400,
+        f"instance {i} of {BYTES_INPUT!r} is {_json_type(item)}; send each image as a "
+        "base64 string of its PNG or JPEG bytes",
+    )

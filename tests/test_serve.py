@@ -342,6 +342,18 @@ def v2_bytes_request(images: list[bytes]) -> Any:
     return InferRequest(MODEL, [tensor], request_id="budget")
 
 
+@pytest.mark.parametrize(
+    ("element", "kind"),
+    [(10**15, "a number"), (-1, "a number"), (True, "a boolean"), (None, "null")],
+)
+def test_v2_bytes_elements_must_be_base64_strings(element: Any, kind: str) -> None:
+    # bytes(10**15) would allocate a petabyte: such an element is refused, not converted.
+    with pytest.raises(protocol.RequestError) as info:
+        protocol.parse_v2_request(v2_bytes_request([element]))
+    assert info.value.status == 400
+    assert info.value.message.startswith(f"instance 0 of 'image_bytes' is {kind}; send each")
+
+
 @pytest.mark.parametrize("path", ["v1", "v2"])
 def test_request_pixel_budget_is_summed_from_headers_before_decoding(path: str) -> None:
     # Four 100x100 headers with no image data behind them: only their headers are read.
