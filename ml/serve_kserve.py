@@ -7,10 +7,11 @@ Import it through ``ml.serve.load_kserve`` (KServe parses ``sys.argv`` when firs
 Configuration goes through KServe's public API (``kserve.ModelServer(...)``, its
 ``register_model``, ``setup_event_loop`` and ``register_signal_handler``, and
 ``RESTServer.create_application``, whose routes ``ml/serve_routes.py`` then replaces with the
-documented ones), except the bind address: KServe 0.21's ``RESTServer``
+documented ones), except two settings of uvicorn's: KServe 0.21's ``RESTServer``
 hard-codes ``host="0.0.0.0"`` in the ``uvicorn.Config`` it keeps as ``.config``, and no
-argument changes it. :func:`bind_host` is the one place that reaches into it;
-``tests/test_serve.py::test_rest_server_binds_the_host_it_is_given`` fails if an upgrade
+argument changes it or the HTTP protocol (this server's has a request-header deadline:
+``ml/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches into it;
+``tests/test_serve.py::test_rest_server_configures_uvicorn_as_given`` fails if an upgrade
 moves it.
 """
 
@@ -34,6 +35,7 @@ from ml.batcher import Batcher
 from ml.body_limit import BodyLimitMiddleware
 from ml.export import OUTPUT
 from ml.fast_predict import FastPredictRoute
+from ml.header_timeout import header_timeout_protocol
 from ml.protocol import (
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_REQUEST_PIXELS,
@@ -123,15 +125,17 @@ class FashionMnistModel(kserve.Model):
         super().stop()
 
 
-def bind_host(server: RESTServer, host: str) -> None:
-    """Make ``server`` listen on ``host``: the one private detail of KServe touched here
-    (its ``uvicorn.Config``, created with ``host="0.0.0.0"`` and read when serving)."""
+def configure_uvicorn(server: RESTServer, host: str, request_header_timeout: float) -> None:
+    """Make ``server`` listen on ``host`` with a deadline for request headers: the one
+    private detail of KServe touched here (its ``uvicorn.Config``, created with
+    ``host="0.0.0.0"`` and uvicorn's own HTTP protocol, and read when serving)."""
     server.config.host = host
+    server.config.http = header_timeout_protocol(request_header_timeout)
 
 
 class BoundRESTServer(RESTServer):
     """KServe's REST server on ``host``: the documented routes only (``ml/serve_routes.py``),
-    a body limit and this server's error answers."""
+    a deadline for request headers, a body limit and this server's error answers."""
 
     def __init__(
         self,
@@ -139,11 +143,12 @@ class BoundRESTServer(RESTServer):
         host: str,
         max_body_bytes: int,
         model: FashionMnistModel,
+        request_header_timeout: float,
         docs: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(*a, **kw)
-        bind_host(self, host)
+        configure_uvicorn(self, host, request_header_timeout)
         self.max_body_bytes = max_body_bytes
         self.model = model
         self.docs = docs
@@ -232,6 +237,7 @@ def rest_server(
         max_body_bytes=args.max_body_bytes,
         model=model,
         docs=server.enable_docs_url,
+        request_header_timeout=args.request_header_timeout,
         access_log_format=server.access_log_format,
         grace_period=server.grace_period,
         event_loop=server.event_loop,
