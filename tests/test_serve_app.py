@@ -1,26 +1,17 @@
-"""ml.serve's web app in process (no socket, no TensorFlow): the routes it answers and its
-answers to malformed requests.
-
-``app`` is the app ``python -m ml.serve`` serves (``ml.serve_kserve.rest_server`` and its
-``create_application``), its model answering from a stub version that returns uniform
-probabilities. KServe builds its one FastAPI app per process, so it is built once here.
-"""
+"""ml.serve's web app in process (``tests/serve_stub.py``): the routes it answers and its
+answers to malformed requests."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ml import protocol, serve, watcher
+from ml import protocol
+from tests.serve_stub import MODEL, VERSION, StubVersions, stub_app
 
-MODEL = "tf-mnist"
-VERSION = 3
-MAX_INSTANCES = 8
-MAX_BODY_BYTES = 1_000_000
 JSON = "application/json"
 DOCUMENTED_ROUTES = [
     ("GET", "/"),
@@ -31,46 +22,19 @@ DOCUMENTED_ROUTES = [
 ]
 
 
-class StubVersions(watcher.VersionWatcher):
-    """A watcher serving version ``VERSION`` of a model that answers 0.1 for each class."""
+@pytest.fixture(scope="module")
+def app() -> Any:
+    return stub_app().app
 
-    def __init__(self) -> None:
-        super().__init__("/nonexistent/tf-mnist")
-        self.current = watcher.LoadedVersion(VERSION, Path(f"/stub/{VERSION}"), {}, None)
-        self.stopped = False
 
-    def predict(self, signature_name: str, inputs: Any) -> tuple[int, np.ndarray]:
-        return VERSION, np.full((len(inputs), 10), 0.1, np.float32)
-
-    def stop(self) -> None:
-        self.stopped = True
-        super().stop()
+@pytest.fixture(scope="module")
+def client() -> Any:
+    return stub_app().client
 
 
 @pytest.fixture(scope="module")
 def versions() -> StubVersions:
-    return StubVersions()
-
-
-@pytest.fixture(scope="module")
-def app(versions: StubVersions) -> Any:
-    adapter = serve.load_kserve()
-    import kserve
-
-    args = serve.parse_args(
-        ["--model-dir", "d", "--model-name", MODEL, "--max-instances", str(MAX_INSTANCES),
-         "--max-body-bytes", str(MAX_BODY_BYTES)]
-    )  # fmt: skip
-    model = adapter.FashionMnistModel(MODEL, versions, max_instances=MAX_INSTANCES)
-    adapter.rest_server(adapter.model_server(args), model, args).create_application()
-    return kserve.model_server.app
-
-
-@pytest.fixture(scope="module")
-def client(app: Any) -> Any:
-    from starlette.testclient import TestClient
-
-    return TestClient(app, raise_server_exceptions=False)
+    return stub_app().versions
 
 
 def test_only_the_documented_routes_are_mounted(app) -> None:
