@@ -8,6 +8,8 @@ watcher, so readiness answered 404 from then on. :func:`mount_documented_routes`
 KServe's routes with :data:`ROUTES`, served by KServe's own endpoint handlers; any other URL
 gets a 404 (405: a served path with another method) naming the routes that are served, and
 a V2 URL naming a model version a 404 saying which version is served and the URL without it.
+V2 infer bodies are decoded in one place, :func:`decode_v2_body`: any body that is not a V2
+request is a 400 saying why.
 """
 
 from __future__ import annotations
