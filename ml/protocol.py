@@ -49,6 +49,14 @@ HINT = (
     '{"instances": [<28x28 array of floats in [0, 1]>]}.'
 )
 
+#: What a V2 inference request holds (REST ``/v2/models/<name>/infer``).
+V2_HINT = (
+    f'send exactly one input: "{BYTES_INPUT}" (BYTES, one encoded PNG/JPEG per element) or '
+    f'"{PIXELS_INPUT}" (FP32, shape [N, 28, 28, 1], values in [0, 1]), e.g. {{"inputs": '
+    f'[{{"name": "{PIXELS_INPUT}", "datatype": "FP32", "shape": [1, 28, 28, 1], "data": '
+    "[784 floats]}]}"
+)
+
 _TOP_LEVEL_KEYS = ("instances", "inputs", "signature_name", "return_class_names")
 _IMAGE_SIDE = INPUT_SHAPE[0]
 _PIXEL_SHAPES = ((_IMAGE_SIDE, _IMAGE_SIDE), tuple(INPUT_SHAPE))
@@ -181,6 +189,12 @@ def _json_object(body: Any) -> dict:
             body = json.loads(body)
         except (ValueError, UnicodeDecodeError) as e:
             raise RequestError(400, f"the request body is not valid JSON ({e}). {HINT}") from e
+        except RecursionError as e:  # not a ValueError: json.loads recurses per nesting level
+            raise RequestError(
+                400,
+                "the request body nests JSON arrays or objects too deeply to be read (an "
+                f"image is 2 or 3 levels deep inside its list). {HINT}",
+            ) from e
     if not isinstance(body, dict):
         raise RequestError(
             400, f"the request body must be a JSON object, got {_json_type(body)}. {HINT}"
@@ -372,9 +386,11 @@ def _numeric_array(value: Any, i: int) -> np.ndarray:
         raise RequestError(400, f"instance {i} is {_json_type(value)}; {_PIXELS_EXPECTED}")
     try:
         array = np.asarray(value)
-    except ValueError as e:  # ragged nesting
+    except ValueError as e:  # ragged, or nested deeper than numpy's 64 dimensions
         raise RequestError(
-            400, f"instance {i} is a ragged array (rows of different lengths); {_PIXELS_EXPECTED}"
+            400,
+            f"instance {i} is a ragged array (rows of different lengths) or nested too deeply; "
+            f"{_PIXELS_EXPECTED}",
         ) from e
     if array.dtype.kind not in "iuf":
         what = {
@@ -438,36 +454,45 @@ def parse_v2_request(
 ) -> ParsedRequest:
     """A KServe V2 ``InferRequest`` (REST ``/v2/models/<name>/infer``): one input named
     ``image_bytes`` (BYTES, raw image bytes) or ``pixels`` (FP32 ``[N,28,28(,1)]``)."""
-    usage = (
-        f'send exactly one input: "{BYTES_INPUT}" (BYTES, one encoded PNG/JPEG per element) or '
-        f'"{PIXELS_INPUT}" (FP32, shape [N, 28, 28, 1], values in [0, 1])'
-    )
     if len(request.inputs) != 1:
-        raise RequestError(400, f"the request has {len(request.inputs)} inputs; {usage}")
+        raise RequestError(400, f"the request has {len(request.inputs)} inputs; {V2_HINT}")
     (tensor,) = request.inputs
     try:
         array = tensor.as_numpy()
     except Exception as e:  # kserve raises several types for malformed tensors
-        raise RequestError(400, f"input {tensor.name!r} cannot be read ({e}); {usage}") from e
+        raise RequestError(400, f"input {tensor.name!r} cannot be read ({e}); {V2_HINT}") from e
     request_id = request.id or ""
     if tensor.name == BYTES_INPUT and tensor.datatype == "BYTES":
         items = list(array.reshape(-1))
         if not items:
-            raise RequestError(400, f"input {tensor.name!r} is empty; {usage}")
+            raise RequestError(400, f"input {tensor.name!r} is empty; {V2_HINT}")
         _check_count(len(items), max_instances)
-        # REST V2 carries BYTES as text: take it as base64.
-        payloads = (
-            _b64_payload({"b64": item}, i) if isinstance(item, str) else bytes(item)
-            for i, item in enumerate(items)
-        )
+        payloads = (_v2_image_bytes(item, i) for i, item in enumerate(items))
         images, total = check_images(payloads, max_image_pixels, max_request_pixels)
         return ParsedRequest(DEFAULT_SIGNATURE, images, "v2", request_id=request_id, pixels=total)
     if tensor.name == PIXELS_INPUT and tensor.datatype in ("FP32", "FP64"):
         if array.ndim not in (3, 4) or len(array) == 0:
-            raise RequestError(400, f"input {tensor.name!r} has shape {list(array.shape)}; {usage}")
+            raise RequestError(
+                400, f"input {tensor.name!r} has shape {list(array.shape)}; {V2_HINT}"
+            )
         _check_count(len(array), max_instances)
         pixels = np.stack([check_pixels(item, i) for i, item in enumerate(array)])
         return ParsedRequest(
             PIXELS_SIGNATURE, pixels, "v2", request_id=request_id, pixels=pixels.size
         )
-    raise RequestError(400, f"unexpected input {tensor.name!r} ({tensor.datatype}); {usage}")
+    raise RequestError(400, f"unexpected input {tensor.name!r} ({tensor.datatype}); {V2_HINT}")
+
+
+def _v2_image_bytes(item: Any, i: int) -> bytes:
+    """One element of a V2 BYTES input: bytes (the binary data extension) or base64 text
+    (JSON, which carries BYTES as text). Anything else is refused, never passed to
+    ``bytes()``, which would make a number N into N zero bytes."""
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return _b64_payload({"b64": item}, i)
+    raise RequestError(
+        400,
+        f"instance {i} of {BYTES_INPUT!r} is {_json_type(item)}; send each image as a "
+        "base64 string of its PNG or JPEG bytes",
+    )

@@ -1,12 +1,14 @@
 """Serve the newest published model version over KServe's V1 REST protocol.
 
     python -m ml.serve --model-dir V/serving/S --model-name S [--host 127.0.0.1]
-        [--http-port 8080] [--poll-interval 2.0] [--max-instances 256]
-        [--max-body-bytes 8388608] [--max-image-pixels 4096x4096]
+        [--http-port 8080] [--poll-interval 2.0] [--request-header-timeout 10]
+        [--max-instances 256] [--max-body-bytes 8388608] [--max-image-pixels 4096x4096]
         [--max-request-pixels 8192x8192] [KServe's server flags]
 
 ``POST /v1/models/<name>:predict`` answers predictions; ``GET /v1/models/<name>`` is the
-readiness probe (200 once a version is loaded, 503 before). The server polls ``--model-dir``
+readiness probe (200 once a version is loaded, 503 before); ``POST /v2/models/<name>/infer``
+and ``GET /v2/models/<name>/ready`` are the same in KServe's V2 protocol; ``GET /`` is
+liveness. Every other URL answers 404 (``ml/serve_routes.py``). The server polls ``--model-dir``
 every ``--poll-interval`` seconds and serves the newest integer version directory
 (``ml/watcher.py``). Request forms and answers: ``ml/protocol.py``. Answers
 ``{"predictions": [[10 probabilities], ...], "model_version": N}`` (row form) or
@@ -44,6 +46,7 @@ DEFAULT_MODEL_NAME = contract.DEFAULT_SERVICE
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
 DEFAULT_POLL_INTERVAL = 2.0
+DEFAULT_REQUEST_HEADER_TIMEOUT = 10.0
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
@@ -131,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive(float),
         default=DEFAULT_POLL_INTERVAL,
         help="seconds between checks of --model-dir for a new version",
+    )
+    p.add_argument(
+        "--request-header-timeout",
+        type=_positive(float),
+        default=DEFAULT_REQUEST_HEADER_TIMEOUT,
+        help="seconds a request's line and headers may take to arrive, counted from the "
+        "connection's opening or the request's first byte; slower clients get a 408 and the "
+        "connection is closed (else a client trickling its headers holds it forever)",
     )
     p.add_argument(
         "--access-log",

@@ -1,14 +1,17 @@
 """The adapter to KServe 0.21: the served ``kserve.Model``, and KServe's REST server bound to
-``--host`` with a body limit and error answers that say how to fix the request.
+``--host`` with the documented routes only, a body limit and error answers that say how to
+fix the request.
 
 Import it through ``ml.serve.load_kserve`` (KServe parses ``sys.argv`` when first imported).
 
 Configuration goes through KServe's public API (``kserve.ModelServer(...)``, its
 ``register_model``, ``setup_event_loop`` and ``register_signal_handler``, and
-``RESTServer.create_application``), except the bind address: KServe 0.21's ``RESTServer``
+``RESTServer.create_application``, whose routes ``ml/serve_routes.py`` then replaces with the
+documented ones), except two settings of uvicorn's: KServe 0.21's ``RESTServer``
 hard-codes ``host="0.0.0.0"`` in the ``uvicorn.Config`` it keeps as ``.config``, and no
-argument changes it. :func:`bind_host` is the one place that reaches into it;
-``tests/test_serve.py::test_rest_server_binds_the_host_it_is_given`` fails if an upgrade
+argument changes it or the HTTP protocol (this server's has a request-header deadline:
+``ml/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches into it;
+``tests/test_serve.py::test_rest_server_configures_uvicorn_as_given`` fails if an upgrade
 moves it.
 """
 
@@ -32,6 +35,7 @@ from ml.batcher import Batcher
 from ml.body_limit import BodyLimitMiddleware
 from ml.export import OUTPUT
 from ml.fast_predict import FastPredictRoute
+from ml.header_timeout import header_timeout_protocol
 from ml.protocol import (
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_REQUEST_PIXELS,
@@ -42,6 +46,7 @@ from ml.protocol import (
     parse_request,
     parse_v2_request,
 )
+from ml.serve_routes import add_route_error_handler, mount_documented_routes
 from ml.watcher import VersionWatcher
 
 log = logging.getLogger("ml.serve")
@@ -67,6 +72,10 @@ class FashionMnistModel(kserve.Model):
 
     async def healthy(self) -> bool:
         return self.watcher.current is not None
+
+    def served_version(self) -> int | None:
+        current = self.watcher.current
+        return current.version if current is not None else None
 
     def not_ready_reason(self) -> str:
         return f"No version loaded yet from {self.watcher.model_dir} (waiting for one)."
@@ -116,29 +125,42 @@ class FashionMnistModel(kserve.Model):
         super().stop()
 
 
-def bind_host(server: RESTServer, host: str) -> None:
-    """Make ``server`` listen on ``host``: the one private detail of KServe touched here
-    (its ``uvicorn.Config``, created with ``host="0.0.0.0"`` and read when serving)."""
+def configure_uvicorn(server: RESTServer, host: str, request_header_timeout: float) -> None:
+    """Make ``server`` listen on ``host`` with a deadline for request headers: the one
+    private detail of KServe touched here (its ``uvicorn.Config``, created with
+    ``host="0.0.0.0"`` and uvicorn's own HTTP protocol, and read when serving)."""
     server.config.host = host
+    server.config.http = header_timeout_protocol(request_header_timeout)
 
 
 class BoundRESTServer(RESTServer):
-    """KServe's REST server on ``host``, with a body limit and this server's error answers."""
+    """KServe's REST server on ``host``: the documented routes only (``ml/serve_routes.py``),
+    a deadline for request headers, a body limit and this server's error answers."""
 
     def __init__(
-        self, *a: Any, host: str, max_body_bytes: int, model: FashionMnistModel, **kw: Any
+        self,
+        *a: Any,
+        host: str,
+        max_body_bytes: int,
+        model: FashionMnistModel,
+        request_header_timeout: float,
+        docs: bool = False,
+        **kw: Any,
     ) -> None:
         super().__init__(*a, **kw)
-        bind_host(self, host)
+        configure_uvicorn(self, host, request_header_timeout)
         self.max_body_bytes = max_body_bytes
         self.model = model
+        self.docs = docs
 
     def create_application(self) -> None:
         super().create_application()  # KServe's middlewares, endpoints and error handlers
         app = kserve.model_server.app  # the FastAPI app create_application just set up
+        mount_documented_routes(app, self.dataplane, docs=self.docs)
         app.add_middleware(FastPredictRoute, model_name=self.model.name, answer=self.model.answer)
         app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)  # outermost
         add_error_handlers(app, self.dataplane.model_registry)
+        add_route_error_handler(app, self.model.name, self.model.served_version)
 
 
 def add_error_handlers(app: Any, registry: Any) -> None:
@@ -195,15 +217,18 @@ def request_logs(on: bool) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.Namespace) -> None:
-    """Run the REST server until a signal stops it.
+def rest_server(
+    server: kserve.ModelServer, model: FashionMnistModel, args: argparse.Namespace
+) -> BoundRESTServer:
+    """KServe's REST server for ``model``, registered with ``server``; its app is built by
+    ``create_application`` (which ``start`` calls).
 
     Unlike ``ModelServer.start``, the model is registered before it is ready (``start``
     refuses that): readiness answers 503 until the watcher loads a version.
     """
     server.register_model(model)
     model.enable_latency_logging = server.enable_latency_logging
-    rest = BoundRESTServer(
+    return BoundRESTServer(
         FASTAPI_APP_IMPORT_STRING,
         server.dataplane,
         server.model_repository_extension,
@@ -211,6 +236,8 @@ def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.N
         host=args.host,
         max_body_bytes=args.max_body_bytes,
         model=model,
+        docs=server.enable_docs_url,
+        request_header_timeout=args.request_header_timeout,
         access_log_format=server.access_log_format,
         grace_period=server.grace_period,
         event_loop=server.event_loop,
@@ -218,6 +245,11 @@ def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.N
         ssl_certfile=server.ssl_certfile,
         ssl_keyfile=server.ssl_keyfile,
     )
+
+
+def serve(server: kserve.ModelServer, model: FashionMnistModel, args: argparse.Namespace) -> None:
+    """Run the REST server until a signal stops it."""
+    rest = rest_server(server, model, args)
     request_logs(args.access_log)
     server.setup_event_loop()
     server.register_signal_handler()

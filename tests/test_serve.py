@@ -13,7 +13,9 @@ import base64
 import http.client
 import io
 import json
+import math
 import os
+import select
 import shutil
 import socket
 import struct
@@ -40,6 +42,7 @@ MODEL = "tf-mnist"
 MAX_INSTANCES = 8  # the test server's --max-instances
 MAX_BODY_BYTES = 1_000_000  # the test server's --max-body-bytes
 STARTUP_SECONDS = 90
+HEADER_TIMEOUT = 1.0  # the empty server's --request-header-timeout
 
 
 # --------------------------------------------------------------------------- image bytes
@@ -100,6 +103,13 @@ class Raw(NamedTuple):
 # MAX_INSTANCES and MAX_BODY_BYTES; unit tests pass the same limits to parse_request.
 BAD_REQUESTS = [
     pytest.param(Raw(b'{"instances": [1,'), 400, "Send a JSON object", id="malformed JSON"),
+    pytest.param(Raw(b"[" * 100_000), 400, "nests JSON arrays", id="JSON nested 100000 deep"),
+    pytest.param(
+        Raw(b'{"instances": ' + b"[" * 100_000, "text/plain"),
+        400,
+        "nests JSON arrays",
+        id="JSON nested 100000 deep as text/plain",
+    ),
     pytest.param([ZEROS], 400, "must be a JSON object", id="body is a list"),
     pytest.param({}, 400, 'no "instances" or "inputs"', id="no instances or inputs"),
     pytest.param(
@@ -335,6 +345,18 @@ def v2_bytes_request(images: list[bytes]) -> Any:
     return InferRequest(MODEL, [tensor], request_id="budget")
 
 
+@pytest.mark.parametrize(
+    ("element", "kind"),
+    [(10**15, "a number"), (-1, "a number"), (True, "a boolean"), (None, "null")],
+)
+def test_v2_bytes_elements_must_be_base64_strings(element: Any, kind: str) -> None:
+    # bytes(10**15) would allocate a petabyte: such an element is refused, not converted.
+    with pytest.raises(protocol.RequestError) as info:
+        protocol.parse_v2_request(v2_bytes_request([element]))
+    assert info.value.status == 400
+    assert info.value.message.startswith(f"instance 0 of 'image_bytes' is {kind}; send each")
+
+
 @pytest.mark.parametrize("path", ["v1", "v2"])
 def test_request_pixel_budget_is_summed_from_headers_before_decoding(path: str) -> None:
     # Four 100x100 headers with no image data behind them: only their headers are read.
@@ -425,11 +447,15 @@ def test_every_flag_has_help_and_limits_parse(capsys) -> None:
         serve.main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--model-dir", "--model-name", "--host", "--http-port", "--timeout-keep-alive"):
+    for flag in (
+        "--model-dir", "--model-name", "--host", "--http-port", "--timeout-keep-alive",
+        "--request-header-timeout",
+    ):  # fmt: skip
         assert flag in out
     assert "--grpc-port" not in out
     args = serve.parse_args(["--model-dir", "d", "--max-image-pixels", "100x200"])
     assert (args.max_image_pixels, args.host) == (20_000, "127.0.0.1")
+    assert args.request_header_timeout == 10.0
     assert args.max_request_pixels == protocol.DEFAULT_MAX_REQUEST_PIXELS == 8192 * 8192
     args = serve.parse_args(["--model-dir", "d", "--max-request-pixels", "300x400"])
     assert args.max_request_pixels == 120_000
@@ -442,6 +468,7 @@ def test_every_flag_has_help_and_limits_parse(capsys) -> None:
         ["--max-request-pixels", "many"],
         ["--http-port", "70000"],
         ["--poll-interval", "0"],
+        ["--request-header-timeout", "0"],
     ):
         with pytest.raises(SystemExit):
             parser.parse_args(["--model-dir", "d", *bad])
@@ -460,9 +487,9 @@ def test_kserve_flags_this_server_cannot_honour_are_refused(flags, text, capsys)
     assert info.value.code == 2 and text in capsys.readouterr().err
 
 
-def test_rest_server_binds_the_host_it_is_given() -> None:
-    """Guards ml.serve_kserve.bind_host, the one private KServe detail used: if a KServe
-    upgrade stops building its uvicorn server from ``RESTServer.config``, this fails."""
+def test_rest_server_configures_uvicorn_as_given() -> None:
+    """Guards ml.serve_kserve.configure_uvicorn, the one private KServe detail used: if a
+    KServe upgrade stops building its uvicorn server from ``RESTServer.config``, this fails."""
     adapter = serve.load_kserve()
     args = serve.parse_args(["--model-dir", "d", "--http-port", "18080"])
     server = adapter.model_server(args)
@@ -474,10 +501,13 @@ def test_rest_server_binds_the_host_it_is_given() -> None:
         host="127.0.0.2",
         max_body_bytes=10,
         model=adapter.FashionMnistModel("m", watcher.VersionWatcher("d")),
+        request_header_timeout=1.5,
     )
     uvicorn_server = rest._server  # what RESTServer.start() serves
     assert uvicorn_server.config is rest.config
     assert (uvicorn_server.config.host, uvicorn_server.config.port) == ("127.0.0.2", 18080)
+    uvicorn_server.config.load()  # resolves the HTTP protocol class, as serving does
+    assert uvicorn_server.config.http_protocol_class.header_timeout == 1.5
 
 
 def test_importing_the_modules_loads_neither_tensorflow_nor_kserve() -> None:
@@ -637,7 +667,12 @@ def servers(tmp_path_factory, exported: Path) -> Iterator[dict[str, Server]]:
     started: dict[str, Server] = {}
     try:
         started["main"] = Server(serving, root / "main.log")
-        started["empty"] = Server(root / "serving" / "empty", root / "empty.log")
+        started["empty"] = Server(
+            root / "serving" / "empty",
+            root / "empty.log",
+            "--request-header-timeout",
+            str(HEADER_TIMEOUT),
+        )
         # The default limits (the others' --max-instances is small, for the bad-input table).
         defaults = root / "serving" / "defaults"
         publish(exported, defaults, {"source": "test"})
@@ -841,6 +876,49 @@ def test_server_without_versions_waits_not_ready_then_loads_the_first(
     status, answer = empty_server.predict({"instances": [ZEROS]})
     assert status == 200 and answer["model_version"] == 1
     assert f"serving version 1 from {empty_server.model_dir / '1'}" in empty_server.log()
+
+
+def trickle(port: int, start: bytes, rest: bytes, within: float) -> tuple[bytes, float]:
+    """Send ``start``, then one byte of ``rest`` every 0.1 s until the server closes the
+    connection or ``within`` seconds pass. Returns (what the server sent, seconds until it
+    closed the connection, or inf)."""
+    began = time.monotonic()
+    received = b""
+    pending = iter(rest)
+    with socket.create_connection(("127.0.0.1", port), timeout=within) as sock:
+        sock.sendall(start)
+        while time.monotonic() - began < within:
+            if select.select([sock], [], [], 0.1)[0]:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return received, time.monotonic() - began
+                received += chunk
+            elif (byte := next(pending, None)) is not None:
+                sock.send(bytes([byte]))
+    return received, math.inf
+
+
+@pytest.mark.parametrize(
+    ("start", "rest", "answer"),
+    [
+        pytest.param(
+            b"GET /v1/models/tf-mnist HTT",
+            b"P/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000,
+            b"HTTP/1.1 408 Request Timeout\r\n",
+            id="request line and headers sent a byte at a time",
+        ),
+        pytest.param(b"", b"", b"", id="nothing sent"),
+    ],
+)
+def test_a_request_whose_headers_do_not_arrive_in_time_is_closed(
+    empty_server, start, rest, answer
+) -> None:
+    received, closed_after = trickle(empty_server.port, start, rest, HEADER_TIMEOUT + 10)
+    assert HEADER_TIMEOUT - 0.1 < closed_after < HEADER_TIMEOUT + 5, (closed_after, received)
+    assert received.startswith(answer), received
+    if answer:
+        assert b"--request-header-timeout" in received
+    assert empty_server.get(f"/v1/models/{MODEL}")[0] in (200, 503)  # still answering
 
 
 def test_new_version_is_swapped_in_without_failing_a_request(server, exported, tmp_path) -> None:

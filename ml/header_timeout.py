@@ -1,0 +1,80 @@
+"""A deadline for each request's line and headers, which uvicorn does not have.
+
+uvicorn (0.54) bounds only the idle time between requests (``timeout_keep_alive``); nothing
+bounds how long a request's line and headers take to arrive, so a client that sends them a
+byte at a time holds its connection forever, and enough such clients hold all of the
+server's connections (Slowloris). :func:`header_timeout_protocol` is uvicorn's httptools
+HTTP protocol (the one it picks when httptools is installed, as with KServe) with a timer:
+armed when the connection opens and when a request's first byte arrives, cancelled when the
+request's headers are complete. When it fires, the connection is closed, after a 408 that
+says why if part of a request had arrived (a connection that sent nothing is just closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+
+def header_timeout_protocol(seconds: float) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with a ``seconds`` deadline for request headers, for
+    ``uvicorn.Config(http=...)``."""
+
+    class HeaderTimeoutProtocol(HttpToolsProtocol):
+        header_timeout = seconds
+        _timer: asyncio.TimerHandle | None = None
+        _partial = False  # part of a request (not all its headers) has arrived
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._partial = True
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._partial = False
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._timer is None:
+                self._timer = self.loop.call_later(self.header_timeout, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _headers_late(self) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            if self._partial:
+                self.transport.write(_response_408(self.header_timeout))
+            self.transport.close()
+
+    return HeaderTimeoutProtocol
+
+
+def _response_408(seconds: float) -> bytes:
+    body = json.dumps(
+        {
+            "error": f"the request line and headers did not all arrive within {seconds:g} s "
+            "(--request-header-timeout); send them without pauses"
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
