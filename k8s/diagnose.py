@@ -7,7 +7,8 @@ error must not hide the problem being reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import TypeVar
 
 from k8s.kube import Kube, KubeError
@@ -234,14 +235,23 @@ def job_report(
     return with_hints(lines)
 
 
-def tfjob_failure_report(kube: Kube, namespace: str, name: str, tail: int = 40) -> str:
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def tfjob_failure_report(
+    kube: Kube, namespace: str, name: str, tail: int = 40, kept_logs: Mapping[str, str] = EMPTY
+) -> str:
     """The TFJob's report (``tfjob_report_lines``) with the known pitfalls' hints."""
-    return with_hints(tfjob_report_lines(kube, namespace, name, tail))
+    return with_hints(tfjob_report_lines(kube, namespace, name, tail, kept_logs))
 
 
-def tfjob_report_lines(kube: Kube, namespace: str, name: str, tail: int = 40) -> list[str]:
+def tfjob_report_lines(
+    kube: Kube, namespace: str, name: str, tail: int = 40, kept_logs: Mapping[str, str] = EMPTY
+) -> list[str]:
     """The TFJob's conditions and replica counts; for each failing or Pending pod its phase,
-    container states, recent events and log tail (container ``tensorflow``); the job's events."""
+    container states, recent events and log tail (container ``tensorflow``); the job's events.
+    ``kept_logs`` (pod → the log of its last crashed run, kept while the pod lived) stands
+    in for the pods the operator deleted when it failed the job past its backoff limit."""
     job = safe(lambda: kube.get(TFJOB_API, "TFJob", name, namespace), None)
     lines = [f"TFJob {namespace}/{name}: {tfjob_state(job)}"]
     if job is not None:
@@ -254,7 +264,12 @@ def tfjob_report_lines(kube: Kube, namespace: str, name: str, tail: int = 40) ->
             )
     pods = safe(lambda: tfjob_pods(kube, namespace, name), [])
     if not pods:
-        lines.append("  no pods left (cleanPodPolicy may have removed them)")
+        lines.append("  no pods left (the operator deletes them when a job is past its limits)")
+    present = {(p.get("metadata") or {}).get("name") for p in pods}
+    for pod, text in sorted(kept_logs.items()):
+        if pod not in present and text.strip():
+            lines.append(f"  Pod {namespace}/{pod}: deleted; log of its last crashed run:")
+            lines += indent(text.rstrip("\n").splitlines()[-tail:], 4)
     for pod in pods:
         report = pod_report(
             kube, namespace, pod, container=TF_CONTAINER, tail=tail, detail=pod_is_troubled(pod)

@@ -49,8 +49,17 @@ class Kube(Protocol):
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """Delete with foreground propagation; False when it did not exist."""
 
-    def logs(self, pod: str, namespace: str, container: str | None = None, tail: int = 40) -> str:
-        """The last ``tail`` lines of a container's log ('' when there is none yet)."""
+    def logs(
+        self,
+        pod: str,
+        namespace: str,
+        container: str | None = None,
+        tail: int = 40,
+        *,
+        previous: bool = False,
+    ) -> str:
+        """The last ``tail`` lines of a container's log ('' when there is none yet);
+        ``previous``: of its last terminated run (before a restart)."""
 
     def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
         """Events in a namespace, optionally only those whose involvedObject is ``name``;
@@ -287,12 +296,24 @@ class ApiKube:
             raise self._fail("delete", what, exc) from exc
         return True
 
-    def logs(self, pod: str, namespace: str, container: str | None = None, tail: int = 40) -> str:
+    def logs(
+        self,
+        pod: str,
+        namespace: str,
+        container: str | None = None,
+        tail: int = 40,
+        *,
+        previous: bool = False,
+    ) -> str:
         what = describe("Pod", pod, namespace) + (f" container {container}" if container else "")
         self._connect()
         try:
             text = self._core.read_namespaced_pod_log(
-                name=pod, namespace=namespace, container=container, tail_lines=tail
+                name=pod,
+                namespace=namespace,
+                container=container,
+                tail_lines=tail,
+                **({"previous": True} if previous else {}),
             )
         except self._errors() as exc:
             if self._status(exc) in (400, 404):  # not started yet, or gone
@@ -356,7 +377,15 @@ class DryKube:
         self.out(f"would delete {describe(kind, name, namespace)}")
         return False
 
-    def logs(self, pod: str, namespace: str, container: str | None = None, tail: int = 40) -> str:
+    def logs(
+        self,
+        pod: str,
+        namespace: str,
+        container: str | None = None,
+        tail: int = 40,
+        *,
+        previous: bool = False,
+    ) -> str:
         return ""
 
     def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:

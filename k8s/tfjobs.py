@@ -1,11 +1,23 @@
 """Waiting for TFJobs: the live status rows, and the rules that fail a job early (a worker
 crash-looping past its restart budget, stuck pulling its image, or never scheduled).
 
+Two behaviours of training-operator v1.9.0 shape it (read at the tag; the fake in
+``tests/fake_training_operator.py`` plays them):
+- a Running worker pod that is deleted (a drain, an eviction, ``kubectl delete pod``) counts
+  as a failed replica, and the job is Failed at once ("TFJob ns/name has failed because 1
+  Worker replica(s) failed."; kubeflow/trainer#2124). Under ``restartPolicy: OnFailure`` a
+  crash restarts in place and never ends that way, so the message names a deleted pod:
+  ``on_deleted_pod`` lets the caller resubmit the job, which resumes from its checkpoint.
+- past its backoff limit the operator deletes every pod before it marks the job Failed, so
+  the log of each crashed run (``--previous``) is kept here while the pod lives, for the
+  failure report.
+
 Built like every wait in ``k8s.waits``: ``common.poll.poll`` with this module's judgement.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,9 +28,11 @@ from k8s.diagnose import tfjob_failure_report, unschedulable
 from k8s.kube import Kube
 from k8s.objects import (
     TERMINAL,
+    TF_CONTAINER,
     TFJOB_API,
     Obj,
     condition,
+    container_statuses,
     format_condition,
     restarts_of,
     tfjob_pods,
@@ -41,6 +55,16 @@ from k8s.waits import (
 from ml import contract
 
 UNSCHEDULABLE_S = 300.0  # a worker the scheduler keeps refusing: its job cannot progress
+# UpdateJobStatus's message for failed replicas (v1.9.0 tfjob_controller.go:500-507).
+_REPLICAS_FAILED = re.compile(r"has failed because \d+ \w+ replica\(s\) failed")
+
+
+def failed_for_a_deleted_pod(job: Obj | None) -> bool:
+    """Whether the operator failed ``job`` for a worker pod deleted while running (with
+    ``restartPolicy: OnFailure`` the only way to that message; a crash restarts in place)."""
+    if tfjob_state(job) != "Failed":
+        return False
+    return bool(_REPLICAS_FAILED.search(str((condition(job, "Failed") or {}).get("message"))))
 
 
 @dataclass(frozen=True)
@@ -88,6 +112,9 @@ class _TFJobsJudge:
         self.rows = {n: TFJobRow(n, "Pending") for n in names}
         self.pods: dict[str, list[Obj]] = {n: [] for n in names}
         self.shown: list[TFJobRow] | None = None
+        self.on_deleted_pod: Callable[[str], bool] | None = None
+        self.kept_logs: dict[str, dict[str, str]] = {n: {} for n in names}
+        self.logged_restarts: dict[str, int] = {}
 
     def observe(self) -> dict[str, tuple[Obj | None, list[Obj]]]:
         return {
@@ -124,10 +151,14 @@ class _TFJobsJudge:
     def _judge_one(self, name: str, job: Obj | None, pods: list[Obj]) -> None:
         state = tfjob_state(job) if job is not None else self.rows[name].state
         reason = ""
+        self._keep_crash_logs(name, pods)
         if state not in TERMINAL:
             problems = self._problems(name, pods)
             if problems:
                 state, reason = "Failed", problems[0]
+        elif failed_for_a_deleted_pod(job) and self.on_deleted_pod and self.on_deleted_pod(name):
+            self._resubmitted(name)
+            return
         elif state == "Failed":
             reason = format_condition(condition(job, "Failed") or {})
         active, succeeded, failed = worker_counts(job)
@@ -143,7 +174,33 @@ class _TFJobsJudge:
         if state == "Failed":
             if reason:
                 self.out(f"TFJob {name} failed: {reason}")
-            self.out(tfjob_failure_report(self.kube, self.namespace, name))
+            report = tfjob_failure_report(
+                self.kube, self.namespace, name, kept_logs=self.kept_logs[name]
+            )
+            self.out(report)
+
+    def _keep_crash_logs(self, name: str, pods: list[Obj]) -> None:
+        """The log of each worker's last crashed run, fetched when its container restarts:
+        the operator deletes the pods (and their logs) when it fails the job."""
+        for pod in pods:
+            pod_name = (pod.get("metadata") or {}).get("name", "")
+            for cs in container_statuses(pod):
+                count = int(cs.get("restartCount") or 0)
+                seen = self.logged_restarts.get(pod_name, 0)
+                if cs.get("name") != TF_CONTAINER or count <= seen:
+                    continue
+                self.logged_restarts[pod_name] = count
+                text = self.kube.logs(pod_name, self.namespace, TF_CONTAINER, previous=True)
+                if text.strip():
+                    self.kept_logs[name][pod_name] = text
+
+    def _resubmitted(self, name: str) -> None:
+        """The caller resubmitted ``name``: watch the new job from its start."""
+        self.stuck[name] = Stuck(self.clock, self.limits.stuck_after)
+        self.refused_since.pop(name, None)
+        self.rows[name] = TFJobRow(name, "Pending")
+        for pod in self.pods[name]:
+            self.logged_restarts.pop((pod.get("metadata") or {}).get("name", ""), None)
 
     def _problems(self, name: str, pods: list[Obj]) -> list[str]:
         """Why a job that is not over yet will not succeed (crash loop, stuck, unschedulable)."""
@@ -198,6 +255,7 @@ def wait_tfjobs(
     out: Out = print,
     on_update: Callable[[list[TFJobRow]], Any] | None = None,
     unschedulable_after: float = UNSCHEDULABLE_S,
+    on_deleted_pod: Callable[[str], bool] | None = None,
 ) -> dict[str, str]:
     """Wait until every TFJob is Succeeded or Failed; return name → "Succeeded"/"Failed".
 
@@ -207,12 +265,15 @@ def wait_tfjobs(
     report of each failed job is printed when it fails (before ``cleanPodPolicy`` removes
     the evidence).
     ``on_update(rows)`` is called whenever a row changed; without it, each job's state
-    changes are printed as lines instead.
+    changes are printed as lines instead. ``on_deleted_pod(name)``, called when the operator
+    failed a job for a deleted worker pod, resubmits it and returns True (the wait goes on
+    for the new job), or returns False (the job counts as Failed).
     """
     names = list(names)
     what = f"TFJobs {', '.join(names)} in {namespace}"
     limits = _TFJobLimits(max_restarts, stuck_after, unschedulable_after)
     judge = _TFJobsJudge(kube, namespace, names, limits, clock, out, on_update)
+    judge.on_deleted_pod = on_deleted_pod
     verdict = poll_cluster(
         judge.observe, judge, what=what, timeout=timeout, interval=interval, clock=clock, out=out
     )

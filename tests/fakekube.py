@@ -98,7 +98,7 @@ class FakeKube:
         self.deleted: list[Key] = []
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.event_list: list[dict[str, Any]] = []
-        self.log_texts: dict[tuple[str, str | None], str] = {}
+        self.log_texts: dict[tuple[str, str | None, bool], str] = {}
         self.log_requests: list[tuple[str, str, str | None, int]] = []
         self._failures: dict[str, list[BaseException]] = {}
 
@@ -295,9 +295,12 @@ class FakeKube:
         self.event_list.append(event)
         return event
 
-    def set_log(self, pod: str, text: str, container: str | None = None) -> None:
-        """The log of ``pod`` (of one container, or of any container when None)."""
-        self.log_texts[(pod, container)] = text
+    def set_log(
+        self, pod: str, text: str, container: str | None = None, *, previous: bool = False
+    ) -> None:
+        """The log of ``pod`` (of one container, or of any container when None);
+        ``previous``: of the container's last terminated run."""
+        self.log_texts[(pod, container, previous)] = text
 
     # -- the Kube Protocol
 
@@ -352,10 +355,19 @@ class FakeKube:
         self.deleted.append(key)
         return True
 
-    def logs(self, pod: str, namespace: str, container: str | None = None, tail: int = 40) -> str:
+    def logs(
+        self,
+        pod: str,
+        namespace: str,
+        container: str | None = None,
+        tail: int = 40,
+        *,
+        previous: bool = False,
+    ) -> str:
         self._call("logs", pod, namespace, container, tail)
         self.log_requests.append((pod, namespace, container, tail))
-        text = self.log_texts.get((pod, container), self.log_texts.get((pod, None), ""))
+        texts = self.log_texts
+        text = texts.get((pod, container, previous), texts.get((pod, None, previous), ""))
         lines = text.splitlines()[-tail:] if tail else text.splitlines()
         return "\n".join(lines) + ("\n" if lines else "")
 

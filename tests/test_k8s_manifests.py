@@ -277,7 +277,7 @@ def test_tfjob_worker_shape() -> None:
     assert worker["template"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
     assert job["spec"]["runPolicy"] == {
         "activeDeadlineSeconds": s.train_deadline_s,
-        "backoffLimit": s.max_restarts,
+        "backoffLimit": s.max_restarts * s.workers + 1,  # see tfjob_backoff_limit
         "cleanPodPolicy": "None",
     }
     assert job["spec"]["successPolicy"] == "AllWorkers"

@@ -1127,6 +1127,9 @@ def test_api_kube_against_a_stand_in_api_server(api_server: str) -> None:
     assert kube.logs("w-0", NS, container="tensorflow", tail=3) == "line 7\nline 8\nline 9"
     log_call = next(r for r in FakeApiServer.requests if r["path"].endswith("w-0/log"))
     assert log_call["query"] == {"container": ["tensorflow"], "tailLines": ["3"]}
+    kube.logs("w-0", NS, container="tensorflow", tail=3, previous=True)
+    log_call = [r for r in FakeApiServer.requests if r["path"].endswith("w-0/log")][-1]
+    assert log_call["query"]["previous"] == ["true"]  # the crashed run's log
     assert kube.logs("starting", NS, container="tensorflow") == ""
 
     events = kube.events(NS, "w-0")

@@ -257,17 +257,17 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
         "spec": {
             "runPolicy": {
                 "activeDeadlineSeconds": s.train_deadline_s,
-                "backoffLimit": s.max_restarts,
+                "backoffLimit": tfjob_backoff_limit(s.max_restarts, s.workers),
                 "cleanPodPolicy": "None",
             },
             "successPolicy": "AllWorkers",
             "tfReplicaSpecs": {
                 "Worker": {
                     "replicas": s.workers,
-                    # OnFailure: a crashed worker is restarted in place (counted against
-                    # backoffLimit = --max-restarts) and its peers, failing in their
-                    # collectives, too; all resume from BackupAndRestore. A deleted pod
-                    # is recreated by the operator, uncounted. Not ExitCode: it treats
+                    # OnFailure: a crashed worker is restarted in place and its peers,
+                    # failing in their collectives, too (tfjob_backoff_limit counts them);
+                    # all resume from BackupAndRestore. A deleted Running pod fails the
+                    # whole job in v1.9 (k8s.tfjobs resubmits it). Not ExitCode: it treats
                     # every exit code below 128 (a Python exception is 1) as permanent
                     # and never bounds the retries of the others.
                     "restartPolicy": "OnFailure",
@@ -286,6 +286,19 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
             },
         },
     }
+
+
+def tfjob_backoff_limit(max_restarts: int, workers: int) -> int:
+    """The TFJob's ``runPolicy.backoffLimit`` that lets the job's workers restart together
+    ``max_restarts`` times, and fails it at the next fault.
+
+    training-operator v1.9.0's ``PastBackoffLimit`` (pkg/core/job.go:95-133) sums the
+    ``restartCount`` of every container of every Running pod and fails the job when the sum
+    reaches the limit. One fault of a ``workers``-worker job restarts every worker (its
+    peers fail in their collectives): ``workers`` counts. After ``max_restarts`` faults the
+    sum is ``max_restarts * workers``, one below this limit; the next restart reaches it.
+    """
+    return max_restarts * workers + 1
 
 
 def selection_job(

@@ -4,7 +4,8 @@ the volume for the accuracy table and the training-curves chart."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ from runtime.tables import table
 
 WAIT_GRACE_S = 120  # beyond the jobs' own deadline, for the operator to mark them
 COPY_OUT_TIMEOUT_S = 180
+#: Resubmissions of one job after the operator failed it for a deleted worker pod (not
+#: counted against --max-restarts; bounded, as something may keep deleting its pods).
+MAX_RESUBMITS = 3
 
 
 def job_row_line(r: TFJobRow) -> str:
@@ -82,6 +86,7 @@ def _run_waves(
     """Submit each wave's jobs together (they run in parallel) and wait for them;
     the final state of each job by name."""
     results: dict[str, str] = {}
+    resubmit = _resubmitter(cx, {j["metadata"]["name"]: j for wave in waves for j in wave})
     for wave in waves:
         for job in wave:
             cx.apply(job)
@@ -98,10 +103,39 @@ def _run_waves(
                 clock=cx.clock,
                 out=cx.out,
                 on_update=lines,
+                on_deleted_pod=resubmit,
             )
         except WaitError as e:
             raise ClusterError(f"training did not finish: {e}") from e
     return results
+
+
+def _resubmitter(cx: ClusterContext, jobs: dict[str, dict[str, Any]]) -> Callable[[str], bool]:
+    """What to do when the operator fails a job for a deleted worker pod (training-operator
+    v1.9 counts a Running pod being deleted as a failed replica and fails the whole job):
+    delete it and submit it again, up to ``MAX_RESUBMITS`` times; it resumes from its last
+    saved step (BackupAndRestore on the volume)."""
+    done: Counter[str] = Counter()
+
+    def resubmit(name: str) -> bool:
+        if done[name] >= MAX_RESUBMITS:
+            cx.out(
+                f"TFJob {name}: a worker pod was deleted again; resubmitted {MAX_RESUBMITS} "
+                "times already, so it stays failed (is a node being drained?)"
+            )
+            return False
+        done[name] += 1
+        cx.out(
+            f"TFJob {name}: a running worker pod was deleted (a drain, an eviction, "
+            "`kubectl delete pod`) and the training operator failed the whole job for it; "
+            f"resubmitting it ({done[name]}/{MAX_RESUBMITS}): it resumes from its last "
+            "saved step"
+        )
+        replace_tfjob(cx, name)
+        cx.apply(jobs[name])
+        return True
+
+    return resubmit
 
 
 def _finish(

@@ -137,8 +137,9 @@ def commands(c: MockContext) -> list[str]:
     return [call.args[0] for call in c.run.call_args_list]
 
 
-def controller(fake: FakeKube, *, tfjob_state: str = "Succeeded", isvc_ready: bool = True):
-    """Plays the cluster's controllers on every fake-clock tick."""
+def controller(fake: FakeKube, *, tfjob_state: str | None = "Succeeded", isvc_ready: bool = True):
+    """Plays the cluster's controllers on every fake-clock tick (TFJobs end in
+    ``tfjob_state`` at once; None leaves them to ``tests.fake_training_operator``)."""
 
     def tick(_t: float) -> None:
         for (api, kind, ns, name), obj in list(fake.objects.items()):
@@ -146,7 +147,7 @@ def controller(fake: FakeKube, *, tfjob_state: str = "Succeeded", isvc_ready: bo
                 continue
             if kind == "Job":
                 fake.set_status(api, kind, ns, name, conditions_status(("Complete", "True")))
-            elif kind == "TFJob":
+            elif kind == "TFJob" and tfjob_state is not None:
                 fake.set_status(
                     api,
                     kind,
