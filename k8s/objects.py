@@ -35,6 +35,10 @@ STUCK_REASONS = (
 )
 # Waiting reasons of a healthy pod that is just starting.
 STARTING_REASONS = ("ContainerCreating", "PodInitializing")
+#: KServe v0.20's pod mutator skips namespaces carrying this label (its webhook's
+#: namespaceSelector: ``control-plane DoesNotExist``); a full Kubeflow install sets it on
+#: ``kubeflow``. There the predictor would never get the model mounted.
+KSERVE_SKIPPED_NAMESPACE_LABEL = "control-plane"
 TFJOB_STATES = ("Created", "Running", "Restarting", "Succeeded", "Failed")
 TERMINAL = ("Succeeded", "Failed")
 
@@ -301,3 +305,19 @@ class ReplicaCounter:
             for pod in self.pods()
             if status_of(pod).get("phase") == "Pending" and not terminating(pod)
         ]
+
+
+def namespace_refusal(namespace: Obj | None) -> str | None:
+    """Why distml cannot serve from this (existing) namespace, or None."""
+    labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+    if KSERVE_SKIPPED_NAMESPACE_LABEL not in labels:
+        return None
+    name = name_of(namespace or {})
+    value = labels[KSERVE_SKIPPED_NAMESPACE_LABEL]
+    return (
+        f"namespace {name} is labelled {KSERVE_SKIPPED_NAMESPACE_LABEL}={value} (a full Kubeflow "
+        "install labels its namespace so), and KServe's pod mutator skips such namespaces: the "
+        "predictor would never get the model mounted. Use another namespace "
+        f"(INVOKE_CLUSTER_NAMESPACE=distml) or, if nothing else needs it, remove the label: "
+        f"kubectl label namespace {name} {KSERVE_SKIPPED_NAMESPACE_LABEL}-"
+    )

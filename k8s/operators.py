@@ -143,7 +143,8 @@ class Installer:
         return self.c.run(self.provider.kubectl(args), **kwargs)
 
     def kubectl_retrying(self, args: str, what: str) -> None:
-        """kubectl apply, retried through webhook races until the deadline."""
+        """A kubectl apply or patch, retried through webhook races (a webhook installed a
+        moment ago that does not answer yet) until the deadline."""
 
         tries = {"no matches": 0}
 
@@ -241,8 +242,9 @@ class Installer:
                 "resources": {"requests": versions.ISTIOD_REQUESTS},
             }
             patch = {"spec": {"template": {"spec": {"containers": [container]}}}}
-            self.kubectl(
-                "-n istio-system patch deployment istiod -p " + shlex.quote(json.dumps(patch))
+            self.kubectl_retrying(
+                "-n istio-system patch deployment istiod -p " + shlex.quote(json.dumps(patch)),
+                "patching istiod's requests",
             )
         hpa = (
             self.kube.get("autoscaling/v2", "HorizontalPodAutoscaler", "istiod", "istio-system")
@@ -250,9 +252,10 @@ class Installer:
         )
         if (hpa.get("spec") or {}).get("maxReplicas") != 1:
             self.out("Istio: istiod autoscaler capped at 1 replica (one-node lab)")
-            self.kubectl(
+            self.kubectl_retrying(
                 "-n istio-system patch hpa istiod --type merge -p "
-                + shlex.quote(json.dumps({"spec": {"maxReplicas": 1}}))
+                + shlex.quote(json.dumps({"spec": {"maxReplicas": 1}})),
+                "capping istiod's autoscaler",
             )
 
     def gateway_node_port(self) -> None:
@@ -268,7 +271,10 @@ class Installer:
         patch = {"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}}
         self.out(f"Istio gateway: exposing port 80 on node port {port}")
         body = shlex.quote(json.dumps(patch))
-        self.kubectl(f"-n istio-system patch service istio-ingressgateway -p {body}")
+        self.kubectl_retrying(
+            f"-n istio-system patch service istio-ingressgateway -p {body}",
+            "exposing the Istio gateway",
+        )
 
     def knative(self) -> None:
         label = f"Knative Serving {versions.KNATIVE_VERSION}"
@@ -293,7 +299,10 @@ class Installer:
             return
         self.out(f"configuring {namespace}/{name}: {', '.join(data)}")
         patch = shlex.quote(json.dumps({"data": data}))
-        self.kubectl(f"-n {namespace} patch configmap {name} --type merge -p {patch}")
+        self.kubectl_retrying(
+            f"-n {namespace} patch configmap {name} --type merge -p {patch}",
+            f"configuring {namespace}/{name}",
+        )
 
     def metrics_server(self) -> None:
         label = f"metrics-server {versions.METRICS_SERVER_VERSION}"
@@ -312,9 +321,10 @@ class Installer:
                     "value": "--kubelet-insecure-tls",
                 }
             ]
-            self.kubectl(
+            self.kubectl_retrying(
                 "-n kube-system patch deployment metrics-server --type json -p "
-                + shlex.quote(json.dumps(arg))
+                + shlex.quote(json.dumps(arg)),
+                "metrics-server: --kubelet-insecure-tls",
             )
         self.wait("kube-system", ["metrics-server"])
 

@@ -206,9 +206,11 @@ class Minikube(Provider):
         return ok and any(p.get("Name") == self.cluster for p in valid)
 
     def create(self, c: Any, workdir: Path) -> None:
+        # "max": what the Docker engine offers. A fixed "--memory 8g" is refused when the
+        # engine reports less, and an 8 GB engine reports about 7.7 GiB.
         c.run(
             f"minikube start -p {self.cluster} --driver docker "
-            f"--kubernetes-version {versions.MINIKUBE_KUBERNETES_VERSION} --cpus 4 --memory 8g"
+            f"--kubernetes-version {versions.MINIKUBE_KUBERNETES_VERSION} --cpus max --memory max"
         )
 
     def delete(self, c: Any) -> None:

@@ -42,7 +42,7 @@ def ran(c: MockContext) -> list[str]:
         (
             "minikube",
             "minikube start -p dist-ml --driver docker --kubernetes-version v1.33.1 "
-            "--cpus 4 --memory 8g",
+            "--cpus max --memory max",
             "minikube delete -p dist-ml",
             "dist-ml",
         ),

@@ -12,6 +12,7 @@ from typing import Any
 from common.errors import DistmlError
 from k8s import manifests
 from k8s.kube import DryKube, Kube, KubeError
+from k8s.objects import namespace_refusal
 from k8s.providers import Provider
 from k8s.settings import Settings
 from runtime.workdir import Workdir
@@ -89,6 +90,14 @@ class ClusterContext:
                 f"({self.wd.root}); run `invoke up --runtime {self.provider.name}` first"
             )
         return state
+
+    def check_namespace(self) -> None:
+        """Refuse a namespace KServe will not serve from (``namespace_refusal``)."""
+        if self.dry:
+            return
+        refusal = namespace_refusal(self.kube.get("v1", "Namespace", self.namespace))
+        if refusal:
+            raise ClusterError(refusal)
 
     def check_image(self, state: dict[str, Any], s: Settings) -> None:
         """Pods run the image `up` imported: refuse to run code the cluster does not have."""

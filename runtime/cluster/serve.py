@@ -51,6 +51,7 @@ def deploy(cx: ClusterContext, request: DeployRequest, timeout: float) -> int:
         request_logger=request.request_logger,
     )
     cx.check_image(state, s)
+    cx.check_namespace()  # labelled since `up`? the predictor would never get its model
     cx.out("== selection")
     job = manifests.selection_job(s, min_accuracy=request.min_accuracy, force=request.force)
     _select(cx, job)

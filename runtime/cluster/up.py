@@ -45,6 +45,7 @@ def up(
 
     _cluster(cx, port_free)
     cx.out(f"== namespace {s.namespace}")
+    cx.check_namespace()
     apply_reporting(cx, manifests.namespace(s))
     cx.out(f"== operators ({mode} serving mode{', with Argo Workflows' if argo else ''})")
     Installer(cx.c, cx.kube, p, s, cx.out, cx.clock).all()
