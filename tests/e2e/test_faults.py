@@ -160,6 +160,59 @@ def test_a_publish_landing_while_deploy_waits_is_served_and_accepted(served):
     assert int(SERVED.search(out)[1]) in (latest + 1, latest + 2)
 
 
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+
+
+def listeners_of_processes_mentioning(text: str) -> dict[int, tuple[str, set[tuple[str, int]]]]:
+    """pid -> (command line, every (address, port) it listens on), for our processes."""
+    found = {}
+    for pid in processes_mentioning(text):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            connections = getattr(proc, "net_connections", None) or proc.connections  # psutil<6
+            sockets = {
+                (c.laddr.ip, c.laddr.port)
+                for c in connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN
+            }
+            found[pid] = (" ".join(proc.cmdline()), sockets)
+    return found
+
+
+def test_every_process_the_lifecycle_starts_listens_on_loopback_only(served):
+    # The model server is up; a 2-worker training job and TensorBoard join it.
+    wd = served["wd"]
+    two_workers = ("--workers", "2", "--epochs", "1", "--steps-per-epoch", "40")
+    train = invoke_in_background(wd, "train", "--model-type", "cnn", *two_workers)
+    board = invoke_in_background(wd, "tensorboard", "--port", str(free_ports(1)[0]))
+    seen: dict[int, set[tuple[str, int]]] = {}
+
+    def observe() -> dict[int, tuple[str, set[tuple[str, int]]]]:
+        now = listeners_of_processes_mentioning(str(wd))
+        for pid, (_, sockets) in now.items():
+            seen.setdefault(pid, set()).update(sockets)
+        return now
+
+    def judge(now: dict[int, tuple[str, set[tuple[str, int]]]]) -> Done | Pending:
+        listening = [cmd for cmd, sockets in now.values() if sockets]
+        kinds = {
+            k for cmd in listening for k in ("ml.train", "ml.serve", "tensorboard") if k in cmd
+        }
+        workers = sum("ml.train" in cmd for cmd in listening)
+        return Done() if len(kinds) == 3 and workers == 2 else Pending(str(listening))
+
+    try:
+        verdict = poll(observe, judge, timeout=300, interval=0.2)
+        assert isinstance(verdict, Done), f"not every process was seen listening: {verdict}"
+    finally:
+        board.send_signal(signal.SIGINT)
+        board.communicate(timeout=60)
+        out, err = train.communicate(timeout=600)
+    assert train.returncode == 0, out[-3000:] + err[-3000:]
+    wide = {(pid, ip, port) for pid, s in seen.items() for ip, port in s if ip not in LOOPBACK}
+    assert wide == set(), f"listening beyond loopback: {wide}"
+
+
 @pytest.fixture
 def full_disk(tmp_path):
     """A small tmpfs of its own: the work dir is its mount point (skips where no tmpfs can be
