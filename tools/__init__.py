@@ -1,0 +1,1 @@
+"""Developer tools the nox sessions run (not part of the installed package)."""
