@@ -82,6 +82,7 @@ SELECTION_REPORT = "selection.json"
 
 # Exit codes a step's caller acts on (status travels as an exit code or a JSON line).
 PREEMPTED_EXIT = 42  # ml.train: stopped by SIGTERM after saving its step; restart resumes
+USAGE_EXIT = 2  # ml.train: a usage, configuration or data error; a restart cannot fix it
 # ml.train's machine-readable progress: this prefix, then one JSON object per line.
 PROGRESS_PREFIX = "DISTML_PROGRESS "
 

@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             preload(spec)  # re-executes this command with the bind() shim, before TensorFlow
     except (ConfigError, LoopbackError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return contract.USAGE_EXIT
     from ml.data import DataError
     from ml.preemption import Preempted
 
@@ -457,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (DataError, LoopbackError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return contract.USAGE_EXIT
     except Preempted as e:
         print(f"{spec.name}: {e}; exiting {PREEMPTED_EXIT} (restart to resume)", flush=True)
         _emit("preempted", epoch=e.epoch, step=e.step, save_seconds=round(e.save_s, 3))

@@ -189,10 +189,18 @@ class JobRunner:
             self._start(job)
             return True
         if failed:
-            worker, code = failed[0]
+            # A usage error first: it says why, where another worker only lost its peer.
+            worker, code = min(failed, key=lambda wc: wc[1] != contract.USAGE_EXIT)
             how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
             self._stop_workers([job])  # the survivors would wait in their collectives forever
-            if job.restarts < self.max_restarts:
+            if code == contract.USAGE_EXIT:
+                job.state, job.finished = "failed", time.monotonic()
+                job.failure = (
+                    f"worker-{worker.index} {how}: a usage, configuration or data error, "
+                    "which a restart cannot fix (its log says which)"
+                )
+                job.failed_log = worker.log_path
+            elif job.restarts < self.max_restarts:
                 job.failure = f"worker-{worker.index} {how}; restarting all workers"
                 job.progress = {}
                 self._start(job)

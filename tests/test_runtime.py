@@ -223,6 +223,16 @@ def test_a_dying_worker_restarts_the_whole_job_and_it_can_recover(tmp_path):
     assert all(not is_alive(pid) for pid in set(pids))
 
 
+def test_a_usage_or_data_error_fails_the_job_at_once_without_spending_restarts(tmp_path):
+    # ml.train exits 2 for a bad flag, a missing dataset or no C compiler for its loopback
+    # shim: a restart would fail the same way.
+    (job,), pids = run_jobs(tmp_path, marker_script(tmp_path, 99, code=2), max_restarts=2)
+    assert (job.state, job.attempt, job.restarts) == ("failed", 1, 0)
+    assert "worker-1 exited with code 2: a usage, configuration or data error" in job.failure
+    assert job.failed_log == tmp_path / "logs" / "job0" / "worker-1.log"
+    assert all(not is_alive(pid) for pid in set(pids))
+
+
 def test_a_job_that_keeps_failing_stops_after_max_restarts(tmp_path):
     (job,), pids = run_jobs(tmp_path, marker_script(tmp_path, 99, code=3), max_restarts=1)
     assert (job.state, job.attempt) == ("failed", 2)
