@@ -43,10 +43,14 @@ def _shared_env(session: nox.Session) -> None:
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
-    """The one way sessions run pytest: in the shared env, forwarding ``nox -- ARGS``."""
+    """The one way sessions run pytest: in the shared env, forwarding ``nox -- ARGS``; the
+    slowest tests are listed at the end (``--durations``)."""
     _shared_env(session)
     env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1", **session.env}
-    session.run(_bin("python"), "-m", "pytest", *args, *session.posargs, env=env, external=True)
+    durations = ["--durations=15", "--durations-min=1"]
+    session.run(
+        _bin("python"), "-m", "pytest", *durations, *args, *session.posargs, env=env, external=True
+    )
 
 
 def _data_dir() -> str:
