@@ -10,6 +10,12 @@ import time
 from integration.kindbuild import images, kubernetes, nodebase, nodeimage, rootfs, tools
 from integration.kindbuild.run import BuildError
 
+USAGE = """
+To use them:
+  export PATH={kind}:{kube}:/usr/bin:$PATH
+  kind create cluster --image {image}
+"""
+
 STEPS = {
     "kind": tools.kind,
     "kubernetes": kubernetes.ensure,
@@ -52,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         print("\n".join(report))
         print(f"total {time.monotonic() - start:.1f}s")
+    if not args.steps or "node-image" in args.steps:
+        print(
+            USAGE.format(
+                kind=tools.kind().path / "bin",
+                kube=kubernetes.ensure().path / "bin",
+                image=nodeimage.TAG,
+            )
+        )
     return 0
 
 

@@ -33,6 +33,7 @@ systemctl enable kubelet.service containerd.service undo-mount-hacks.service
 systemctl mask systemd-binfmt.service
 mkdir -p /etc/kubernetes/manifests
 """
+HERE = Path(__file__).parent
 CHANGES = ["ENV container=docker", 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]']
 
 
@@ -48,8 +49,18 @@ def _copy_tree(src: Path, dest: Path, mode: int) -> None:
             target.chmod(mode)
 
 
+# Ours, beside kind's files: see files/restrict-oom-score-adj.
+DROPIN = "[Service]\nExecStartPre=/usr/local/bin/restrict-oom-score-adj\n"
+
+
 def _customise(root: Path, crictl: Path) -> None:
     _copy_tree(kindsource.base_files(), root, 0o644)
+    shutil.copyfile(
+        HERE / "files/restrict-oom-score-adj", root / "usr/local/bin/restrict-oom-score-adj"
+    )
+    dropins = root / "etc/systemd/system/containerd.service.d"
+    dropins.mkdir(parents=True)
+    (dropins / "10-restrict-oom-score-adj.conf").write_text(DROPIN)
     shutil.copyfile(crictl, root / "usr/local/bin/crictl")
     (root / "usr/local/bin/crictl").chmod(0o755)
     run(["chroot", str(root), "/bin/bash", "-c", SETUP], heavy=True)
@@ -58,7 +69,8 @@ def _customise(root: Path, crictl: Path) -> None:
 def ensure() -> tuple[str, object]:
     """``distml-kind/base:<key>`` in the engine (and cached); returns (tag, result)."""
     crictl = tools.crictl().path / "bin/crictl"
-    version = rootfs.key(rootfs.NODE_PACKAGES, pins.KIND, pins.CRICTL, SETUP)
+    script = (HERE / "files/restrict-oom-score-adj").read_text()
+    version = rootfs.key(rootfs.NODE_PACKAGES, pins.KIND, pins.CRICTL, SETUP, DROPIN, script)
     tag = f"distml-kind/base:{pins.KIND}-{version}"
     result = rootfs.base_image(
         "kind-base",

@@ -121,8 +121,10 @@ def _build(out: Path, base: str, archives: list[Path]) -> None:
 
 
 def inputs_key(base: str, archives: list[Path]) -> str:
-    """What the node is made of: the base tag and every archive's build stamp."""
-    text = "\n".join([base, *(str(a) for a in archives), Path(__file__).read_text()])
+    """What the node is made of: the base tag, every archive's build stamp (so a rebuilt
+    entry at the same version changes the key) and this module's code."""
+    stamps = [(a.parent / cache.STAMP).read_text() for a in archives]
+    text = "\n".join([base, *map(str, archives), *stamps, Path(__file__).read_text()])
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
