@@ -9,7 +9,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from integration.kindbuild.run import run
+from integration.kindbuild.run import BuildError, run
+
+CAPS_HINT = (
+    "this engine cannot grant every capability --privileged asks for (on these VMs root "
+    "lacks CAP_SYS_RESOURCE); install integration/kindbuild/files/runc-drop-missing-caps "
+    "as the engine's default runtime (the comment at its top says how) and restart dockerd"
+)
 
 # Debian's docker.io client matches its engine; a newer client on PATH may not.
 DOCKER = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else shutil.which("docker")
@@ -42,3 +48,12 @@ def ensure_loaded(tags: list[str], archive: Path) -> None:
     """Load ``archive`` unless every tag is already in the engine."""
     if not all(has_image(t) for t in tags):
         run([DOCKER, "load", "-i", str(archive)], heavy=True)
+
+
+def check_privileged(image: str) -> None:
+    """A privileged container must start here: kind's nodes are privileged."""
+    argv = [DOCKER, "run", "--rm", "--privileged", "--entrypoint", "true", image]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        hint = CAPS_HINT if "unable to apply caps" in done.stderr else ""
+        raise BuildError(f"{shlex.join(argv)} failed: {done.stderr.strip()}\n{hint}".strip())

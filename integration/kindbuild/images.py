@@ -31,10 +31,10 @@ def _image(out: Path, tag: str, dockerfile: str, files: dict[str, Path]) -> None
     shutil.rmtree(context)
 
 
-def _cached_image(component: str, version: str, tag: str, build: Callable[[Path], None]):
-    result = cache.cached(component, version, build)
-    docker.ensure_loaded([tag], result.path / "image.tar")
-    return result
+def _cached_image(component: str, version: str, build: Callable[[Path], None]):
+    """The entry only: the archive is loaded into the engine by whoever needs it there
+    (the node image imports archives straight from the cache)."""
+    return cache.cached(component, version, build)
 
 
 def _go_binary(out: Path, module: str, version: str, package: str, name: str) -> Path:
@@ -58,7 +58,7 @@ def static_go_image(component, module, version, package, binary, tag, extra=""):
         )
         _image(out, tag, dockerfile, {binary: path})
 
-    return _cached_image(component, version, tag, build)
+    return _cached_image(component, version, build)
 
 
 def etcd() -> cache.Result:
@@ -75,7 +75,7 @@ def coredns() -> cache.Result:
         )
         _image(out, pins.COREDNS_IMAGE, dockerfile, {"coredns": path})
 
-    return _cached_image("coredns", pins.COREDNS, pins.COREDNS_IMAGE, build)
+    return _cached_image("coredns", pins.COREDNS, build)
 
 
 def local_path_provisioner() -> cache.Result:
@@ -115,7 +115,7 @@ def pause() -> cache.Result:
         dockerfile = 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n'
         _image(out, pins.PAUSE_IMAGE, dockerfile, {"pause": binary})
 
-    return _cached_image("pause", f"{version}-k8s-{pins.KUBERNETES}", pins.PAUSE_IMAGE, build)
+    return _cached_image("pause", f"{version}-k8s-{pins.KUBERNETES}", build)
 
 
 def local_path_helper() -> cache.Result:
@@ -135,13 +135,13 @@ def local_path_helper() -> cache.Result:
         )
         _image(out, tag, dockerfile, {"busybox": Path("/bin/busybox")})
 
-    return _cached_image("local-path-helper", "busybox-" + deb.replace(":", "_"), tag, build)
+    return _cached_image("local-path-helper", "busybox-" + deb.replace(":", "_"), build)
 
 
 def kindnetd() -> cache.Result:
     """A stand-in for kindnetd (``files/kindnetd``: what it does and does not do), tagged
     as kind's default CNI manifest names it; its source is not reachable from here."""
-    netbase, _ = rootfs.net_base()
+    netbase, base = rootfs.net_base()
     files = {n: HERE / "files" / n for n in ("kindnetd", "iptables-wrapper")}
     digest = hashlib.sha256(netbase.encode())
     for path in files.values():
@@ -151,21 +151,22 @@ def kindnetd() -> cache.Result:
         'LABEL org.opencontainers.image.description="distml stand-in for kindnetd"\n'
         'ENTRYPOINT ["/usr/sbin/kindnetd"]\n'
     )
-    return _cached_image(
-        "kindnetd-standin",
-        digest.hexdigest()[:10],
-        pins.KINDNETD_IMAGE,
-        lambda out: _image(out, pins.KINDNETD_IMAGE, dockerfile, files),
-    )
+
+    def build(out: Path) -> None:
+        rootfs.load(netbase, base)
+        _image(out, pins.KINDNETD_IMAGE, dockerfile, files)
+
+    return _cached_image("kindnetd-standin", digest.hexdigest()[:10], build)
 
 
 def kube_images() -> cache.Result:
     """registry.k8s.io/kube-{apiserver,controller-manager,scheduler,proxy}:<version>."""
     bins = kubernetes.ensure().path / "bin"
-    netbase, _ = rootfs.net_base()
+    netbase, netbase_entry = rootfs.net_base()
     tags = [f"registry.k8s.io/{name}:{pins.KUBERNETES}" for name in pins.KUBERNETES_IMAGES]
 
     def build(out: Path) -> None:
+        rootfs.load(netbase, netbase_entry)
         for name, tag in zip(pins.KUBERNETES_IMAGES, tags, strict=True):
             base, files = "scratch", {name: bins / name}
             extra = ""
@@ -180,7 +181,4 @@ def kube_images() -> cache.Result:
             (sub / "image.tar").rename(out / f"{name}.tar")
             sub.rmdir()
 
-    result = cache.cached("kube-images", pins.KUBERNETES, build)
-    for name, tag in zip(pins.KUBERNETES_IMAGES, tags, strict=True):
-        docker.ensure_loaded([tag], result.path / f"{name}.tar")
-    return result
+    return cache.cached("kube-images", pins.KUBERNETES, build)

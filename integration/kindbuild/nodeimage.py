@@ -11,7 +11,16 @@ import shlex
 import time
 from pathlib import Path
 
-from integration.kindbuild import cache, docker, images, kindsource, kubernetes, nodebase, pins
+from integration.kindbuild import (
+    cache,
+    docker,
+    images,
+    kindsource,
+    kubernetes,
+    nodebase,
+    pins,
+    rootfs,
+)
 from integration.kindbuild.run import BuildError, run
 
 TAG = f"distml-kind/node:{pins.KUBERNETES}"
@@ -75,8 +84,10 @@ def _fill(container: str, bins: Path, archives: list[Path]) -> None:
     print("\n".join(f"  {r}" for r in refs if not r.startswith("sha256:")), flush=True)
 
 
-def _build(out: Path, base: str, archives: list[Path]) -> None:
+def _build(out: Path, base: str, base_result: cache.Result, archives: list[Path]) -> None:
     bins = kubernetes.ensure().path / "bin"
+    rootfs.load(base, base_result)
+    docker.check_privileged(base)
     name = f"distml-kind-nodebuild-{os.getpid()}"
     run(
         [
@@ -130,9 +141,11 @@ def inputs_key(base: str, archives: list[Path]) -> str:
 
 def ensure() -> cache.Result:
     """``distml-kind/node:<kubernetes version>`` in the engine (and cached)."""
-    base, _ = nodebase.ensure()
+    base, base_result = nodebase.ensure()
     archives = _archives()
     version = f"{pins.KUBERNETES}-{inputs_key(base, archives)}"
-    result = cache.cached("node-image", version, lambda out: _build(out, base, archives))
+    result = cache.cached(
+        "node-image", version, lambda out: _build(out, base, base_result, archives)
+    )
     docker.ensure_loaded([TAG], result.path / "image.tar")
     return result

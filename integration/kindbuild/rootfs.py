@@ -58,7 +58,7 @@ def base_image(
     changes: list[str],
     customise: Callable[[Path], None] | None = None,
 ) -> cache.Result:
-    """``tag`` in the engine, from ``<cache>/<component>-<version>/image.tar``."""
+    """``<cache>/<component>-<version>/image.tar``, an image tagged ``tag`` (see load)."""
 
     def build(out: Path) -> None:
         rootfs = out / "rootfs"
@@ -71,9 +71,12 @@ def base_image(
             run(["rm", "-rf", str(rootfs)], heavy=True)
         docker.save([tag], out / "image.tar")
 
-    result = cache.cached(component, version, build)
+    return cache.cached(component, version, build)
+
+
+def load(tag: str, result: cache.Result) -> None:
+    """Put a cached base image into the engine, unless it is there already."""
     docker.ensure_loaded([tag], result.path / "image.tar")
-    return result
 
 
 def net_base() -> tuple[str, cache.Result]:
