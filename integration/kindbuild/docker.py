@@ -18,7 +18,9 @@ CAPS_HINT = (
 )
 
 # Debian's docker.io client matches its engine; a newer client on PATH may not.
-DOCKER = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else shutil.which("docker")
+DOCKER = (
+    "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else shutil.which("docker") or "docker"
+)
 
 
 def has_image(tag: str) -> bool:

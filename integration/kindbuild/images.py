@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from integration.kindbuild import cache, docker, gomodule, kubernetes, pins, rootfs
-from integration.kindbuild.run import run
+from integration.kindbuild.run import BuildError, run
 
 PATH_ENV = "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HERE = Path(__file__).parent
@@ -123,7 +123,7 @@ def local_path_helper() -> cache.Result:
     query = ["dpkg-query", "-W", "-f=${Version}", "busybox-static"]
     deb = subprocess.run(query, capture_output=True, text=True, check=False).stdout.strip()
     if not deb:
-        raise RuntimeError("local-path-helper needs busybox-static: apt-get install busybox-static")
+        raise BuildError("local-path-helper needs busybox-static: apt-get install busybox-static")
     tag = pins.LOCAL_PATH_HELPER_IMAGE
 
     def build(out: Path) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from integration.kindbuild import cache, docker, pins
-from integration.kindbuild.run import run
+from integration.kindbuild.run import BuildError, run
 
 # What kind v0.29's base image installs (images/base/Dockerfile), without nfs-common and
 # open-iscsi (no NFS/iSCSI volumes here), plus Debian's containerd, runc and CNI plugins
@@ -33,6 +34,10 @@ def key(packages: list[str] | tuple[str, ...], *extra: str) -> str:
 
 def debootstrap(dest: Path, packages: list[str] | tuple[str, ...]) -> None:
     """A minbase Debian with ``packages``, with apt's caches and the docs removed."""
+    if shutil.which("debootstrap") is None:
+        raise BuildError("the Debian base images need debootstrap: apt-get install debootstrap")
+    if os.geteuid() != 0:
+        raise BuildError("debootstrap and chroot need root: run the kind build as root")
     include = ",".join(packages)
     run(
         [
