@@ -11,6 +11,8 @@ from __future__ import annotations
 KUBERNETES_VERSION = "1.33"
 K3S_IMAGE = "rancher/k3s:v1.33.4-k3s1"
 KIND_NODE_IMAGE = "kindest/node:v1.33.1"
+# The kind CLI the integration build makes from its Go module (integration/kindbuild).
+KIND_VERSION = "v0.29.0"
 MINIKUBE_KUBERNETES_VERSION = "v1.33.1"
 
 # Minimum CLI versions the preflight accepts.

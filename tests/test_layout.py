@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ORCHESTRATION = ("common", "k8s", "runtime", "loadtest")
-OURS = ("common", "k8s", "runtime", "loadtest", "ml", "tasks", "benchmarks", "tools")
+OURS = ("common", "k8s", "runtime", "loadtest", "ml", "tasks", "benchmarks", "tools", "integration")
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 60
 

@@ -1,0 +1,69 @@
+"""The build cache: one directory per component and version, complete or absent.
+
+An entry is built in ``<name>.partial`` and renamed into place after its
+``build.json`` (what was built, when, how long it took) is written, so an interrupted
+build never looks finished and the next run starts it again from scratch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_ROOT = "/var/cache/distml-kind"
+STAMP = "build.json"
+
+
+def root() -> Path:
+    """The cache root: ``$DISTML_KIND_CACHE`` or ``/var/cache/distml-kind``."""
+    return Path(os.environ.get("DISTML_KIND_CACHE") or DEFAULT_ROOT)
+
+
+@dataclass(frozen=True)
+class Result:
+    path: Path
+    seconds: float  # this run's time: the build's if built now, else the lookup's
+    built: bool  # False: found in the cache
+    cold_seconds: float  # the time the build took when it ran
+
+
+def entry(component: str, version: str) -> Path:
+    return root() / f"{component}-{version}"
+
+
+def cached(component: str, version: str, build: Callable[[Path], None]) -> Result:
+    """The entry for ``component``/``version``, calling ``build(dir)`` only if missing.
+    Two runs wanting the same entry take turns (a lock file beside it)."""
+    final = entry(component, version)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.with_name(f".{final.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _cached(final, component, version, build)
+
+
+def _cached(final: Path, component: str, version: str, build: Callable[[Path], None]) -> Result:
+    start = time.monotonic()
+    stamp = final / STAMP
+    if stamp.is_file():
+        cold = json.loads(stamp.read_text())["seconds"]
+        print(f"= {final.name}: cached (built in {cold:.0f}s)", flush=True)
+        return Result(final, time.monotonic() - start, False, cold)
+    partial = final.with_name(final.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(final, ignore_errors=True)
+    partial.mkdir(parents=True)
+    print(f"> {final.name}: building", flush=True)
+    build(partial)
+    seconds = time.monotonic() - start
+    info = {"component": component, "version": version, "seconds": round(seconds, 1)}
+    info["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (partial / STAMP).write_text(json.dumps(info, indent=2) + "\n")
+    partial.rename(final)
+    print(f"< {final.name}: built in {seconds:.0f}s", flush=True)
+    return Result(final, seconds, True, seconds)

@@ -1,0 +1,74 @@
+"""Building Go programs inside a throwaway module of our own.
+
+``go install mod@version`` refuses a module whose go.mod has ``replace`` lines
+(k8s.io/kubernetes points its staging modules at ./staging). A module of ours that
+requires it, repeats those lines against the published versions and builds its
+packages gets the same result. The go.mod and go.sum used are kept in the cache entry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from integration.kindbuild.run import GO, go, go_env, run
+
+
+def download(module: str, version: str) -> dict:
+    """One module, downloaded: ``go mod download -json`` (Dir, GoMod) merged with
+    ``go list -m -json`` (Time, Origin: the commit)."""
+    info = {}
+    for cmd in (["mod", "download"], ["list", "-m"]):
+        out = run(
+            [GO, *cmd, "-json", f"{module}@{version}"],
+            env=go_env(GOFLAGS="-mod=mod"),
+            capture=True,
+            cwd=Path("/"),
+        )
+        info.update(json.loads(out))
+    return info
+
+
+def staging_replaces(gomod: Path, version: str) -> dict[str, str]:
+    """Every ``k8s.io/x => ./staging/...`` line of ``gomod``, pointed at ``x@version``."""
+    found = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod.read_text(), re.M)
+    return {name: f"{name} {version}" for name in found}
+
+
+def inherited_replaces(gomod: Path) -> dict[str, str]:
+    """The ``replace`` lines of a dependency's go.mod that point at other modules (not at
+    directories): Go ignores them outside the main module, so ours repeats them."""
+    text = gomod.read_text()
+    blocks = re.findall(r"^replace\s*\((.*?)^\)", text, re.M | re.S)
+    lines = [ln for block in blocks for ln in block.splitlines()]
+    lines += re.findall(r"^replace\s+([^(\n].*)$", text, re.M)
+    found = {}
+    for line in lines:
+        m = re.match(r"\s*(\S+)(?:\s+\S+)?\s*=>\s*(\S+)\s+(v\S+)", line.split("//")[0])
+        if m and not m.group(2).startswith("."):
+            found[m.group(1)] = f"{m.group(2)} {m.group(3)}"
+    return found
+
+
+def write_module(
+    workdir: Path,
+    requires: Mapping[str, str],
+    replaces: Mapping[str, str] | None = None,
+    go_version: str = "1.24.0",
+) -> None:
+    """A go.mod in ``workdir`` that requires and replaces exactly what is given."""
+    lines = [f"module distml.local/kindbuild/{workdir.name}", "", f"go {go_version}", ""]
+    lines += [f"require {mod} {ver}" for mod, ver in requires.items()]
+    if replaces:
+        lines += ["", "replace ("]
+        lines += [f"\t{mod} => {target}" for mod, target in sorted(replaces.items())]
+        lines += [")"]
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "go.mod").write_text("\n".join(lines) + "\n")
+
+
+def build(workdir: Path, package: str, output: Path, ldflags: str = "-s -w") -> None:
+    """``go build`` one package of a required module into ``output`` (static, trimmed)."""
+    go("build", "-ldflags", ldflags, "-o", str(output), package, cwd=workdir)

@@ -1,0 +1,48 @@
+"""What the kind build pins: each piece's source module and version, and the image tag
+kind or kubeadm expects it under.
+
+The Kubernetes version is the project's kind node version (``k8s/versions.py``); the
+kind CLI is ``k8s/versions.py``'s ``KIND_VERSION``. The image tags are facts of those two
+releases, read from their source: kubeadm v1.33.1's ``cmd/kubeadm/app/constants``
+(etcd, CoreDNS, pause) and kind v0.29.0's ``pkg/build/nodeimage`` (kindnetd,
+local-path-provisioner and its helper) and ``images/base`` (the pause image in
+containerd's config). Change a pin here, and the cache key changes with it.
+"""
+
+from __future__ import annotations
+
+from k8s import versions
+
+KIND = versions.KIND_VERSION
+KUBERNETES = versions.KIND_NODE_IMAGE.rsplit(":", 1)[1]  # v1.33.1
+# The staging modules (k8s.io/api, client-go, ...) are published as v0.<minor>.<patch>.
+STAGING = "v0" + KUBERNETES[2:]
+KUBERNETES_BINARIES = (
+    "kubeadm",
+    "kubelet",
+    "kubectl",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-proxy",
+)
+# Images kubeadm runs as static pods / DaemonSets from kube binaries, tagged registry.k8s.io.
+KUBERNETES_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+
+ETCD_MODULE, ETCD = "go.etcd.io/etcd/server/v3", "v3.5.21"
+ETCD_IMAGE = "registry.k8s.io/etcd:3.5.21-0"
+COREDNS_MODULE, COREDNS = "github.com/coredns/coredns", "v1.12.0"
+COREDNS_IMAGE = "registry.k8s.io/coredns/coredns:v1.12.0"
+# kind's base containerd config: sandbox_image = "registry.k8s.io/pause:3.10"; built from
+# the pause.c in k8s.io/kubernetes at KUBERNETES (build/pause/linux/pause.c).
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+LOCAL_PATH_MODULE, LOCAL_PATH = "github.com/rancher/local-path-provisioner", "v0.0.30"
+LOCAL_PATH_IMAGE = "docker.io/kindest/local-path-provisioner:v20250214-acbabc1a"
+LOCAL_PATH_HELPER_IMAGE = "docker.io/kindest/local-path-helper:v20241212-8ac705d0"
+KINDNETD_IMAGE = "docker.io/kindest/kindnetd:v20250512-df8de77b"
+# crictl: kind's node has it (``kind load`` runs ``crictl inspecti``). Upstream kind v0.29
+# builds v1.33.0; the module proxy here serves v1.34.0 as the nearest.
+CRICTL_MODULE, CRICTL = "sigs.k8s.io/cri-tools", "v1.34.0"
+
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
