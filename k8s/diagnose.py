@@ -265,7 +265,7 @@ def tfjob_report_lines(
     pods = safe(lambda: tfjob_pods(kube, namespace, name), [])
     if not pods:
         lines.append("  no pods left (the operator deletes them when a job is past its limits)")
-    present = {(p.get("metadata") or {}).get("name") for p in pods}
+    present = {name_of(p) for p in pods}
     for pod, text in sorted(kept_logs.items()):
         if pod not in present and text.strip():
             lines.append(f"  Pod {namespace}/{pod}: deleted; log of its last crashed run:")

@@ -21,10 +21,11 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from common.poll import Clock, Done, Pending, Verdict, api_note
-from k8s.diagnose import tfjob_failure_report, unschedulable
+from k8s.diagnose import safe, tfjob_failure_report, unschedulable
 from k8s.kube import Kube
 from k8s.objects import (
     TERMINAL,
@@ -32,8 +33,9 @@ from k8s.objects import (
     TFJOB_API,
     Obj,
     condition,
-    container_statuses,
     format_condition,
+    name_of,
+    restarts,
     restarts_of,
     tfjob_pods,
     tfjob_state,
@@ -101,9 +103,11 @@ class _TFJobsJudge:
         clock: Clock,
         out: Out,
         on_update: Callable[[list[TFJobRow]], Any] | None,
+        on_deleted_pod: Callable[[str], bool] | None = None,
     ) -> None:
         self.kube, self.namespace, self.names, self.limits = kube, namespace, names, limits
         self.clock, self.out, self.on_update = clock, out, on_update
+        self.on_deleted_pod = on_deleted_pod
         self.start = clock.monotonic()
         self.stuck = {n: Stuck(clock, limits.stuck_after) for n in names}
         self.refused_since: dict[str, float] = {}
@@ -112,7 +116,6 @@ class _TFJobsJudge:
         self.rows = {n: TFJobRow(n, "Pending") for n in names}
         self.pods: dict[str, list[Obj]] = {n: [] for n in names}
         self.shown: list[TFJobRow] | None = None
-        self.on_deleted_pod: Callable[[str], bool] | None = None
         self.kept_logs: dict[str, dict[str, str]] = {n: {} for n in names}
         self.logged_restarts: dict[str, int] = {}
 
@@ -183,16 +186,14 @@ class _TFJobsJudge:
         """The log of each worker's last crashed run, fetched when its container restarts:
         the operator deletes the pods (and their logs) when it fails the job."""
         for pod in pods:
-            pod_name = (pod.get("metadata") or {}).get("name", "")
-            for cs in container_statuses(pod):
-                count = int(cs.get("restartCount") or 0)
-                seen = self.logged_restarts.get(pod_name, 0)
-                if cs.get("name") != TF_CONTAINER or count <= seen:
-                    continue
-                self.logged_restarts[pod_name] = count
-                text = self.kube.logs(pod_name, self.namespace, TF_CONTAINER, previous=True)
-                if text.strip():
-                    self.kept_logs[name][pod_name] = text
+            pod_name, count = name_of(pod), restarts(pod)
+            if count <= self.logged_restarts.get(pod_name, 0):
+                continue
+            self.logged_restarts[pod_name] = count
+            fetch = partial(self.kube.logs, pod_name, self.namespace, TF_CONTAINER, previous=True)
+            text = safe(fetch, "")  # an API blip costs this log, never the wait
+            if text.strip():
+                self.kept_logs[name][pod_name] = text
 
     def _resubmitted(self, name: str) -> None:
         """The caller resubmitted ``name``: watch the new job from its start."""
@@ -200,7 +201,7 @@ class _TFJobsJudge:
         self.refused_since.pop(name, None)
         self.rows[name] = TFJobRow(name, "Pending")
         for pod in self.pods[name]:
-            self.logged_restarts.pop((pod.get("metadata") or {}).get("name", ""), None)
+            self.logged_restarts.pop(name_of(pod), None)
 
     def _problems(self, name: str, pods: list[Obj]) -> list[str]:
         """Why a job that is not over yet will not succeed (crash loop, stuck, unschedulable)."""
@@ -272,8 +273,7 @@ def wait_tfjobs(
     names = list(names)
     what = f"TFJobs {', '.join(names)} in {namespace}"
     limits = _TFJobLimits(max_restarts, stuck_after, unschedulable_after)
-    judge = _TFJobsJudge(kube, namespace, names, limits, clock, out, on_update)
-    judge.on_deleted_pod = on_deleted_pod
+    judge = _TFJobsJudge(kube, namespace, names, limits, clock, out, on_update, on_deleted_pod)
     verdict = poll_cluster(
         judge.observe, judge, what=what, timeout=timeout, interval=interval, clock=clock, out=out
     )

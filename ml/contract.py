@@ -22,6 +22,7 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -83,6 +84,8 @@ SELECTION_REPORT = "selection.json"
 # Exit codes a step's caller acts on (status travels as an exit code or a JSON line).
 PREEMPTED_EXIT = 42  # ml.train: stopped by SIGTERM after saving its step; restart resumes
 USAGE_EXIT = 2  # ml.train: a usage, configuration or data error; a restart cannot fix it
+# The errnos of a full disk (or quota): every step and task reports them in one line.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 # ml.train's machine-readable progress: this prefix, then one JSON object per line.
 PROGRESS_PREFIX = "DISTML_PROGRESS "
 

@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         with contract.volume_lock(lock, "ml.select", wait_s=args.lock_wait, on_wait=_say_waiting):
             return _run(volume, args)
     except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if e.errno not in contract.DISK_FULL_ERRNOS:
             raise
         print(
             f"error: the volume is full ({os.strerror(e.errno)}, writing {e.filename}); "

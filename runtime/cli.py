@@ -6,7 +6,6 @@ cluster settings, refusing their old names."""
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 
@@ -64,7 +63,7 @@ def disk_full(error: BaseException | None) -> OSError | None:
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(error, OSError) and error.errno in contract.DISK_FULL_ERRNOS:
             return error
         error = error.__cause__ or error.__context__
     return None

@@ -191,7 +191,7 @@ class LocalRuntime:
         if (
             server
             and self.ex.act(f"stop the model server (pid {pid})")
-            and stop_pid(pid, serving.SERVER_TAG, started=(server or {}).get("started"))
+            and stop_pid(pid, serving.SERVER_TAG, started=server.get("started"))
         ):
             self.out(f"stopped the model server (pid {pid})")
         if stopped and self.ex.act(f"stop {len(stopped)} training worker(s): pids {stopped}"):

@@ -9,9 +9,12 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from runtime.procs import is_alive
+from runtime.procs import free_ports, is_alive
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE = "tf-mnist"
@@ -68,3 +71,22 @@ def post(url: str, body: bytes | str, timeout: float = 30) -> tuple[int, dict]:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
+
+
+@contextmanager
+def deployed(wd: Path, data_dir: Path, *train: str) -> Iterator[dict[str, Any]]:
+    """``up`` -> ``invoke TRAIN...`` -> ``deploy`` on a free port: a running service for a
+    module's tests; then ``down``, which must leave no process of the work dir behind."""
+    port = free_ports(1)[0]
+    try:
+        r = invoke(wd, "up", "--source-dir", str(data_dir))
+        assert r.returncode == 0 and "local runtime ready" in r.stdout
+        r = invoke(wd, *train)
+        assert r.returncode == 0, r.stdout[-3000:]
+        r = invoke(wd, "deploy", "--http-port", str(port))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        url = f"http://127.0.0.1:{port}"
+        yield {"wd": wd, "port": port, "url": url, "deploy_out": r.stdout}
+    finally:
+        invoke(wd, "down")
+        assert processes_mentioning(str(wd)) == [], "down must stop every process"

@@ -24,7 +24,13 @@ import pytest
 
 from common.poll import Done, Pending, poll
 from runtime.procs import free_ports
-from tests.e2e.kit import SERVICE, invoke, invoke_in_background, processes_mentioning
+from tests.e2e.kit import (
+    SERVICE,
+    deployed,
+    invoke,
+    invoke_in_background,
+    processes_mentioning,
+)
 
 TRAIN_SMALL = ("train", "--model-type", "cnn", "--workers", "1", "--epochs", "1")
 SERVED = re.compile(r"serving tf-mnist version (\d+)")
@@ -50,16 +56,8 @@ def hidden_leftovers(wd: Path) -> list[str]:
 def served(tmp_path_factory, required_data_dir):
     """up -> a small training run of one model -> deploy: a running service to break."""
     wd = tmp_path_factory.mktemp("faults") / "wd"
-    port = free_ports(1)[0]
-    try:
-        assert invoke(wd, "up", "--source-dir", str(required_data_dir)).returncode == 0
-        assert invoke(wd, *TRAIN_SMALL, "--steps-per-epoch", "5").returncode == 0
-        r = invoke(wd, "deploy", "--http-port", str(port))
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        yield {"wd": wd, "port": port}
-    finally:
-        invoke(wd, "down")
-        assert processes_mentioning(str(wd)) == [], "down must stop every process"
+    with deployed(wd, required_data_dir, *TRAIN_SMALL, "--steps-per-epoch", "5") as s:
+        yield s
 
 
 def _load(port: int, stop: threading.Event, body: bytes) -> None:

@@ -22,8 +22,7 @@ import yaml
 
 from ml.contract import LINEAGE_FIELDS, RAW_SHA256
 from runtime.image import image_tag
-from runtime.procs import free_ports
-from tests.e2e.kit import REPO, SERVICE, invoke, post, processes_mentioning
+from tests.e2e.kit import REPO, SERVICE, deployed, invoke, post, processes_mentioning
 
 
 @pytest.fixture(scope="module")
@@ -35,18 +34,8 @@ def data_dir(required_data_dir: Path) -> Path:
 def lifecycle(tmp_path_factory, data_dir):
     """up -> train-all -> deploy, shared by the tests that need a running service."""
     wd = tmp_path_factory.mktemp("e2e") / "wd"
-    port = free_ports(1)[0]
-    try:
-        r = invoke(wd, "up", "--source-dir", str(data_dir))
-        assert r.returncode == 0 and "local runtime ready" in r.stdout
-        r = invoke(wd, "train-all", "--epochs", "2", "--steps-per-epoch", "15")
-        assert r.returncode == 0, r.stdout[-3000:]
-        r = invoke(wd, "deploy", "--http-port", str(port))
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        yield {"wd": wd, "url": f"http://127.0.0.1:{port}", "deploy_out": r.stdout}
-    finally:
-        invoke(wd, "down")
-        assert processes_mentioning(str(wd)) == [], "down must stop every process"
+    with deployed(wd, data_dir, "train-all", "--epochs", "2", "--steps-per-epoch", "15") as s:
+        yield s
 
 
 def test_up_twice_is_a_no_op(lifecycle):
