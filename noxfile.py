@@ -140,7 +140,7 @@ def bench(session: nox.Session) -> None:
     benchmarks/results/bench.{json,md}. ``nox -s bench -- ARGS`` passes ARGS to
     benchmarks/bench.py (e.g. ``--only training,serving --repeats 5``)."""
     sys.path.insert(0, str(ROOT))
-    from benchmarks.serving import BenchError, hey_binary
+    from benchmarks.bench_serving import BenchError, hey_binary
 
     try:
         hey_binary()

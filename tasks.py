@@ -339,7 +339,7 @@ def workflow(
     cache_max_age=None,
 ):
     """Run the whole pipeline as one Argo Workflow (cluster; `up --with-argo` first)."""
-    from k8s.manifests.workflow import DEFAULT_CACHE_MAX_AGE
+    from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE
     from runtime.requests import WorkflowRequest
 
     request = _request(

@@ -45,7 +45,7 @@ class JobShape(NamedTuple):
 
 def run_job(volume: Path, model: str, profile: str, seed: int, job: JobShape, log_dir: Path):
     """One training job, run exactly as the local runtime runs it; returns wall seconds."""
-    from runtime.jobs import Job, JobRunner, failure_report
+    from runtime.local.jobs import Job, JobRunner, failure_report
 
     cmd = contract.train(
         volume,

@@ -8,10 +8,10 @@ Runs each part in turn and writes ``bench.json`` (every figure, every repeat) an
 ``bench.md`` (a header with the date, the machine and the command, then one table per
 part) into ``--out-dir``:
 
-- training (``benchmarks/training.py``): steady-state examples/s of 1 worker and of 2
+- training (``benchmarks/bench_training.py``): steady-state examples/s of 1 worker and of 2
   workers at the same global batch, side by side in each repeat, their medians, the
   ratio, and the input pipeline alone; again for any profile whose global batch differs;
-- serving (``benchmarks/serving.py``): ``hey`` at c=1, 5, 20 against ``python -m
+- serving (``benchmarks/bench_serving.py``): ``hey`` at c=1, 5, 20 against ``python -m
   ml.serve`` beside the in-process limit at batch 1 and 32, cold start beside ``import
   tensorflow``; the request is the real sample image (Fashion-MNIST test image 0);
 - lifecycle (``benchmarks/lifecycle.py``): wall time of each ``invoke`` step on the local
@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(REPO))
 
-from benchmarks import lifecycle, serving, training  # noqa: E402
+from benchmarks import bench_serving, bench_training, lifecycle  # noqa: E402
 from ml import contract  # noqa: E402
 
 PARTS = ("training", "serving", "lifecycle")
@@ -85,16 +85,17 @@ def run_training(args: argparse.Namespace) -> dict[str, Any]:
         argv = ["--repeats", str(args.repeats), "--global-batch", str(batch)]
         argv += ["--epochs", str(args.epochs), "--steps", str(args.steps)]
         argv += ["--source-dir", args.data_dir]
-        reports.append(training.measure(training.build_parser().parse_args(argv)))
+        reports.append(bench_training.measure(bench_training.build_parser().parse_args(argv)))
     return {"profile_global_batches": batches, "reports": reports}
 
 
 def run_serving(args: argparse.Namespace) -> dict[str, Any]:
     progress(
-        f"serving: hey at c={','.join(map(str, serving.CONCURRENCY))} for {args.duration:g} s "
+        f"serving: hey at c={','.join(map(str, bench_serving.CONCURRENCY))} "
+        f"for {args.duration:g} s "
         f"each, in-process limit, cold start; {args.repeats} repeat(s)"
     )
-    return serving.run(None, args.repeats, args.duration, data_dir=args.data_dir)
+    return bench_serving.run(None, args.repeats, args.duration, data_dir=args.data_dir)
 
 
 def run_lifecycle(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def training_section(part: dict[str, Any]) -> list[str]:
     )
     lines.append("")
     for report in part["reports"]:
-        lines += [training.markdown(report), ""]
+        lines += [bench_training.markdown(report), ""]
     return lines
 
 
@@ -147,7 +148,7 @@ def serving_section(part: dict[str, Any]) -> list[str]:
         f"at each concurrency; median of {part['repeats']}; cold start is process start to "
         "the first readiness 200.",
         "",
-        serving.table(part),
+        bench_serving.table(part),
         "",
     ]
 
@@ -235,8 +236,8 @@ def check(args: argparse.Namespace) -> str | None:
         )
     if "serving" in args.only:
         try:
-            serving.hey_binary()
-        except serving.BenchError as e:
+            bench_serving.hey_binary()
+        except bench_serving.BenchError as e:
             return str(e)
     return None
 
@@ -259,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for part in args.only:
             report["parts"][part] = RUNNERS[part](args)
-    except (serving.BenchError, lifecycle.LifecycleError) as e:
+    except (bench_serving.BenchError, lifecycle.LifecycleError) as e:
         print(f"benchmarks/bench.py: {e}\nnothing was written", file=sys.stderr)
         return 1
     report["seconds"] = time.monotonic() - started

@@ -47,7 +47,7 @@ LOG_EVERY = 5  # training progress line every N steps (what the tasks show live)
 # The four Fashion-MNIST IDX files as published: name -> (size in bytes, SHA-256), the
 # same values as tfds's ``url_checksums/fashion_mnist.txt``; this order is the download
 # order. ml.raw checks every file against them; the Argo Workflow's ingestion cache key
-# is derived from the checksums (k8s.manifests.workflow.memo_key).
+# is derived from the checksums (k8s.manifests.argo_workflow.memo_key).
 RAW_FILE_SPECS: Mapping[str, tuple[int, str]] = MappingProxyType(
     {
         "train-images-idx3-ubyte.gz": (

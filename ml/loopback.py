@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ml.cluster import ClusterSpec
+from ml.tf_config import ClusterSpec
 
 SOURCE = Path(__file__).with_name("loopback_bind.c")
 TRAIN_MODULE = "ml.train"  # the command re-executed with the shim preloaded

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ml import contract
-from ml.cluster import ClusterSpec, parse_tf_config
 from ml.config import LR_SCHEDULES, ConfigError, TrainConfig, load_config_file, resolve
 from ml.contract import DEFAULT_PROFILE, MODEL_TYPES, PREEMPTED_EXIT, PROFILES, PROGRESS_PREFIX
 from ml.loopback import LoopbackError, check_listening, preload
 from ml.steps import crossed
+from ml.tf_config import ClusterSpec, parse_tf_config
 
 # Progress line every N steps when no --log-every is given (the contract's commands pass
 # contract.LOG_EVERY).

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from common.errors import DistmlError
-from k8s.manifests.workflow import DEFAULT_CACHE_MAX_AGE, is_duration
+from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE, is_duration
 from k8s.settings import PREDICTORS, SERVING_MODES
 from ml import contract
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench, lifecycle, serving, training
+from benchmarks import bench, bench_serving, bench_training, lifecycle
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def _training_report() -> dict:
         for w, eps in figures.items()
         for i in range(3)
     ]
-    return training.summarise(runs, args, pipeline=380000.4)
+    return bench_training.summarise(runs, args, pipeline=380000.4)
 
 
 def _serving_result() -> dict:
@@ -42,7 +42,7 @@ def _serving_result() -> dict:
         "inprocess": {"b1_calls_per_s": 2000.0, "b1_images_per_s": 2000.0,
                       "b32_calls_per_s": 300.0, "b32_images_per_s": 9600.0},
         "tf_import_s": 3.5,
-        serving.THIS: {"cold_start_s": 4.0, "c1": hey(1000.0, 1.0), "c5": hey(1300.0, 3.8),
+        bench_serving.THIS: {"cold_start_s": 4.0, "c1": hey(1000.0, 1.0), "c5": hey(1300.0, 3.8),
                        "c20": hey(1250.0, 16.0)},
     }  # fmt: skip
     return {
@@ -50,8 +50,8 @@ def _serving_result() -> dict:
         "request": "one base64 PNG per request (test image 0, class Ankle boot), 300 bytes",
         "repeats": 3,
         "duration_s": 10.0,
-        "servers": {serving.THIS: str(REPO)},
-        "median": serving.summarise([sample], [serving.THIS]),
+        "servers": {bench_serving.THIS: str(REPO)},
+        "median": bench_serving.summarise([sample], [bench_serving.THIS]),
     }
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ml.cluster import parse_tf_config
 from ml.config import ConfigError, TrainConfig, from_yaml, load_config_file, resolve
+from ml.tf_config import parse_tf_config
 
 
 def test_quick_profile_is_the_original_budget() -> None:

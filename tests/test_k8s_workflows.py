@@ -1,4 +1,4 @@
-"""k8s.workflows against tests/fakekube.py (fake cluster, fake clock): reading a Workflow's
+"""k8s.argo_status against tests/fakekube.py (fake cluster, fake clock): reading a Workflow's
 steps, the wait behind `invoke workflow --watch`, and the failing step's report.
 
 The statuses scripted here are what Argo's controller writes; each is validated against
@@ -14,11 +14,7 @@ from typing import Any
 import pytest
 
 from k8s import manifests
-from k8s.kube import KubeError
-from k8s.objects import TFJOB_API
-from k8s.settings import Settings
-from k8s.waits import WaitError
-from k8s.workflows import (
+from k8s.argo_status import (
     MAIN_CONTAINER,
     NODE_ID_ANNOTATION,
     POD_WORKFLOW_LABEL,
@@ -30,6 +26,10 @@ from k8s.workflows import (
     tfjob_steps,
     wait_workflow,
 )
+from k8s.kube import KubeError
+from k8s.objects import TFJOB_API
+from k8s.settings import Settings
+from k8s.waits import WaitError
 from tests.fakekube import FakeKube, conditions_status
 from tests.k8s_schemas import validate
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from ml import contract, loopback, train
-from ml.cluster import parse_tf_config
+from ml.tf_config import parse_tf_config
 from runtime.local import LocalRuntime
 from runtime.local.training import _jobs
 from runtime.requests import TrainRequest

@@ -18,13 +18,13 @@ from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
 from runtime import select_runtime
 from runtime.display import JobDisplay, job_line
 from runtime.image import image_tag
-from runtime.jobs import (
+from runtime.local import LocalRuntime, UserError
+from runtime.local.jobs import (
     Job,
     JobRunner,
     tf_config,
     threads_per_worker,
 )
-from runtime.local import LocalRuntime, UserError
 from runtime.procs import cmdline, free_ports, is_alive, port_is_free, stop_pid
 from runtime.requests import (
     DeployRequest,
@@ -158,7 +158,7 @@ def test_tf_config_is_what_the_operator_gives_each_worker():
         "cluster": {"worker": ["127.0.0.1:4001", "127.0.0.1:4002"]},
         "task": {"type": "worker", "index": 1},
     }
-    from ml.cluster import parse_tf_config
+    from ml.tf_config import parse_tf_config
 
     assert parse_tf_config(tf_config([4001, 4002], 0)).is_chief
 
@@ -263,7 +263,7 @@ def test_workers_that_saved_on_sigterm_resume_without_spending_a_restart(tmp_pat
 def test_ctrl_c_stops_every_worker_at_once_on_one_deadline(tmp_path, monkeypatch):
     """Workers that ignore SIGTERM get SIGKILL after one shared grace period, not one each."""
     script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
-    monkeypatch.setattr("runtime.jobs.STOP_GRACE_S", 1.0)
+    monkeypatch.setattr("runtime.local.jobs.STOP_GRACE_S", 1.0)
     jobs = [Job(name=f"job{i}", command=fake_worker(script)) for i in range(3)]
     lines: list[str] = []
     pids: list[int] = []

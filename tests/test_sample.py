@@ -1,4 +1,4 @@
-"""ml.sample (the sample-request step) and runtime.sample (the tasks' side of it)."""
+"""ml.sample (the sample-request step) and runtime.sample_request (the tasks' side of it)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from common.errors import DistmlError
 from ml import contract, sample
 from ml.data import CLASS_NAMES, read_idx
 from ml.raw import DEBIAN_DIR
-from runtime.sample import write_sample_request
+from runtime.sample_request import write_sample_request
 
 
 def test_png_encoder_round_trips() -> None:

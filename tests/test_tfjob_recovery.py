@@ -10,7 +10,7 @@ from k8s import manifests
 from k8s.objects import TF_CONTAINER, TFJOB_API, tfjob_state
 from k8s.settings import Settings
 from k8s.tfjobs import failed_for_a_deleted_pod, wait_tfjobs
-from runtime.cluster.train import MAX_RESUBMITS
+from runtime.cluster.training import MAX_RESUBMITS
 from runtime.requests import TrainRequest
 from runtime.workdir import Workdir
 from tests.cluster.kit import controller, make_ctx, runtime, set_up

@@ -17,7 +17,7 @@ from ml.contract import MODEL_TYPES, RAW_SHA256
 from tests import argo_conditions as argo
 from tests import k8s_schemas
 
-wfm = importlib.import_module("k8s.manifests.workflow")
+wfm = importlib.import_module("k8s.manifests.argo_workflow")
 IMAGE = "distml:0123456789ab"
 
 

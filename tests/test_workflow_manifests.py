@@ -1,4 +1,4 @@
-"""k8s.manifests.workflow: the Argo Workflow is strictly valid against Argo's CRD, every
+"""k8s.manifests.argo_workflow: the Argo Workflow is strictly valid against Argo's CRD, every
 object it embeds against its own schema, its steps are the task chain's builders, its Role
 grants exactly what its steps do, its cache key tracks its inputs, and its success and
 failure conditions mean what they say when Argo evaluates them."""
@@ -19,8 +19,8 @@ from ml.contract import MODEL_TYPES
 from tests import argo_conditions as argo
 from tests import k8s_schemas
 
-# The module (k8s.manifests.workflow, as an attribute, is the function it exports).
-wfm = importlib.import_module("k8s.manifests.workflow")
+# The module (k8s.manifests.argo_workflow, as an attribute, is the function it exports).
+wfm = importlib.import_module("k8s.manifests.argo_workflow")
 
 IMAGE = "distml:0123456789ab"
 KEY = m.memo_key(IMAGE, contract.RAW_SHA256)

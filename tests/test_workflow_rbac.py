@@ -1,4 +1,4 @@
-"""k8s.manifests.workflow_rbac: the Role of the Workflow's steps grants exactly what the
+"""k8s.manifests.argo_rbac: the Role of the Workflow's steps grants exactly what the
 rendered steps do, and Argo's controller (its ServiceAccount as the pinned install.yaml
 defines it) is granted exactly what the ingestion step's memoization makes it do to the
 cache ConfigMap, which install.yaml alone does not grant. Both derived from the rendered

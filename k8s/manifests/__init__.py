@@ -30,10 +30,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from k8s.manifests.argo_rbac import cache_writer_rbac, workflow_rbac
+from k8s.manifests.argo_workflow import (
+    CACHE_LABEL,
+    memo_key,
+    workflow,
+    workflow_cache,
+    workflow_objects,
+)
 from k8s.manifests.checks import (
     check_min_accuracy,
     check_models,
     check_settings,
+)
+from k8s.manifests.inference import (
+    inference_service,
+    ingress_service,
+    message_dumper,
+    message_dumper_url,
+    serving_runtime,
 )
 from k8s.manifests.names import (
     COMMON_LABELS,
@@ -89,21 +104,6 @@ from k8s.manifests.pods import (
     tfjob,
     train_command,
 )
-from k8s.manifests.serving import (
-    inference_service,
-    ingress_service,
-    message_dumper,
-    message_dumper_url,
-    serving_runtime,
-)
-from k8s.manifests.workflow import (
-    CACHE_LABEL,
-    memo_key,
-    workflow,
-    workflow_cache,
-    workflow_objects,
-)
-from k8s.manifests.workflow_rbac import cache_writer_rbac, workflow_rbac
 from k8s.settings import Settings
 from ml import contract
 

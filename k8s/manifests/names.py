@@ -31,7 +31,7 @@ SELECT_JOB = "distml-select"
 ROLLBACK_JOB = "distml-rollback"
 RUNTIME_NAME = "distml-predictor"
 MESSAGE_DUMPER = "message-dumper"
-# `invoke workflow`'s objects (k8s.manifests.workflow and workflow_rbac).
+# `invoke workflow`'s objects (k8s.manifests.argo_workflow and workflow_rbac).
 WORKFLOW_NAME = "distml-pipeline"
 WORKFLOW_SA = "distml-workflow"  # the steps' ServiceAccount / Role / RoleBinding
 WORKFLOW_CACHE = "distml-workflow-cache"  # the memoization ConfigMap

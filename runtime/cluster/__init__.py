@@ -38,14 +38,14 @@ from ml.contract import MODEL_TYPES
 from runtime.api import Capabilities
 from runtime.cluster import down as _down
 from runtime.cluster import render as _render
-from runtime.cluster import serve as _serve
+from runtime.cluster import serving as _serve
 from runtime.cluster import status as _status
 from runtime.cluster import tensorboard as _tensorboard
-from runtime.cluster import train as _train
+from runtime.cluster import training as _train
 from runtime.cluster import up as _up
 from runtime.cluster import workflow as _workflow
 from runtime.cluster.context import ClusterContext, ClusterError, Out
-from runtime.cluster.serve import expected_replicas
+from runtime.cluster.serving import expected_replicas
 from runtime.requests import (
     DeployRequest,
     DownRequest,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import shutil
 
 from k8s import manifests
+from k8s.argo_status import WORKFLOW_API, WORKFLOW_KIND
 from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
 from k8s.operators import Installer
-from k8s.workflows import WORKFLOW_API, WORKFLOW_KIND
+from runtime.cluster.apply import delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.cluster.objects import delete_and_wait
 from runtime.workdir import MARKER
 
 # What distml applies in its namespace, deleted by label (the PVC is waited for apart).
@@ -84,7 +84,7 @@ def _delete_objects(cx: ClusterContext) -> None:
             name = obj["metadata"]["name"]
             if cx.kube.delete(api, kind, name, ns):
                 gone.append(f"{kind} {name}")
-    # Argo relabels its cache ConfigMap (k8s.manifests.workflow): deleted by name, and with
+    # Argo relabels its cache ConfigMap (k8s.manifests.argo_workflow): deleted by name, and with
     # the volume, or the next workflow would skip ingestion into an empty volume.
     if cx.kube.delete("v1", "ConfigMap", manifests.WORKFLOW_CACHE, ns):
         gone.append(f"ConfigMap {manifests.WORKFLOW_CACHE}")

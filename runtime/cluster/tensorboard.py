@@ -13,8 +13,8 @@ from invoke import Result
 from k8s import manifests
 from ml import contract
 from runtime import tensorboard as tb
+from runtime.cluster.apply import delete_and_wait, wait_pod
 from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.cluster.objects import delete_and_wait, wait_pod
 from runtime.requests import TensorboardRequest
 
 POD = manifests.TENSORBOARD_POD

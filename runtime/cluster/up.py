@@ -12,8 +12,8 @@ from k8s.objects import JOB_API, is_true
 from k8s.operators import Installer
 from k8s.settings import SERVING_MODES, Settings
 from ml.contract import RAW_FILES
+from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.cluster.objects import apply_reporting, run_job
 from runtime.cluster.volume import Volume
 
 INGEST_TIMEOUT_S = 1800

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from k8s import manifests
 from k8s.settings import Settings
+from runtime.cluster.apply import delete_and_wait, wait_pod
 from runtime.cluster.context import ClusterContext
-from runtime.cluster.objects import delete_and_wait, wait_pod
 
 LOADER_POD = manifests.LOADER_POD
 

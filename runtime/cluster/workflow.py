@@ -7,8 +7,7 @@ RoleBinding and memoization cache; ``--watch`` follows it with a line per step c
 from __future__ import annotations
 
 from k8s import manifests
-from k8s.waits import WaitError
-from k8s.workflows import (
+from k8s.argo_status import (
     COMPLETED,
     WORKFLOW_API,
     WORKFLOW_KIND,
@@ -17,9 +16,10 @@ from k8s.workflows import (
     wait_workflow,
     workflow_phase,
 )
+from k8s.waits import WaitError
+from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.cluster.objects import apply_reporting, delete_and_wait
-from runtime.cluster.tfjobs import jobs_that_fit, replace_tfjob
+from runtime.cluster.submit import jobs_that_fit, replace_tfjob
 from runtime.display import ChangedRows
 from runtime.requests import WorkflowRequest
 
@@ -153,7 +153,7 @@ def stop(cx: ClusterContext) -> int:
         name = wf["metadata"]["name"]
         if cx.kube.delete(WORKFLOW_API, WORKFLOW_KIND, name, cx.namespace):
             # Its pods and TFJobs carry owner references to it; the serving objects do not
-            # (k8s.manifests.workflow): what serves keeps serving.
+            # (k8s.manifests.argo_workflow): what serves keeps serving.
             cx.out(
                 f"stopped Workflow {name} ({workflow_phase(wf).lower()}): deleted, its pods "
                 "and TFJobs with it"

@@ -31,7 +31,7 @@ LOCK_WAIT_S = 900.0
 
 
 def write_sample(rt: LocalRuntime, source_dir: str | None = None) -> Path:
-    from runtime.sample import write_sample_request
+    from runtime.sample_request import write_sample_request
 
     source_dir = source_dir or rt.wd.load_state().get("source_dir")
     return write_sample_request(rt.wd.root, source_dir, rt.out)

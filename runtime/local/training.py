@@ -1,4 +1,4 @@
-"""Local training: one multi-worker job per model, run by ``runtime.jobs.JobRunner``,
+"""Local training: one multi-worker job per model, run by ``runtime.local.jobs.JobRunner``,
 with a live display, a summary table and the training-curves chart."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ml import contract
-from runtime.jobs import Job, JobRunner, failure_report
+from runtime.local.jobs import Job, JobRunner, failure_report
 from runtime.procs import python_env
 from runtime.requests import TrainRequest
 from runtime.tables import table

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.cluster import ClusterError, expected_replicas
-from runtime.cluster.serve import SETTLE_S
+from runtime.cluster.serving import SETTLE_S
 from runtime.requests import DeployRequest, LoadtestRequest
 from tests.cluster.kit import (
     controller,
@@ -161,7 +161,7 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
 def test_standard_mode_waits_for_the_hpa_sync_metrics_and_pod_start():
     # metrics-server's --metric-resolution (the real components.yaml) is what SETTLE_S uses.
     from k8s import versions
-    from runtime.cluster import serve
+    from runtime.cluster import serving as serve
     from tests.upstream import objects
 
     server = next(o for o in objects(versions.METRICS_SERVER_URL) if o["kind"] == "Deployment")

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from k8s import capacity, manifests
+from k8s.argo_status import MAIN_CONTAINER, NODE_ID_ANNOTATION, POD_WORKFLOW_LABEL, WORKFLOW_API
 from k8s.objects import TFJOB_API
 from k8s.settings import Settings
-from k8s.workflows import MAIN_CONTAINER, NODE_ID_ANNOTATION, POD_WORKFLOW_LABEL, WORKFLOW_API
 from ml import contract
 from runtime.cluster import ClusterError
 from runtime.cluster.workflow import STOP_WAIT_S, WATCH_GRACE_S

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
-from runtime.jobs import STOP_GRACE_S, tf_config
+from runtime.local.jobs import STOP_GRACE_S, tf_config
 from runtime.procs import free_ports, stop_groups
 
 # 3 steps per call: divides neither 40 nor the check interval (ml.preemption.CHECK_EVERY).

@@ -1,5 +1,5 @@
 """The whole pipeline as one Argo Workflow (argoproj.io/v1alpha1, Argo Workflows v4.1.2),
-and the objects it needs: its RBAC (``k8s.manifests.workflow_rbac``) and its memoization
+and the objects it needs: its RBAC (``k8s.manifests.argo_rbac``) and its memoization
 cache ConfigMap.
 
 Built from the same builders as the task chain: the ingestion and selection steps run the
@@ -47,7 +47,9 @@ from typing import Any
 
 import yaml
 
+from k8s.manifests.argo_rbac import cache_writer_rbac, workflow_rbac
 from k8s.manifests.checks import check_min_accuracy, check_models, check_settings
+from k8s.manifests.inference import inference_service, ingress_service, serving_runtime
 from k8s.manifests.names import (
     WORKFLOW_CACHE,
     WORKFLOW_COMPONENT,
@@ -57,8 +59,6 @@ from k8s.manifests.names import (
     tfjob_name,
 )
 from k8s.manifests.pods import ingest_job, meta, selection_job, tfjob
-from k8s.manifests.serving import inference_service, ingress_service, serving_runtime
-from k8s.manifests.workflow_rbac import cache_writer_rbac, workflow_rbac
 from k8s.objects import WORKFLOW_API, WORKFLOW_KIND
 from k8s.settings import Settings
 

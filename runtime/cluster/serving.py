@@ -14,8 +14,8 @@ from k8s import manifests
 from k8s.objects import ISVC_API, ReplicaCounter
 from k8s.settings import Settings
 from k8s.waits import WaitError, wait_isvc_ready
+from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.cluster.objects import apply_reporting, run_job
 from runtime.requests import DeployRequest, LoadtestRequest
 
 SELECTION_TIMEOUT_S = 1200
@@ -119,7 +119,7 @@ def _endpoint(cx: ClusterContext, s: Settings, isvc_url: str | None) -> tuple[st
 
 def _sample_request(cx: ClusterContext) -> Path:
     """A V1 request body for the curl line and the load test (written into the work dir)."""
-    from runtime.sample import write_sample_request
+    from runtime.sample_request import write_sample_request
 
     source_dir = cx.wd.load_state().get("source_dir")
     return write_sample_request(cx.wd.root, source_dir, cx.out, synthetic_ok=True)

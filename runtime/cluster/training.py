@@ -16,7 +16,7 @@ from k8s.tfjobs import TFJobRow, wait_tfjobs
 from k8s.waits import WaitError
 from ml.contract import metrics_path, read_metrics
 from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.cluster.tfjobs import jobs_that_fit, replace_tfjob
+from runtime.cluster.submit import jobs_that_fit, replace_tfjob
 from runtime.cluster.up import ingest
 from runtime.cluster.volume import Volume
 from runtime.display import ChangedRows

@@ -1,6 +1,6 @@
 """Serving benchmark: ``python -m ml.serve`` under ``hey`` beside the in-process limit.
 
-    python benchmarks/serving.py [SOURCE] [--repeats 3] [--duration 10] [--out PATH]
+    python benchmarks/bench_serving.py [SOURCE] [--repeats 3] [--duration 10] [--out PATH]
         [--compare LABEL=REPO ...]
 
 SOURCE is a SavedModel directory, a serving directory (integer versions) or a volume (its
@@ -83,7 +83,7 @@ def prepare_model(source: Path | None, work: Path) -> tuple[Path, str]:
         what = f"the SavedModel from {source}"
     if (source / "saved_model.pb").is_file():
         serving = work / "serving" / SERVICE
-        publish(source, serving, {"source": "benchmarks/serving.py"})
+        publish(source, serving, {"source": "benchmarks/bench_serving.py"})
         return serving, what
     for candidate in (Path(contract.serving_dir(source, SERVICE)), source):
         if serving_versions(candidate):
@@ -365,7 +365,7 @@ def _repo_pair(text: str) -> tuple[str, Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python benchmarks/serving.py", description=__doc__.split("\n\n")[0]
+        prog="python benchmarks/bench_serving.py", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("source", nargs="?", help="SavedModel, serving directory or volume")
     p.add_argument("--repeats", type=int, default=3, help="repeats (the median is reported)")
@@ -380,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run(args.source, args.repeats, args.duration, dict(args.compare), args.data_dir)
     except BenchError as e:
-        print(f"benchmarks/serving.py: {e}", file=sys.stderr)
+        print(f"benchmarks/bench_serving.py: {e}", file=sys.stderr)
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

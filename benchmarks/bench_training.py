@@ -1,12 +1,12 @@
 """Training scaling benchmark: 1 worker against 2 at the same global batch, on this machine.
 
-    python benchmarks/training.py [--repeats 3] [--model cnn] [--epochs 4] [--steps 150]
+    python benchmarks/bench_training.py [--repeats 3] [--model cnn] [--epochs 4] [--steps 150]
         [--steps-per-execution N]
 
 Each repeat runs the real ``python -m ml.train`` worker processes twice, side by side:
 one worker at the whole global batch (all cores as TF threads) and two
 MultiWorkerMirroredStrategy workers over 127.0.0.1 at half of it each (the cores divided
-between them), exactly as the local runtime runs them (``runtime.jobs.JobRunner``). The
+between them), exactly as the local runtime runs them (``runtime.local.jobs.JobRunner``). The
 order alternates between repeats, so drift on a noisy machine falls on both.
 
 Steady state, as ``ml.train`` records it in ``metrics.json``: examples/s over the epochs
@@ -36,7 +36,7 @@ WORKER_COUNTS = (1, 2)
 
 def run_once(volume: Path, workers: int, args: argparse.Namespace, logs: Path) -> dict:
     """One job of ``workers`` workers at the global batch; the chief's steady-state figures."""
-    from runtime.jobs import Job, JobRunner, failure_report
+    from runtime.local.jobs import Job, JobRunner, failure_report
 
     cmd = contract.train(
         volume,

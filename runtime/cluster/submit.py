@@ -7,8 +7,8 @@ from __future__ import annotations
 from k8s import capacity
 from k8s.objects import TERMINAL, TFJOB_API, tfjob_state
 from k8s.settings import Settings
+from runtime.cluster.apply import delete_and_wait
 from runtime.cluster.context import ClusterContext
-from runtime.cluster.objects import delete_and_wait
 
 
 def replace_tfjob(cx: ClusterContext, name: str) -> None:
