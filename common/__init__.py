@@ -1,2 +1,2 @@
 """Leaf helpers every orchestration layer may import (``k8s/``, ``runtime/``,
-``loadtest/``, ``tasks.py``): the base error, the one poll loop. Imports nothing of ours."""
+``loadtest/``, ``tasks/``): the base error, the one poll loop. Imports nothing of ours."""

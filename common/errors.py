@@ -6,5 +6,5 @@ from __future__ import annotations
 class DistmlError(RuntimeError):
     """A problem a user can fix; the message says what is wrong and how to fix it.
 
-    ``tasks.py`` prints it as ``error: <message>`` and exits non-zero.
+    ``tasks/`` prints it as ``error: <message>`` and exits non-zero.
     """

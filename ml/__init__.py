@@ -1,7 +1,7 @@
 """Pod code for distml: everything that runs inside a training, selection or serving pod.
 
 The pod contract (``python -m ml.<step> ...``) is this package's only API. It imports
-nothing from the orchestration side (``tasks.py``, ``runtime/``, ``k8s/``, ``loadtest/``).
+nothing from the orchestration side (``tasks/``, ``runtime/``, ``k8s/``, ``loadtest/``).
 """
 
 import os

@@ -1,6 +1,6 @@
 """The pod contract, written once: what each step is called with, and where it writes.
 
-The only module under ``ml/`` the orchestration side (``runtime/``, ``k8s/``, ``tasks.py``,
+The only module under ``ml/`` the orchestration side (``runtime/``, ``k8s/``, ``tasks/``,
 ``loadtest/``) may import; it is light (standard library only: no TensorFlow, numpy or
 kserve; a test proves it). The local runtime, the Kubernetes manifests and the ``ml/*``
 argument parsers all take their names, choices, defaults and command lines from here.

@@ -1,4 +1,4 @@
-"""The one interface every runtime offers ``tasks.py``: the same verbs, the same requests.
+"""The one interface every runtime offers ``tasks/``: the same verbs, the same requests.
 
 A runtime returns an exit code (0 = done) or raises ``common.errors.DistmlError`` with a
 message that says what is wrong and how to fix it. What it can and cannot do is in its

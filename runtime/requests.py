@@ -1,5 +1,5 @@
 """What a task asks a runtime to do: typed requests, validated once, with the messages
-users see. ``tasks.py`` builds them from flags and config; both runtimes take the same ones.
+users see. ``tasks/`` builds them from flags and config; both runtimes take the same ones.
 
 A field a runtime may not support names the capability it needs (``needs=`` in its
 metadata, see ``runtime.api.Capabilities``); :func:`unsupported` lists the flags a user set

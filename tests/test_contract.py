@@ -1,6 +1,6 @@
 """ml.contract is light, and the pod's parsers accept exactly the commands it builds.
 
-The orchestration side (runtime/, k8s/, tasks.py) builds every pod command with ml.contract;
+The orchestration side (runtime/, k8s/, tasks/) builds every pod command with ml.contract;
 the ml/* modules take their choices, defaults and names from it. These tests are what keep
 the two sides together: a flag renamed in a parser, or a choice added to the contract that
 the pod code cannot build, fails here.

@@ -1,4 +1,4 @@
-"""tasks.py through the real ``invoke`` CLI: flags become requests, the runtime's
+"""The tasks (``tasks/``) through the real ``invoke`` CLI: flags become requests, the runtime's
 capabilities decide the notes, renamed settings are refused, --dry touches nothing."""
 
 from __future__ import annotations

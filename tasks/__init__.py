@@ -1,0 +1,52 @@
+"""distml tasks: from an empty laptop to an autoscaled image classifier, and back.
+
+    invoke up train-all deploy loadtest --concurrency 5
+    invoke status
+    invoke down [--purge]
+
+Thin by design: parse flags, pick the runtime, call library code in ``runtime/``.
+Every config key below can be set in ``invoke.yaml`` or as ``INVOKE_<KEY>`` (for example
+``INVOKE_RUNTIME=local``, ``INVOKE_WORKDIR=/tmp/distml``).
+"""
+
+from __future__ import annotations
+
+from invoke import Collection
+
+from ml import contract
+from runtime.cli import call as _call  # noqa: F401  (tests drive a verb as a task does)
+from runtime.requests import DEFAULT_HTTP_PORT
+from tasks.chain import deploy, down, loadtest, rollback, status, train, train_all, up
+from tasks.extras import build, lock_image, render, tensorboard, workflow
+
+ns = Collection(
+    up,
+    train_all,
+    train,
+    deploy,
+    rollback,
+    loadtest,
+    status,
+    down,
+    workflow,
+    tensorboard,
+    render,
+    build,
+    lock_image,
+)
+ns.configure(
+    {
+        "runtime": "auto",
+        "workdir": ".distml",
+        "service": contract.DEFAULT_SERVICE,
+        "source_dir": "",
+        "workers": contract.DEFAULT_WORKERS,
+        "profile": contract.DEFAULT_PROFILE,
+        "max_restarts": contract.DEFAULT_MAX_RESTARTS,
+        "http_port": DEFAULT_HTTP_PORT,
+        "tensorboard_port": contract.TENSORBOARD_PORT,
+        "docker": "",
+        # Cluster runtimes: INVOKE_CLUSTER_NAME, INVOKE_CLUSTER_NAMESPACE, ...
+        "cluster": {"name": "dist-ml", "namespace": "kubeflow", "ingress_port": 8080},
+    }
+)

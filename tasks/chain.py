@@ -1,0 +1,241 @@
+"""The mission's chain of tasks: up, train-all (and train), deploy, rollback, loadtest,
+status, down. Thin by design: flags become a typed request, the runtime does the work."""
+
+from __future__ import annotations
+
+from invoke import Exit, task
+
+from ml import contract
+from runtime.cli import build_request as _request
+from runtime.cli import call as _call
+from runtime.cli import checked as _checked
+from runtime.cli import float_flag as _float
+from runtime.cli import int_flag as _int
+from tasks.chooser import MODEL_HELP, RUNTIME_HELP
+from tasks.chooser import runtime as _runtime
+
+
+@task(
+    help={
+        "runtime": RUNTIME_HELP,
+        "source-dir": "directory holding the four Fashion-MNIST .gz files (else: "
+        "DISTML_DATA_DIR, Debian's dataset-fashion-mnist, ~/.keras/datasets, download); "
+        "on a cluster they are copied into the volume (offline clusters)",
+        "serving-mode": "cluster: knative (default; Istio + Knative, request-based "
+        "autoscaling) or standard (HPA on CPU; lighter)",
+        "base": "cluster: build the image's base locally ('local': debootstrap)",
+        "base-image": "cluster: base image for the project image",
+        "with-argo": "cluster: also install Argo Workflows (pinned; namespace argo) for "
+        "`invoke workflow`; kept by later `up`s, removed by `down --keep-cluster`",
+    }
+)
+def up(
+    c,
+    runtime=None,
+    source_dir=None,
+    serving_mode=None,
+    base=None,
+    base_image=None,
+    with_argo=False,
+):
+    """Set up the runtime: cluster, operators, image, volume, dataset (idempotent)."""
+    from runtime.requests import UpRequest
+
+    request = _request(
+        UpRequest,
+        source_dir=source_dir or c.config.source_dir or None,
+        serving_mode=serving_mode,
+        base=base,
+        base_image=base_image,
+        with_argo=with_argo,
+    )
+    rt = _runtime(c, runtime, for_up=True)
+    _call(rt.up, _checked(rt, request))
+
+
+TRAIN_HELP = {
+    "runtime": RUNTIME_HELP,
+    "workers": "worker processes (TFJob Worker replicas) per job (default 2)",
+    "parallel": "how many jobs run at once (default: all; on a cluster, all that fit the node)",
+    "profile": "quick (3 x 70 steps, default) or full",
+    "epochs": "override the profile's epochs",
+    "steps-per-epoch": "override the profile's steps per epoch",
+    "max-restarts": "restart a job's workers together up to this many times (default 2)",
+    "gpus-per-worker": "cluster: nvidia.com/gpu limit per worker (needs a GPU base image: "
+    "see README)",
+}
+
+
+def _train(c, models, runtime, **flags):
+    """``train`` and ``train-all``: one implementation, the models are what differs."""
+    from runtime.requests import TrainRequest
+
+    request = _request(
+        TrainRequest,
+        models=tuple(models),
+        workers=_int("--workers", flags["workers"], int(c.config.workers)),
+        parallel=_int("--parallel", flags["parallel"]),
+        profile=flags["profile"] or str(c.config.profile),
+        epochs=_int("--epochs", flags["epochs"]),
+        steps_per_epoch=_int("--steps-per-epoch", flags["steps_per_epoch"]),
+        max_restarts=_int("--max-restarts", flags["max_restarts"], int(c.config.max_restarts)),
+        gpus_per_worker=_int("--gpus-per-worker", flags["gpus_per_worker"], 0),
+    )
+    rt = _runtime(c, runtime)
+    _call(rt.train, _checked(rt, request, refuse=("--gpus-per-worker",)))
+
+
+@task(
+    help={"model-type": f"train only these (repeatable): {MODEL_HELP}", **TRAIN_HELP},
+    iterable=["model_type"],
+)
+def train_all(
+    c,
+    model_type=None,
+    runtime=None,
+    workers=None,
+    parallel=None,
+    profile=None,
+    epochs=None,
+    steps_per_epoch=None,
+    max_restarts=None,
+    gpus_per_worker=None,
+):
+    """Train every model variant, one multi-worker job each, in parallel."""
+    flags = dict(locals())
+    del flags["c"], flags["model_type"], flags["runtime"]
+    _train(c, list(model_type) or contract.MODEL_TYPES, runtime, **flags)
+
+
+@task(help={"model-type": f"the model to train: {MODEL_HELP}", **TRAIN_HELP})
+def train(
+    c,
+    model_type=None,
+    runtime=None,
+    workers=None,
+    parallel=None,
+    profile=None,
+    epochs=None,
+    steps_per_epoch=None,
+    max_restarts=None,
+    gpus_per_worker=None,
+):
+    """Train one model variant as a multi-worker job."""
+    if not model_type:
+        raise Exit(f"error: --model-type is required ({MODEL_HELP})", code=2)
+    flags = dict(locals())
+    del flags["c"], flags["model_type"], flags["runtime"]
+    _train(c, [model_type], runtime, **flags)
+
+
+@task(
+    help={
+        "runtime": RUNTIME_HELP,
+        "predictor": "kserve (default: the project's server, python -m ml.serve) or tfserving "
+        "(KServe's TF Serving runtime; cluster only)",
+        "min-accuracy": "refuse to publish a winner below this validation accuracy (0-1)",
+        "force": "publish the winner even if worse than what is serving",
+        "target": "cluster: autoscaling target, concurrent requests per replica (default 1)",
+        "min-replicas": "cluster: minimum predictor replicas (default 1)",
+        "max-replicas": "cluster: maximum predictor replicas (default 8)",
+        "container-concurrency": "cluster: hard limit of requests per replica (default: none)",
+        "request-logger": "cluster: log every request/response to a message-dumper pod",
+        "http-port": "local runtime: the server's port on 127.0.0.1 (default 8080)",
+    }
+)
+def deploy(
+    c,
+    runtime=None,
+    predictor="kserve",
+    min_accuracy=None,
+    force=False,
+    target=None,
+    min_replicas=None,
+    max_replicas=None,
+    container_concurrency=None,
+    request_logger=False,
+    http_port=None,
+):
+    """Select the most accurate model, publish it and serve it."""
+    from runtime.requests import DeployRequest
+
+    request = _request(
+        DeployRequest,
+        predictor=predictor,
+        min_accuracy=_float("--min-accuracy", min_accuracy, 0.0),
+        force=force,
+        target=_int("--target", target),
+        min_replicas=_int("--min-replicas", min_replicas),
+        max_replicas=_int("--max-replicas", max_replicas),
+        container_concurrency=_int("--container-concurrency", container_concurrency),
+        request_logger=request_logger,
+        http_port=_int("--http-port", http_port, int(c.config.http_port)),
+    )
+    rt = _runtime(c, runtime)
+    _call(rt.deploy, _checked(rt, request))
+
+
+@task(help={"runtime": RUNTIME_HELP})
+def rollback(c, runtime=None):
+    """Republish the previously served model version."""
+    rt = _runtime(c, runtime)
+    _call(rt.rollback)
+
+
+@task(
+    help={
+        "runtime": RUNTIME_HELP,
+        "concurrency": "simultaneous Locust users, no wait time (default 5)",
+        "duration": "how long, e.g. 30s, 2m (default 30s)",
+        "spawn-rate": "users started per second (default: all at once)",
+        "max-failure-ratio": "fail when more than this share of requests fail (default 0)",
+        "expect-scale-out": "cluster runtimes: fail unless ready predictor replicas rose "
+        "(default on; --no-expect-scale-out turns it off; the local runtime never scales)",
+    }
+)
+def loadtest(
+    c,
+    runtime=None,
+    concurrency=None,
+    duration=None,
+    spawn_rate=None,
+    max_failure_ratio=None,
+    expect_scale_out=True,
+):
+    """Load-test the served model with Locust; report and chart."""
+    from runtime.requests import DEFAULT_CONCURRENCY, DEFAULT_DURATION, LoadtestRequest
+
+    request = _request(
+        LoadtestRequest,
+        concurrency=_int("--concurrency", concurrency, DEFAULT_CONCURRENCY),
+        duration=str(duration or DEFAULT_DURATION),
+        spawn_rate=_float("--spawn-rate", spawn_rate),
+        max_failure_ratio=_float("--max-failure-ratio", max_failure_ratio, 0.0),
+        expect_scale_out=bool(expect_scale_out),
+    )
+    rt = _runtime(c, runtime)
+    _call(rt.loadtest, _checked(rt, request))
+
+
+@task(help={"runtime": RUNTIME_HELP})
+def status(c, runtime=None):
+    """Show what runs: cluster, operators, jobs, model server / ISVC, replicas, last load test."""
+    rt = _runtime(c, runtime)
+    _call(rt.status)
+
+
+@task(
+    help={
+        "runtime": RUNTIME_HELP,
+        "purge": "also delete the work dir (only a directory distml made) and, on a "
+        "cluster runtime, the images `up` built",
+        "keep-cluster": "cluster runtimes: keep the cluster",
+    }
+)
+def down(c, runtime=None, purge=False, keep_cluster=False):
+    """Remove what `up` made (the cluster); --purge also deletes built images and the work dir."""
+    from runtime.requests import DownRequest
+
+    request = _request(DownRequest, purge=purge, keep_cluster=keep_cluster)
+    rt = _runtime(c, runtime)
+    _call(rt.down, _checked(rt, request))

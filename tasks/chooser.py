@@ -1,0 +1,71 @@
+"""Which runtime a task runs on (one line says which and why), and the work dir it uses:
+what every task shares before it builds its request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Exit
+
+from common.errors import DistmlError
+from k8s.settings import PROVIDERS
+from ml import contract
+from runtime.cli import cluster_config as _cluster_config
+from runtime.cli import service_name as _service
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_HELP = ", ".join(contract.MODEL_TYPES)
+RUNTIME_HELP = (
+    "auto (default: k3d when Docker + k3d are there, else local), local, k3d, kind, minikube"
+)
+
+
+def workdir(c):
+    from runtime.workdir import Workdir
+
+    path = Path(str(c.config.workdir)).expanduser()
+    return Workdir.at(path if path.is_absolute() else ROOT / path)
+
+
+def runtime(c, requested, *, for_up=False):
+    """Pick the runtime (one line says which and why) and return its implementation."""
+    from runtime import select_runtime
+
+    wd = workdir(c)
+    requested = requested or str(c.config.runtime)
+    state_runtime = wd.load_state().get("runtime")
+    try:
+        if requested == "auto" and state_runtime and not for_up:
+            name, why = state_runtime, "the runtime `invoke up` prepared"
+        else:
+            name, why = select_runtime(requested)
+    except DistmlError as e:
+        raise Exit(f"error: {e}", code=2) from e
+    print(f"runtime: {name} ({why})", flush=True)
+    if name in PROVIDERS:
+        return cluster_runtime(c, name, wd)
+    from runtime.local import LocalRuntime
+
+    return LocalRuntime(wd, service=_service(c), out=out, dry=bool(c.config.run.dry))
+
+
+def cluster_runtime(c, name, wd):
+    from runtime.cluster import ClusterRuntime
+
+    cluster = _cluster_config(c)
+    return ClusterRuntime(
+        c,
+        name,
+        wd,
+        ROOT,
+        service=_service(c),
+        namespace=str(cluster.namespace),
+        cluster=str(cluster.name),
+        ingress_port=int(cluster.ingress_port),
+        docker=str(c.config.docker),
+        out=out,
+    )
+
+
+def out(line):
+    print(line, flush=True)

@@ -1,0 +1,178 @@
+"""The tasks around the chain: the whole pipeline as an Argo Workflow, TensorBoard, the
+manifests as files, and the project image (build, re-pin its requirements)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Exit, task
+
+from common.errors import DistmlError
+from k8s.settings import PROVIDERS
+from ml import contract
+from runtime.cli import build_request as _request
+from runtime.cli import call as _call
+from runtime.cli import checked as _checked
+from runtime.cli import float_flag as _float
+from runtime.cli import int_flag as _int
+from tasks.chain import TRAIN_HELP
+from tasks.chooser import MODEL_HELP, ROOT, RUNTIME_HELP
+from tasks.chooser import cluster_runtime as _cluster_runtime
+from tasks.chooser import out as _out
+from tasks.chooser import runtime as _runtime
+from tasks.chooser import workdir as _workdir
+
+
+@task(
+    help={
+        "runtime": RUNTIME_HELP,
+        "watch": "follow the workflow: a line per step phase change; exit 1 if it fails",
+        "stop": "delete distml's running workflows (their pods go with them)",
+        "model-type": f"train only these (repeatable; default all): {MODEL_HELP}",
+        "profile": TRAIN_HELP["profile"],
+        "epochs": TRAIN_HELP["epochs"],
+        "steps-per-epoch": TRAIN_HELP["steps-per-epoch"],
+        "min-accuracy": "the selection step refuses to publish below this validation "
+        "accuracy (0-1)",
+        "cache-max-age": "reuse a cached ingestion this long, e.g. 720h (default), 30m",
+    },
+    iterable=["model_type"],
+)
+def workflow(
+    c,
+    runtime=None,
+    watch=False,
+    stop=False,
+    model_type=None,
+    profile=None,
+    epochs=None,
+    steps_per_epoch=None,
+    min_accuracy=None,
+    cache_max_age=None,
+):
+    """Run the whole pipeline as one Argo Workflow (cluster; `up --with-argo` first)."""
+    from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE
+    from runtime.requests import WorkflowRequest
+
+    request = _request(
+        WorkflowRequest,
+        models=tuple(model_type or contract.MODEL_TYPES),
+        profile=profile or str(c.config.profile),
+        watch=bool(watch),
+        stop=bool(stop),
+        epochs=_int("--epochs", epochs),
+        steps_per_epoch=_int("--steps-per-epoch", steps_per_epoch),
+        min_accuracy=_float("--min-accuracy", min_accuracy, 0.0),
+        cache_max_age=cache_max_age or DEFAULT_CACHE_MAX_AGE,
+    )
+    rt = _runtime(c, runtime)
+    _call(rt.workflow, _checked(rt, request))
+
+
+TENSORBOARD_PORT_HELP = f"the port on 127.0.0.1 to open it at (default {contract.TENSORBOARD_PORT})"
+
+
+@task(help={"runtime": RUNTIME_HELP, "port": TENSORBOARD_PORT_HELP})
+def tensorboard(c, runtime=None, port=None):
+    """TensorBoard over every training run, on 127.0.0.1 until Ctrl-C (cluster: a pod)."""
+    from runtime.requests import TensorboardRequest
+
+    port = _int("--port", port, int(c.config.tensorboard_port))
+    request = _request(TensorboardRequest, port=port)  # a bad flag stops before anything
+    _call(_runtime(c, runtime).tensorboard, request)
+
+
+@task(
+    help={
+        "runtime": "k3d (default), kind or minikube: the cluster to render for",
+        "out": "directory to write the YAML files into (default: <workdir>/manifests)",
+        "model-type": f"models to render TFJobs for (repeatable; default all: {MODEL_HELP})",
+        "serving-mode": "knative (default) or standard",
+        "predictor": "kserve (default) or tfserving",
+        "source-dir": "render the loader pod and the offline ingest (as `up --source-dir`)",
+    },
+    iterable=["model_type"],
+)
+def render(
+    c,
+    runtime=None,
+    out=None,
+    model_type=None,
+    serving_mode=None,
+    predictor="kserve",
+    source_dir=False,
+):
+    """Write every manifest up/train-all/deploy/workflow apply, as YAML, in order (no cluster)."""
+    name = runtime or str(c.config.runtime)
+    name = "k3d" if name in ("auto", "local") else name
+    if name not in PROVIDERS:
+        raise Exit(f"error: --runtime must be one of {', '.join(PROVIDERS)}", code=2)
+    wd = _workdir(c)
+    rt = _cluster_runtime(c, name, wd)
+    target = Path(out) if out else wd.root / "manifests"
+    try:
+        written = rt.render(
+            target,
+            models=list(model_type) or list(contract.MODEL_TYPES),
+            serving_mode=serving_mode or "knative",
+            predictor=predictor,
+            source_dir=bool(source_dir),
+        )
+    except DistmlError as e:
+        raise Exit(f"error: {e}", code=2) from e
+    for path in written:
+        print(path)
+    print(
+        f"{len(written)} files in {target} ({name}); apply order = file order; "
+        "workflow/ holds what `invoke workflow` applies instead of train-all + deploy"
+    )
+
+
+def _image_call(fn, *args, **kwargs):
+    from runtime.image import ImageError
+
+    try:
+        return fn(*args, **kwargs)
+    except ImageError as e:
+        raise Exit(f"error: {e}", code=1) from e
+
+
+@task(
+    help={
+        "base-image": "base image with Python 3.11 (default python:3.11-slim-bookworm)",
+        "base": "'local': make the base from Debian packages (debootstrap + docker import; "
+        "root, no registry needed), reused when present",
+        "docker": "Docker client to use (default: the first that can do BuildKit builds)",
+    }
+)
+def build(c, base_image=None, base=None, docker=None):
+    """Build the project image (content-hash tag), print tag and size."""
+    from runtime.image import build as build_image
+
+    tag = _image_call(
+        build_image,
+        c,
+        ROOT,
+        _workdir(c).root / "build",
+        base_image=base_image,
+        base=base,
+        docker=docker or str(c.config.docker),
+        out=_out,
+    )
+    print(tag)
+
+
+@task(help={"base-image": "image to resolve in (default: the local base)"})
+def lock_image(c, base_image=None):
+    """Re-pin requirements-image.txt from requirements-image.in (in the image's Python)."""
+    from runtime.image import lock as lock_requirements
+
+    _image_call(
+        lock_requirements,
+        c,
+        ROOT,
+        _workdir(c).root / "build",
+        base_image=base_image,
+        docker=str(c.config.docker),
+        out=_out,
+    )
