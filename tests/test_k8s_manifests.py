@@ -20,6 +20,7 @@ from ml.contract import MODEL_TYPES
 from tests import k8s_schemas
 
 IMAGE = "distml:0123456789ab"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def settings(**overrides: Any) -> Settings:
@@ -460,14 +461,13 @@ def test_tensorboard_pod_reads_the_training_volume_read_only() -> None:
     # Ready once TensorBoard answers on the port kubectl port-forward reaches.
     assert c["ports"] == [{"containerPort": 6006, "name": "http"}]
     assert c["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
-    # Small requests, as the README's resource table states.
+    # Small requests, as the resource table in docs/cluster.md states.
     assert c["resources"] == {
         "requests": {"cpu": "50m", "memory": "256Mi"},
         "limits": {"cpu": "1", "memory": "1536Mi"},
     }
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     row = "| TensorBoard (`invoke tensorboard`, while it runs) | 50m CPU / 256 MiB | 1 CPU / "
-    assert row + "1.5 GiB |" in readme
+    assert row + "1.5 GiB |" in (DOCS / "cluster.md").read_text()
     assert pod["spec"]["restartPolicy"] == "Never"
     assert pod["metadata"]["name"] == m.TENSORBOARD_POD == "distml-tensorboard"
     assert pod["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "distml"  # down finds it

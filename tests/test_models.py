@@ -9,7 +9,7 @@ from ml.config import ConfigError
 from ml.contract import MODEL_TYPES
 from ml.models import build_model, check_model_type, read_metrics
 
-# Hand-computed from the layer lists in ARCHITECTURE.md (weights + biases; BatchNorm has
+# Hand-computed from the layer lists in docs/training.md (weights + biases; BatchNorm has
 # 4 x channels, 2 x channels of them trainable).
 EXPECTED_PARAMS = {
     # conv 32*(9+1)=320; dense 13*13*32*64+64=346,176; dense 64*10+10=650
