@@ -1,5 +1,5 @@
-"""ml.serve: request validation and image headers (ml.protocol), the version watcher
-(ml.watcher), the command line and the KServe adapter (unit), and the real server
+"""ml.serve: request validation and image headers (ml.server.protocol), the version watcher
+(ml.server.watcher), the command line and the KServe adapter (unit), and the real server
 (integration).
 
 The integration tests start ``python -m ml.serve`` as subprocesses on free 127.0.0.1 ports:
@@ -33,9 +33,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
-from ml import protocol, serve, watcher
+from ml import serve
 from ml.data import CLASS_NAMES
 from ml.select import publish
+from ml.server import protocol, watcher
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "tf-mnist"
@@ -488,7 +489,7 @@ def test_kserve_flags_this_server_cannot_honour_are_refused(flags, text, capsys)
 
 
 def test_rest_server_configures_uvicorn_as_given() -> None:
-    """Guards ml.serve_kserve.configure_uvicorn, the one private KServe detail used: if a
+    """Guards ml.server.kserve_adapter.configure_uvicorn, the one private KServe detail used: if a
     KServe upgrade stops building its uvicorn server from ``RESTServer.config``, this fails."""
     adapter = serve.load_kserve()
     args = serve.parse_args(["--model-dir", "d", "--http-port", "18080"])
@@ -512,7 +513,7 @@ def test_rest_server_configures_uvicorn_as_given() -> None:
 
 def test_importing_the_modules_loads_neither_tensorflow_nor_kserve() -> None:
     code = (
-        "import sys, ml.serve, ml.protocol, ml.watcher, ml.body_limit; "
+        "import sys, ml.serve, ml.server.protocol, ml.server.watcher, ml.server.body_limit; "
         "print(sorted(m for m in ('tensorflow', 'kserve', 'tf_keras') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -825,7 +826,7 @@ def test_a_full_batch_of_the_largest_images_is_413_from_the_headers(
         f"{limit:,} pixels per request (--max-request-pixels)"
     )
     assert answer["error"].startswith(expected), answer
-    # Refused in preprocess (ml.protocol, headers only): a decode of these truncated images
+    # Refused in preprocess (ml.server.protocol, headers only): a decode of these truncated images
     # would have answered 400 "could not be decoded" and logged no such refusal.
     wait_for(lambda: f"rejected a request (413): {expected}" in server.log(), 10, "the log line")
     assert "could not be decoded" not in server.log()
@@ -834,7 +835,7 @@ def test_a_full_batch_of_the_largest_images_is_413_from_the_headers(
 
 
 def test_v2_infer_over_rest(server, real_images) -> None:
-    """KServe's V2 REST endpoint reaches the same model (ml.protocol.parse_v2_request)."""
+    """KServe's V2 REST endpoint reaches the same model (ml.server.protocol.parse_v2_request)."""
     pixels = (real_images[..., None] / 255.0).astype(np.float32)
     _, rest = server.predict({"instances": pixels.tolist()})
 

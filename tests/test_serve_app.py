@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ml import protocol
+from ml.server import protocol
 from tests.serve_stub import MODEL, VERSION, StubVersions, stub_app
 
 JSON = "application/json"

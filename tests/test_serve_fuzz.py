@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ml import protocol
+from ml.server import protocol
 from tests.serve_stub import MAX_INSTANCES, MODEL, stub_app
 from tests.test_serve import gray_png, huge_png, png_header
 
@@ -156,7 +156,7 @@ def test_v1_parser_answers_a_request_or_a_client_error(body: Any) -> None:
 @FUZZ
 @given(body=V2_BYTES, binary=st.booleans())
 def test_v2_decoder_and_parser_answer_a_request_or_a_client_error(body: bytes, binary) -> None:
-    from ml.serve_routes import decode_v2_body
+    from ml.server.routes import decode_v2_body
 
     headers = {"inference-header-content-length": str(len(body))} if binary else {}
     try:

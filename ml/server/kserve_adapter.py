@@ -6,11 +6,11 @@ Import it through ``ml.serve.load_kserve`` (KServe parses ``sys.argv`` when firs
 
 Configuration goes through KServe's public API (``kserve.ModelServer(...)``, its
 ``register_model``, ``setup_event_loop`` and ``register_signal_handler``, and
-``RESTServer.create_application``, whose routes ``ml/serve_routes.py`` then replaces with the
+``RESTServer.create_application``, whose routes ``ml/server/routes.py`` then replaces with the
 documented ones), except two settings of uvicorn's: KServe 0.21's ``RESTServer``
 hard-codes ``host="0.0.0.0"`` in the ``uvicorn.Config`` it keeps as ``.config``, and no
 argument changes it or the HTTP protocol (this server's has a request-header deadline:
-``ml/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches into it;
+``ml/server/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches into it;
 ``tests/test_serve.py::test_rest_server_configures_uvicorn_as_given`` fails if an upgrade
 moves it.
 """
@@ -31,12 +31,12 @@ from kserve.metrics import PREDICT_HIST_TIME
 from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
 from kserve.protocol.rest.server import RESTServer
 
-from ml.batcher import Batcher
-from ml.body_limit import BodyLimitMiddleware
 from ml.export import OUTPUT
-from ml.fast_predict import FastPredictRoute
-from ml.header_timeout import header_timeout_protocol
-from ml.protocol import (
+from ml.server.batcher import Batcher
+from ml.server.body_limit import BodyLimitMiddleware
+from ml.server.fast_predict import FastPredictRoute
+from ml.server.header_timeout import header_timeout_protocol
+from ml.server.protocol import (
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_REQUEST_PIXELS,
     HINT,
@@ -46,16 +46,16 @@ from ml.protocol import (
     parse_request,
     parse_v2_request,
 )
-from ml.serve_routes import add_route_error_handler, mount_documented_routes
-from ml.watcher import VersionWatcher
+from ml.server.routes import add_route_error_handler, mount_documented_routes
+from ml.server.watcher import VersionWatcher
 
 log = logging.getLogger("ml.serve")
 
 
 class FashionMnistModel(kserve.Model):
     """The served model: validation in ``preprocess``, the signature call in ``predict``
-    (concurrent requests batched: ``ml/batcher.py``); ``answer`` is the V1 predict route's
-    direct path (``ml/fast_predict.py``).
+    (concurrent requests batched: ``ml/server/batcher.py``); ``answer`` is the V1 predict route's
+    direct path (``ml/server/fast_predict.py``).
 
     Ready (``healthy``) once the watcher has loaded a version.
     """
@@ -134,7 +134,7 @@ def configure_uvicorn(server: RESTServer, host: str, request_header_timeout: flo
 
 
 class BoundRESTServer(RESTServer):
-    """KServe's REST server on ``host``: the documented routes only (``ml/serve_routes.py``),
+    """KServe's REST server on ``host``: the documented routes only (``ml/server/routes.py``),
     a deadline for request headers, a body limit and this server's error answers."""
 
     def __init__(

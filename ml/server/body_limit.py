@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ml.protocol import RequestError
+from ml.server.protocol import RequestError
 
 
 class BodyLimitMiddleware:

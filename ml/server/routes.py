@@ -29,7 +29,7 @@ from kserve.protocol.rest.v2_endpoints import V2Endpoints
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from ml.protocol import V2_HINT, RequestError
+from ml.server.protocol import V2_HINT, RequestError
 
 #: (method, path, what it is): every route this server answers (README "Serving").
 ROUTES = (

@@ -21,8 +21,8 @@ import numpy as np
 
 from ml.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
 from ml.models import INPUT_SHAPE, NUM_CLASSES
-from ml.protocol import SIGNATURE_INPUTS, RequestError
 from ml.select import serving_versions
+from ml.server.protocol import SIGNATURE_INPUTS, RequestError
 
 log = logging.getLogger("ml.serve")
 

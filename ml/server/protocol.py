@@ -26,8 +26,8 @@ import numpy as np
 
 from ml.data import CLASS_NAMES
 from ml.export import BYTES_INPUT, DEFAULT_SIGNATURE, PIXELS_INPUT, PIXELS_SIGNATURE
-from ml.image_header import ImageHeaderError, image_size
 from ml.models import INPUT_SHAPE
+from ml.server.image_header import ImageHeaderError, image_size
 
 DEFAULT_MAX_INSTANCES = 256
 DEFAULT_MAX_IMAGE_PIXELS = 4096 * 4096
