@@ -2,8 +2,11 @@
 
     kserve_adapter   the served ``kserve.Model`` and KServe's REST server, bound to --host
     routes           the documented routes only; every other URL a 404 that names them
-    protocol         V1 REST bodies and V2 infer requests in, a validated batch out
+    v1               V1 REST bodies in, a validated batch out; the V1 answer
+    v2               V2 infer requests in, a validated batch out
+    instances        what V1 and V2 share: the limits, each image or pixel array checked
     image_header     image sizes from PNG/JPEG headers alone, nothing decoded
+    errors           ClientError: a refused request, answered with its 4xx and why
     batcher          one model call for the requests that wait together
     watcher          serves the newest loadable version under the model directory
     body_limit       ASGI: 413 for bodies over --max-body-bytes, before they are held

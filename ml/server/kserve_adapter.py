@@ -34,19 +34,13 @@ from kserve.protocol.rest.server import RESTServer
 from ml.export import OUTPUT
 from ml.server.batcher import Batcher
 from ml.server.body_limit import BodyLimitMiddleware
+from ml.server.errors import ClientError
 from ml.server.fast_predict import FastPredictRoute
 from ml.server.header_timeout import header_timeout_protocol
-from ml.server.protocol import (
-    DEFAULT_MAX_INSTANCES,
-    DEFAULT_MAX_REQUEST_PIXELS,
-    HINT,
-    ParsedRequest,
-    RequestError,
-    format_response,
-    parse_request,
-    parse_v2_request,
-)
+from ml.server.instances import DEFAULT_MAX_INSTANCES, DEFAULT_MAX_REQUEST_PIXELS, ParsedRequest
 from ml.server.routes import add_route_error_handler, mount_documented_routes
+from ml.server.v1 import HINT, format_response, parse_request
+from ml.server.v2 import parse_v2_request
 from ml.server.watcher import VersionWatcher
 
 log = logging.getLogger("ml.serve")
@@ -111,7 +105,7 @@ class FashionMnistModel(kserve.Model):
         started = time.perf_counter()
         try:
             content = await self.predict(self.preprocess(body))
-        except RequestError as e:
+        except ClientError as e:
             log.info("rejected a request (%d): %s", e.status, e.message)
             return e.status, {"error": e.message}
         except Exception as e:  # as KServe's generic handler answers it
@@ -166,7 +160,7 @@ class BoundRESTServer(RESTServer):
 def add_error_handlers(app: Any, registry: Any) -> None:
     """Answers that say what is wrong and how to fix it (replacing KServe's for these)."""
 
-    async def request_error(_: Any, exc: RequestError) -> JSONResponse:
+    async def client_error(_: Any, exc: ClientError) -> JSONResponse:
         log.info("rejected a request (%d): %s", exc.status, exc.message)
         return JSONResponse(status_code=exc.status, content={"error": exc.message})
 
@@ -186,7 +180,7 @@ def add_error_handlers(app: Any, registry: Any) -> None:
         detail = model.not_ready_reason() if hasattr(model, "not_ready_reason") else ""
         return JSONResponse(status_code=503, content={"error": f"{exc} {detail}".strip()})
 
-    app.add_exception_handler(RequestError, request_error)
+    app.add_exception_handler(ClientError, client_error)
     app.add_exception_handler(InvalidInput, invalid_input)
     app.add_exception_handler(ModelNotFound, not_found)
     app.add_exception_handler(ModelNotReady, not_ready)
