@@ -8,16 +8,20 @@
 ``POST /v1/models/<name>:predict`` answers predictions; ``GET /v1/models/<name>`` is the
 readiness probe (200 once a version is loaded, 503 before); ``POST /v2/models/<name>/infer``
 and ``GET /v2/models/<name>/ready`` are the same in KServe's V2 protocol; ``GET /`` is
-liveness. Every other URL answers 404 (``ml/serve_routes.py``). The server polls ``--model-dir``
-every ``--poll-interval`` seconds and serves the newest integer version directory
-(``ml/watcher.py``). Request forms and answers: ``ml/protocol.py``. Answers
-``{"predictions": [[10 probabilities], ...], "model_version": N}`` (row form) or
-``{"outputs": ..., "model_version": N}`` (columnar form, as TF Serving does), plus
-``"class_names"`` when asked. Client mistakes get a 4xx with ``{"error": "..."}`` saying
-what is wrong and how to fix it.
+liveness. Every other URL answers 404 (``ml/server/routes.py``). The server polls
+``--model-dir`` every ``--poll-interval`` seconds and serves the newest integer version
+directory (``ml/server/watcher.py``). Request forms and answers: ``ml/server/v1.py`` and
+``ml/server/v2.py``. Answers ``{"predictions": [[10 probabilities], ...], "model_version":
+N}`` (row form) or ``{"outputs": ..., "model_version": N}`` (columnar form, as TF Serving
+does), plus ``"class_names"`` when asked. Client mistakes get a 4xx with ``{"error":
+"..."}`` saying what is wrong and how to fix it.
 
-Every socket binds ``--host`` (KServe 0.21 hard-codes 0.0.0.0: ``ml/serve_kserve.py``). One
-process, REST only: KServe's ``--workers`` other than 1 and ``--enable_grpc true`` are refused.
+Every socket binds ``--host`` (KServe 0.21 hard-codes 0.0.0.0:
+``ml/server/kserve_adapter.py``). One process, REST only: KServe's ``--workers`` other than
+1 and ``--enable_grpc true`` are refused.
+
+This module is the command only (its flags, KServe's import, logging, ``main``): the server
+is the ``ml.server`` package.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from types import ModuleType
 from typing import Any
 
 from ml import contract
-from ml.protocol import (
+from ml.server.instances import (
     DEFAULT_MAX_IMAGE_PIXELS,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_REQUEST_PIXELS,
@@ -51,7 +55,7 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 def load_kserve(argv: Sequence[str] = ()) -> ModuleType:
-    """Import the KServe adapter (``ml.serve_kserve``, and kserve) with ``argv`` as the
+    """Import the KServe adapter (``ml.server.kserve_adapter``, and kserve) with ``argv`` as the
     command line.
 
     ``kserve.model_server`` parses ``sys.argv`` with its own parser when first imported (a few
@@ -61,10 +65,10 @@ def load_kserve(argv: Sequence[str] = ()) -> ModuleType:
     saved = sys.argv
     sys.argv = [saved[0] if saved else "ml.serve", *argv]
     try:
-        from ml import serve_kserve
+        from ml.server import kserve_adapter
     finally:
         sys.argv = saved
-    return serve_kserve
+    return kserve_adapter
 
 
 # --------------------------------------------------------------------------- CLI
@@ -227,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     adapter = load_kserve(argv)  # first: KServe reads its flags from this command line
     args = parse_args(argv)
     _configure_logging()
-    from ml.watcher import VersionWatcher
+    from ml.server.watcher import VersionWatcher
 
     watcher = VersionWatcher(args.model_dir)
     model = adapter.FashionMnistModel(

@@ -1,7 +1,7 @@
 """The app ``python -m ml.serve`` serves, built in process (no socket, no TensorFlow) with a
 stub model version, for tests of its routes and answers.
 
-``stub_app()`` builds it with ``ml.serve_kserve.rest_server`` and ``create_application``,
+``stub_app()`` builds it with ``ml.server.kserve_adapter.rest_server`` and ``create_application``,
 as serving does. KServe keeps one FastAPI app per process and adds its middlewares and
 routes to it, so it is built once per process and shared by every test module.
 """
@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ml import serve, watcher
+from ml import serve
+from ml.server import watcher
 
 MODEL = "tf-mnist"
 VERSION = 3

@@ -1,4 +1,4 @@
-"""ml.batcher: concurrent requests share model calls; each caller gets its own rows, in its
+"""ml.server.batcher: concurrent requests share model calls; each caller gets its own rows, in its
 own order; an error reaches only the request that caused it; a lone request goes at once."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from ml.batcher import Batcher
+from ml.server.batcher import Batcher
 
 
 class Model:

@@ -1,6 +1,6 @@
-"""ml.serve: request validation and image headers (ml.protocol), the version watcher
-(ml.watcher), the command line and the KServe adapter (unit), and the real server
-(integration).
+"""ml.serve: request validation and image headers (ml.server.v1, v2, instances, image_header),
+the version watcher (ml.server.watcher), the command line and the KServe adapter (unit), and
+the real server (integration).
 
 The integration tests start ``python -m ml.serve`` as subprocesses on free 127.0.0.1 ports:
 ``server`` serves a small randomly initialised export, ``empty_server``
@@ -33,9 +33,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
-from ml import protocol, serve, watcher
+from ml import serve
 from ml.data import CLASS_NAMES
 from ml.select import publish
+from ml.server import errors, image_header, instances, v1, v2, watcher
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "tf-mnist"
@@ -232,8 +233,8 @@ BAD_REQUESTS = [
 @pytest.mark.parametrize(("body", "status", "text"), BAD_REQUESTS)
 def test_bad_requests_are_rejected_with_a_fix(body, status, text) -> None:
     payload = body.data if isinstance(body, Raw) else body
-    with pytest.raises(protocol.RequestError) as info:
-        protocol.parse_request(payload, max_instances=MAX_INSTANCES)
+    with pytest.raises(errors.ClientError) as info:
+        v1.parse_request(payload, max_instances=MAX_INSTANCES)
     assert info.value.status == status
     assert text in info.value.message
 
@@ -272,7 +273,7 @@ def test_bad_requests_are_rejected_with_a_fix(body, status, text) -> None:
     ],
 )
 def test_good_requests_parse(body, signature, form) -> None:
-    parsed = protocol.parse_request(body.data if isinstance(body, Raw) else body)
+    parsed = v1.parse_request(body.data if isinstance(body, Raw) else body)
     assert (parsed.signature_name, parsed.form) == (signature, form)
     if signature == "serving_pixels":
         assert parsed.inputs.dtype == np.float32 and parsed.inputs.shape[1:] == (28, 28, 1)
@@ -286,18 +287,18 @@ def test_b64_accepts_line_wrapping_and_the_url_safe_alphabet() -> None:
     wrapped = "\n".join(text[i : i + 76] for i in range(0, len(text), 76))
     assert "\n" in wrapped and ("+" in text or "/" in text)  # both alphabets differ here
     for form in (wrapped, base64.urlsafe_b64encode(data).decode()):
-        assert protocol.parse_request({"instances": [{"b64": form}]}).inputs == [data]
+        assert v1.parse_request({"instances": [{"b64": form}]}).inputs == [data]
 
 
 def test_format_response_adds_version_and_class_names() -> None:
     probs = np.eye(10, dtype=np.float32)[[9, 0]]
-    row = protocol.format_response(probs, 3, return_class_names=True)
+    row = v1.format_response(probs, 3, return_class_names=True)
     assert row == {
         "predictions": probs.tolist(),
         "model_version": 3,
         "class_names": [CLASS_NAMES[9], CLASS_NAMES[0]],
     }
-    assert set(protocol.format_response(probs, 3, form="columnar")) == {"outputs", "model_version"}
+    assert set(v1.format_response(probs, 3, form="columnar")) == {"outputs", "model_version"}
 
 
 @pytest.fixture(scope="module")
@@ -319,22 +320,22 @@ def test_header_parser_reads_real_png_and_jpeg(tf) -> None:
         "zlib png": (tf.constant(gray_png(30, 20)), "png"),
     }
     for name, (data, fmt) in cases.items():
-        assert protocol.image_size(data.numpy()) == (fmt, 30, 20), name
+        assert image_header.image_size(data.numpy()) == (fmt, 30, 20), name
 
 
 def test_header_parser_names_gif_bmp_and_webp() -> None:
     for fmt in ("gif", "bmp", "webp"):
-        assert protocol.image_size(pillow_image(fmt, 40, 30)) == (fmt, 40, 30)
+        assert image_header.image_size(pillow_image(fmt, 40, 30)) == (fmt, 40, 30)
 
 
 def test_huge_png_is_rejected_before_decoding() -> None:
     # Far too little data for its size: a decoder would fail; the header check answers 413.
-    assert protocol.image_size(HUGE_PNG) == ("png", 100_000, 100_000)
-    with pytest.raises(protocol.RequestError) as info:
-        protocol.check_image(HUGE_PNG, 0, protocol.DEFAULT_MAX_IMAGE_PIXELS)
+    assert image_header.image_size(HUGE_PNG) == ("png", 100_000, 100_000)
+    with pytest.raises(errors.ClientError) as info:
+        instances.check_image(HUGE_PNG, 0, instances.DEFAULT_MAX_IMAGE_PIXELS)
     assert info.value.status == 413
     assert "100000x100000" in info.value.message and "--max-image-pixels" in info.value.message
-    assert protocol.check_image(huge_png(4096, 4096), 0, 4096 * 4096)  # the limit itself is fine
+    assert instances.check_image(huge_png(4096, 4096), 0, 4096 * 4096)  # the limit itself is fine
 
 
 def v2_bytes_request(images: list[bytes]) -> Any:
@@ -351,8 +352,8 @@ def v2_bytes_request(images: list[bytes]) -> Any:
 )
 def test_v2_bytes_elements_must_be_base64_strings(element: Any, kind: str) -> None:
     # bytes(10**15) would allocate a petabyte: such an element is refused, not converted.
-    with pytest.raises(protocol.RequestError) as info:
-        protocol.parse_v2_request(v2_bytes_request([element]))
+    with pytest.raises(errors.ClientError) as info:
+        v2.parse_v2_request(v2_bytes_request([element]))
     assert info.value.status == 400
     assert info.value.message.startswith(f"instance 0 of 'image_bytes' is {kind}; send each")
 
@@ -362,14 +363,14 @@ def test_request_pixel_budget_is_summed_from_headers_before_decoding(path: str) 
     # Four 100x100 headers with no image data behind them: only their headers are read.
     images = [huge_png(100, 100)] * 4
 
-    def parse(limit: int) -> protocol.ParsedRequest:
+    def parse(limit: int) -> instances.ParsedRequest:
         if path == "v1":
             body = {"instances": [b64(image) for image in images]}
-            return protocol.parse_request(body, max_request_pixels=limit)
-        return protocol.parse_v2_request(v2_bytes_request(images), max_request_pixels=limit)
+            return v1.parse_request(body, max_request_pixels=limit)
+        return v2.parse_v2_request(v2_bytes_request(images), max_request_pixels=limit)
 
     assert parse(40_000).inputs == images  # exactly at the limit: accepted
-    with pytest.raises(protocol.RequestError) as info:
+    with pytest.raises(errors.ClientError) as info:
         parse(39_999)
     assert info.value.status == 413
     assert info.value.message.startswith(
@@ -380,10 +381,10 @@ def test_request_pixel_budget_is_summed_from_headers_before_decoding(path: str) 
 
 def test_default_request_pixel_budget_refuses_a_full_batch_of_the_largest_images() -> None:
     largest = huge_png(4096, 4096)  # each at --max-image-pixels, so each alone is accepted
-    assert protocol.parse_request({"instances": [b64(largest)]}).inputs == [largest]
-    body = {"instances": [b64(largest)] * protocol.DEFAULT_MAX_INSTANCES}
-    with pytest.raises(protocol.RequestError) as info:
-        protocol.parse_request(body)
+    assert v1.parse_request({"instances": [b64(largest)]}).inputs == [largest]
+    body = {"instances": [b64(largest)] * instances.DEFAULT_MAX_INSTANCES}
+    with pytest.raises(errors.ClientError) as info:
+        v1.parse_request(body)
     assert info.value.status == 413 and "--max-request-pixels" in info.value.message
 
 
@@ -401,8 +402,8 @@ def test_default_request_pixel_budget_refuses_a_full_batch_of_the_largest_images
     ],
 )
 def test_header_parser_rejects_corrupt_headers(data: bytes, text: str) -> None:
-    with pytest.raises(protocol.ImageHeaderError, match=text):
-        protocol.image_size(data)
+    with pytest.raises(image_header.ImageHeaderError, match=text):
+        image_header.image_size(data)
 
 
 def _version_dirs(root: Path, *names: str) -> None:
@@ -456,7 +457,7 @@ def test_every_flag_has_help_and_limits_parse(capsys) -> None:
     args = serve.parse_args(["--model-dir", "d", "--max-image-pixels", "100x200"])
     assert (args.max_image_pixels, args.host) == (20_000, "127.0.0.1")
     assert args.request_header_timeout == 10.0
-    assert args.max_request_pixels == protocol.DEFAULT_MAX_REQUEST_PIXELS == 8192 * 8192
+    assert args.max_request_pixels == instances.DEFAULT_MAX_REQUEST_PIXELS == 8192 * 8192
     args = serve.parse_args(["--model-dir", "d", "--max-request-pixels", "300x400"])
     assert args.max_request_pixels == 120_000
     assert (args.model_name, args.http_port, args.enable_grpc) == (MODEL, 8080, False)
@@ -488,7 +489,7 @@ def test_kserve_flags_this_server_cannot_honour_are_refused(flags, text, capsys)
 
 
 def test_rest_server_configures_uvicorn_as_given() -> None:
-    """Guards ml.serve_kserve.configure_uvicorn, the one private KServe detail used: if a
+    """Guards ml.server.kserve_adapter.configure_uvicorn, the one private KServe detail used: if a
     KServe upgrade stops building its uvicorn server from ``RESTServer.config``, this fails."""
     adapter = serve.load_kserve()
     args = serve.parse_args(["--model-dir", "d", "--http-port", "18080"])
@@ -512,7 +513,8 @@ def test_rest_server_configures_uvicorn_as_given() -> None:
 
 def test_importing_the_modules_loads_neither_tensorflow_nor_kserve() -> None:
     code = (
-        "import sys, ml.serve, ml.protocol, ml.watcher, ml.body_limit; "
+        "import sys, ml.serve, ml.server.v1, ml.server.v2, ml.server.watcher, "
+        "ml.server.body_limit, ml.server.batcher, ml.server.fast_predict; "
         "print(sorted(m for m in ('tensorflow', 'kserve', 'tf_keras') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -677,7 +679,7 @@ def servers(tmp_path_factory, exported: Path) -> Iterator[dict[str, Server]]:
         defaults = root / "serving" / "defaults"
         publish(exported, defaults, {"source": "test"})
         started["defaults"] = Server(
-            defaults, root / "defaults.log", "--max-instances", str(protocol.DEFAULT_MAX_INSTANCES)
+            defaults, root / "defaults.log", "--max-instances", str(instances.DEFAULT_MAX_INSTANCES)
         )
         yield started
     finally:
@@ -815,17 +817,17 @@ def test_a_full_batch_of_the_largest_images_is_413_from_the_headers(
     """256 PNGs of 4096x4096 (each within --max-image-pixels; 4 Gi pixels to decode) that
     are headers and 100 bytes of data each: refused from the headers, nothing decoded."""
     server = default_limits_server
-    n = protocol.DEFAULT_MAX_INSTANCES
+    n = instances.DEFAULT_MAX_INSTANCES
     status, answer = server.predict({"instances": [b64(huge_png(4096, 4096))] * n})
     assert status == 413, answer
     total = n * 4096 * 4096
-    limit = protocol.DEFAULT_MAX_REQUEST_PIXELS
+    limit = instances.DEFAULT_MAX_REQUEST_PIXELS
     expected = (
         f"the request's {n} images total {total:,} pixels, more than this server's limit of "
         f"{limit:,} pixels per request (--max-request-pixels)"
     )
     assert answer["error"].startswith(expected), answer
-    # Refused in preprocess (ml.protocol, headers only): a decode of these truncated images
+    # Refused in preprocess (ml.server.instances, headers only): a decode of these truncated images
     # would have answered 400 "could not be decoded" and logged no such refusal.
     wait_for(lambda: f"rejected a request (413): {expected}" in server.log(), 10, "the log line")
     assert "could not be decoded" not in server.log()
@@ -834,7 +836,7 @@ def test_a_full_batch_of_the_largest_images_is_413_from_the_headers(
 
 
 def test_v2_infer_over_rest(server, real_images) -> None:
-    """KServe's V2 REST endpoint reaches the same model (ml.protocol.parse_v2_request)."""
+    """KServe's V2 REST endpoint reaches the same model (ml.server.v2.parse_v2_request)."""
     pixels = (real_images[..., None] / 255.0).astype(np.float32)
     _, rest = server.predict({"instances": pixels.tolist()})
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ml import protocol
+from ml.server import v2
 from tests.serve_stub import MODEL, VERSION, StubVersions, stub_app
 
 JSON = "application/json"
@@ -161,7 +161,7 @@ def test_v2_bodies_that_are_not_v2_requests_are_400(client, body, headers, text)
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error.startswith("the body is not a V2 inference request (") and text in error
-    assert error.endswith(protocol.V2_HINT)
+    assert error.endswith(v2.V2_HINT)
 
 
 def test_v2_json_and_binary_requests_are_answered(client) -> None:

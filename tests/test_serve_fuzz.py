@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ml import protocol
+from ml.server import errors, v1, v2
 from tests.serve_stub import MAX_INSTANCES, MODEL, stub_app
 from tests.test_serve import gray_png, huge_png, png_header
 
@@ -135,7 +135,7 @@ V1_BYTES = mostly(encoded(V1_BODY), encoded(ANY_JSON) | st.binary(max_size=256))
 V2_BYTES = mostly(encoded(V2_BODY), encoded(ANY_JSON) | st.binary(max_size=256)) | NESTED
 
 
-def client_error(e: protocol.RequestError) -> None:
+def client_error(e: errors.ClientError) -> None:
     assert 400 <= e.status < 500 and e.message, (e.status, e.message)
 
 
@@ -146,8 +146,8 @@ def client_error(e: protocol.RequestError) -> None:
 @given(body=V1_BODY | ANY_JSON | V1_BYTES)
 def test_v1_parser_answers_a_request_or_a_client_error(body: Any) -> None:
     try:
-        parsed = protocol.parse_request(body, max_instances=MAX_INSTANCES)
-    except protocol.RequestError as e:
+        parsed = v1.parse_request(body, max_instances=MAX_INSTANCES)
+    except errors.ClientError as e:
         client_error(e)
     else:
         assert 1 <= len(parsed.inputs) <= MAX_INSTANCES
@@ -156,14 +156,14 @@ def test_v1_parser_answers_a_request_or_a_client_error(body: Any) -> None:
 @FUZZ
 @given(body=V2_BYTES, binary=st.booleans())
 def test_v2_decoder_and_parser_answer_a_request_or_a_client_error(body: bytes, binary) -> None:
-    from ml.serve_routes import decode_v2_body
+    from ml.server.routes import decode_v2_body
 
     headers = {"inference-header-content-length": str(len(body))} if binary else {}
     try:
-        parsed = protocol.parse_v2_request(
+        parsed = v2.parse_v2_request(
             decode_v2_body(body, headers, MODEL), max_instances=MAX_INSTANCES
         )
-    except protocol.RequestError as e:
+    except errors.ClientError as e:
         client_error(e)
     else:
         assert 1 <= len(parsed.inputs) <= MAX_INSTANCES

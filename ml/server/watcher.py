@@ -21,8 +21,9 @@ import numpy as np
 
 from ml.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
 from ml.models import INPUT_SHAPE, NUM_CLASSES
-from ml.protocol import SIGNATURE_INPUTS, RequestError
 from ml.select import serving_versions
+from ml.server.errors import ClientError
+from ml.server.instances import SIGNATURE_INPUTS
 
 log = logging.getLogger("ml.serve")
 
@@ -206,7 +207,7 @@ class VersionWatcher:
         """Run one signature on the version serving now; returns (version, probabilities).
 
         Raises:
-            RequestError: the inputs were rejected by the model (an undecodable image).
+            ClientError: the inputs were rejected by the model (an undecodable image).
         """
         import tensorflow as tf
 
@@ -220,12 +221,12 @@ class VersionWatcher:
         except tf.errors.InvalidArgumentError as e:
             if signature_name == DEFAULT_SIGNATURE:
                 where, detail = _find_undecodable(inputs, e)
-                raise RequestError(
+                raise ClientError(
                     400,
                     f"{where} could not be decoded ({detail}); send complete, valid PNG or "
                     "JPEG files",
                 ) from e
-            raise RequestError(400, f"the pixel input was rejected ({_tf_detail(e)})") from e
+            raise ClientError(400, f"the pixel input was rejected ({_tf_detail(e)})") from e
         return current.version, out[OUTPUT].numpy()
 
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ml.protocol import RequestError
+from ml.server.errors import ClientError
 
 
 class BodyLimitMiddleware:
@@ -24,8 +24,8 @@ class BodyLimitMiddleware:
         self.app = app
         self.max_bytes = max_bytes
 
-    def _too_large(self, size: str) -> RequestError:
-        return RequestError(
+    def _too_large(self, size: str) -> ClientError:
+        return ClientError(
             413,
             f"the request body is {size}, more than this server's limit of "
             f"{self.max_bytes:,} bytes (--max-body-bytes); send fewer or smaller images",
@@ -58,13 +58,13 @@ class BodyLimitMiddleware:
 
         try:
             await self.app(scope, limited_receive, watched_send)
-        except RequestError as e:  # raised while reading, outside a handler's reach
+        except ClientError as e:  # raised while reading, outside a handler's reach
             if started:
                 raise
             await _send_error(send, e)
 
 
-async def _send_error(send: Callable, error: RequestError) -> None:
+async def _send_error(send: Callable, error: ClientError) -> None:
     body = json.dumps({"error": error.message}).encode()
     await send(
         {

@@ -29,7 +29,8 @@ from kserve.protocol.rest.v2_endpoints import V2Endpoints
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from ml.protocol import V2_HINT, RequestError
+from ml.server.errors import ClientError
+from ml.server.v2 import V2_HINT
 
 #: (method, path, what it is): every route this server answers (README "Serving").
 ROUTES = (
@@ -89,7 +90,7 @@ def decode_v2_body(body: bytes, headers: Mapping[str, str], model_name: str) -> 
     ``Inference-Header-Content-Length`` header says how long its JSON part is.
 
     Raises:
-        RequestError: 400, for any body that is not such a request, saying why.
+        ClientError: 400, for any body that is not such a request, saying why.
     """
     try:
         if INFERENCE_CONTENT_LENGTH_HEADER in headers:
@@ -103,7 +104,7 @@ def decode_v2_body(body: bytes, headers: Mapping[str, str], model_name: str) -> 
         reason = "; ".join(problems[:3]) + (f"; {len(problems) - 3} more" if problems[3:] else "")
     except Exception as e:  # from_bytes indexes the client's JSON and data unchecked
         reason = f"{type(e).__name__}: {e}"
-    raise RequestError(400, f"the body is not a V2 inference request ({reason}); {V2_HINT}")
+    raise ClientError(400, f"the body is not a V2 inference request ({reason}); {V2_HINT}")
 
 
 def served_routes(model_name: str) -> str:

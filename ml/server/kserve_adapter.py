@@ -6,11 +6,11 @@ Import it through ``ml.serve.load_kserve`` (KServe parses ``sys.argv`` when firs
 
 Configuration goes through KServe's public API (``kserve.ModelServer(...)``, its
 ``register_model``, ``setup_event_loop`` and ``register_signal_handler``, and
-``RESTServer.create_application``, whose routes ``ml/serve_routes.py`` then replaces with the
+``RESTServer.create_application``, whose routes ``ml/server/routes.py`` then replaces with the
 documented ones), except two settings of uvicorn's: KServe 0.21's ``RESTServer``
 hard-codes ``host="0.0.0.0"`` in the ``uvicorn.Config`` it keeps as ``.config``, and no
 argument changes it or the HTTP protocol (this server's has a request-header deadline:
-``ml/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches into it;
+``ml/server/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches into it;
 ``tests/test_serve.py::test_rest_server_configures_uvicorn_as_given`` fails if an upgrade
 moves it.
 """
@@ -31,31 +31,25 @@ from kserve.metrics import PREDICT_HIST_TIME
 from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
 from kserve.protocol.rest.server import RESTServer
 
-from ml.batcher import Batcher
-from ml.body_limit import BodyLimitMiddleware
 from ml.export import OUTPUT
-from ml.fast_predict import FastPredictRoute
-from ml.header_timeout import header_timeout_protocol
-from ml.protocol import (
-    DEFAULT_MAX_INSTANCES,
-    DEFAULT_MAX_REQUEST_PIXELS,
-    HINT,
-    ParsedRequest,
-    RequestError,
-    format_response,
-    parse_request,
-    parse_v2_request,
-)
-from ml.serve_routes import add_route_error_handler, mount_documented_routes
-from ml.watcher import VersionWatcher
+from ml.server.batcher import Batcher
+from ml.server.body_limit import BodyLimitMiddleware
+from ml.server.errors import ClientError
+from ml.server.fast_predict import FastPredictRoute
+from ml.server.header_timeout import header_timeout_protocol
+from ml.server.instances import DEFAULT_MAX_INSTANCES, DEFAULT_MAX_REQUEST_PIXELS, ParsedRequest
+from ml.server.routes import add_route_error_handler, mount_documented_routes
+from ml.server.v1 import HINT, format_response, parse_request
+from ml.server.v2 import parse_v2_request
+from ml.server.watcher import VersionWatcher
 
 log = logging.getLogger("ml.serve")
 
 
 class FashionMnistModel(kserve.Model):
     """The served model: validation in ``preprocess``, the signature call in ``predict``
-    (concurrent requests batched: ``ml/batcher.py``); ``answer`` is the V1 predict route's
-    direct path (``ml/fast_predict.py``).
+    (concurrent requests batched: ``ml/server/batcher.py``); ``answer`` is the V1 predict route's
+    direct path (``ml/server/fast_predict.py``).
 
     Ready (``healthy``) once the watcher has loaded a version.
     """
@@ -111,7 +105,7 @@ class FashionMnistModel(kserve.Model):
         started = time.perf_counter()
         try:
             content = await self.predict(self.preprocess(body))
-        except RequestError as e:
+        except ClientError as e:
             log.info("rejected a request (%d): %s", e.status, e.message)
             return e.status, {"error": e.message}
         except Exception as e:  # as KServe's generic handler answers it
@@ -134,7 +128,7 @@ def configure_uvicorn(server: RESTServer, host: str, request_header_timeout: flo
 
 
 class BoundRESTServer(RESTServer):
-    """KServe's REST server on ``host``: the documented routes only (``ml/serve_routes.py``),
+    """KServe's REST server on ``host``: the documented routes only (``ml/server/routes.py``),
     a deadline for request headers, a body limit and this server's error answers."""
 
     def __init__(
@@ -166,7 +160,7 @@ class BoundRESTServer(RESTServer):
 def add_error_handlers(app: Any, registry: Any) -> None:
     """Answers that say what is wrong and how to fix it (replacing KServe's for these)."""
 
-    async def request_error(_: Any, exc: RequestError) -> JSONResponse:
+    async def client_error(_: Any, exc: ClientError) -> JSONResponse:
         log.info("rejected a request (%d): %s", exc.status, exc.message)
         return JSONResponse(status_code=exc.status, content={"error": exc.message})
 
@@ -186,7 +180,7 @@ def add_error_handlers(app: Any, registry: Any) -> None:
         detail = model.not_ready_reason() if hasattr(model, "not_ready_reason") else ""
         return JSONResponse(status_code=503, content={"error": f"{exc} {detail}".strip()})
 
-    app.add_exception_handler(RequestError, request_error)
+    app.add_exception_handler(ClientError, client_error)
     app.add_exception_handler(InvalidInput, invalid_input)
     app.add_exception_handler(ModelNotFound, not_found)
     app.add_exception_handler(ModelNotReady, not_ready)
