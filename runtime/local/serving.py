@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Failed, Pending, poll
+from common.process_group import stop_group
 from ml import contract
 from runtime.image import code_version
-from runtime.procs import REPO, is_ours, port_is_free, started_at, stop_group, tail
+from runtime.procs import REPO, is_ours, port_is_free, started_at, tail
 from runtime.requests import DeployRequest, LoadtestRequest
 from runtime.tables import ms, table
 
