@@ -224,7 +224,7 @@ def _run(
     counter: ReplicaCounter,
     out_dir: Path,
 ) -> dict[str, Any]:
-    from loadtest.run import run_loadtest
+    from loadtest.runner import run_loadtest
 
     return run_loadtest(
         t.base,

@@ -268,7 +268,7 @@ def loadtest(rt: LocalRuntime, request: LoadtestRequest) -> int:
         "scale-out is checked only on a cluster: the local runtime runs one server "
         "process, so this measures throughput and latency only"
     )
-    from loadtest.run import run_loadtest
+    from loadtest.runner import run_loadtest
     from loadtest.summary import check
 
     summary = run_loadtest(
