@@ -1,6 +1,6 @@
 """Reading an Argo Workflow's status and waiting for it: the step rows `invoke workflow
 --watch` shows, the failing steps' report, and the wait (``common.poll`` with this
-module's judgement, like every wait in ``k8s.waits``).
+module's judgement, like every wait built on ``k8s.cluster_poll``).
 
 Argo's own names, as its controller writes them (``pkg/apis/workflow/v1alpha1`` and
 ``workflow/controller/operator.go`` at the pinned release; ``tests/test_k8s_workflows.py``
@@ -29,10 +29,10 @@ from typing import Any
 import yaml
 
 from common.poll import Clock, Done, Pending, Verdict
+from k8s.cluster_poll import POLL_S, Missing, Out, WaitError, fail_with, outcome, poll_cluster, secs
 from k8s.diagnose import indent, pod_report, safe, tfjob_report_lines, with_hints
 from k8s.kube import Kube
 from k8s.objects import WORKFLOW_API, WORKFLOW_KIND, Obj, name_of, status_of
-from k8s.waits import POLL_S, Missing, Out, WaitError, fail_with, outcome, poll_cluster, secs
 
 POD_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 NODE_ID_ANNOTATION = "workflows.argoproj.io/node-id"

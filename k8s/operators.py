@@ -19,19 +19,13 @@ from typing import Any
 
 from common.poll import Done, Pending, api_note
 from k8s import manifests, versions
+from k8s.cluster_poll import POLL_S, WaitError, outcome, poll_cluster, retry
 from k8s.kube import Kube, KubeError
 from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.objects import is_true
 from k8s.providers import Provider
 from k8s.settings import Settings
-from k8s.waits import (
-    POLL_S,
-    WaitError,
-    outcome,
-    poll_cluster,
-    retry,
-    wait_deployments_available,
-)
+from k8s.workload_waits import wait_deployments_available
 
 # kubectl failures that go away by themselves: the API server or a webhook is starting or
 # blipping. Checked first: "error validating data: failed to download openapi ...

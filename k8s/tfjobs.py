@@ -12,7 +12,7 @@ Two behaviours of training-operator v1.9.0 shape it (read at the tag; the fake i
   the log of each crashed run (``--previous``) is kept here while the pod lives, for the
   failure report.
 
-Built like every wait in ``k8s.waits``: ``common.poll.poll`` with this module's judgement.
+Built like every wait (``k8s.cluster_poll``): ``common.poll.poll`` with this module's judgement.
 """
 
 from __future__ import annotations
@@ -25,6 +25,19 @@ from functools import partial
 from typing import Any
 
 from common.poll import Clock, Done, Pending, Verdict, api_note
+from k8s.cluster_poll import (
+    POLL_S,
+    STUCK_S,
+    Missing,
+    Out,
+    Stuck,
+    WaitError,
+    crashlooping,
+    fail_with,
+    outcome,
+    poll_cluster,
+    secs,
+)
 from k8s.diagnose import safe, tfjob_failure_report, unschedulable
 from k8s.kube import Kube
 from k8s.objects import (
@@ -40,19 +53,6 @@ from k8s.objects import (
     tfjob_pods,
     tfjob_state,
     worker_counts,
-)
-from k8s.waits import (
-    POLL_S,
-    STUCK_S,
-    Missing,
-    Out,
-    Stuck,
-    WaitError,
-    crashlooping,
-    fail_with,
-    outcome,
-    poll_cluster,
-    secs,
 )
 from ml import contract
 

@@ -1,4 +1,4 @@
-"""Locust user for the KServe V1 predict endpoint (run by ``loadtest.run``, or by hand).
+"""Locust user for the KServe V1 predict endpoint (run by ``loadtest.locust_process``, or by hand).
 
 Configured through the environment, so the same file works under ``python -m locust``:
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from common.errors import DistmlError
+
 IMAGE_REPO = "distml"
 LOCAL_BASE = "distml-base:bookworm"
 DEFAULT_BASE = "python:3.11-slim-bookworm"
@@ -25,7 +27,7 @@ CONTEXT_DIRS = ("ml",)
 CA_DIR = Path("/usr/local/share/ca-certificates")
 
 
-class ImageError(RuntimeError):
+class ImageError(DistmlError):
     """A build problem a user can fix; the message says how."""
 
 

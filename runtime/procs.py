@@ -1,4 +1,5 @@
-"""Process helpers for the local runtime: ports, process groups, liveness, log tails."""
+"""Process helpers for the local runtime: ports, liveness, stopping detached processes by
+pid, log tails. Stopping a child's process group: ``common.process_group``."""
 
 from __future__ import annotations
 
@@ -6,13 +7,12 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
-import time
 from pathlib import Path
 
 import psutil
 
 from common.poll import Done, Pending, poll
+from common.process_group import signal_groups
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,46 +98,19 @@ def is_ours(pid: int, must_contain: str, started: float | None) -> bool:
     return started is None or started_at(pid) == started
 
 
-def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """SIGTERM the process group of ``proc`` (started with ``start_new_session``), then
-    SIGKILL what is left after ``grace`` seconds; reap it."""
-    stop_groups([proc], grace)
-
-
-def stop_groups(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
-    """SIGTERM the process groups of all ``procs`` at once, wait for them on one shared
-    deadline of ``grace`` seconds, then SIGKILL every group that is left; reap them."""
-    _signal_groups([proc.pid for proc in procs if proc.poll() is None], signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for proc in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    # Children of a group may outlive its leader: kill every group.
-    _signal_groups([proc.pid for proc in procs], signal.SIGKILL)
-    for proc in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace)
-
-
 def stop_pids(pids: list[int], must_contain: str, grace: float = 5.0) -> list[int]:
-    """:func:`stop_groups` for detached processes we started earlier (by pid, checked
-    against ``must_contain``); the pids that were running."""
+    """``common.process_group.stop_groups`` for detached processes we started earlier (by
+    pid, checked against ``must_contain``); the pids that were running."""
     running = [pid for pid in pids if is_alive(pid, must_contain)]
-    _signal_groups(running, signal.SIGTERM)
+    signal_groups(running, signal.SIGTERM)
     poll(
         lambda: _still_alive(running),
         lambda alive: Pending() if alive else Done(),
         timeout=grace,
         interval=0.1,
     )
-    _signal_groups(_still_alive(running), signal.SIGKILL)
+    signal_groups(_still_alive(running), signal.SIGKILL)
     return running
-
-
-def _signal_groups(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
 
 
 def _still_alive(pids: list[int]) -> list[int]:

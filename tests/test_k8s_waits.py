@@ -1,5 +1,6 @@
-"""k8s.waits against tests/fakekube.py (fake cluster, fake clock), and k8s.kube's ApiKube /
-DryKube (ApiKube against a loopback stand-in for the API server: no cluster needed)."""
+"""The waits (k8s.cluster_poll, k8s.workload_waits, k8s.isvc_wait, k8s.tfjobs) against
+tests/fakekube.py (fake cluster, fake clock), and k8s.kube's ApiKube / DryKube (ApiKube
+against a loopback stand-in for the API server: no cluster needed)."""
 
 from __future__ import annotations
 
@@ -19,17 +20,13 @@ import pytest
 import yaml
 
 from common.errors import DistmlError
+from k8s.cluster_poll import WaitError, retry
 from k8s.diagnose import tfjob_failure_report
+from k8s.isvc_wait import wait_isvc_ready
 from k8s.kube import ApiKube, DryKube, KubeError
 from k8s.objects import ReplicaCounter
 from k8s.tfjobs import TFJobRow, wait_tfjobs
-from k8s.waits import (
-    WaitError,
-    retry,
-    wait_deployments_available,
-    wait_isvc_ready,
-    wait_job,
-)
+from k8s.workload_waits import wait_deployments_available, wait_job
 from tests.fakekube import FakeKube, conditions_status
 
 NS = "kubeflow"

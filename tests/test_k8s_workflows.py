@@ -26,10 +26,10 @@ from k8s.argo_status import (
     tfjob_steps,
     wait_workflow,
 )
+from k8s.cluster_poll import WaitError
 from k8s.kube import KubeError
 from k8s.objects import TFJOB_API
 from k8s.settings import Settings
-from k8s.waits import WaitError
 from tests.fakekube import FakeKube, conditions_status
 from tests.k8s_schemas import validate
 

@@ -72,10 +72,33 @@ def test_pod_code_imports_nothing_from_the_orchestration_side():
     assert _violations(_sources("ml"), lambda m: _top(m) == "ml") == []
 
 
+def test_the_orchestration_side_has_one_error_family():
+    # Every exception class defined in common/, k8s/, runtime/, loadtest/ or tasks.py derives
+    # from DistmlError (tasks.py prints it as ``error: ...``), by name through its bases.
+    bases: dict[str, list[str]] = {}
+    for path in _sources(*ORCHESTRATION, "tasks"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = [ast.unparse(b).split(".")[-1] for b in node.bases]
+
+    def family(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name == "DistmlError":
+            return True
+        return name not in seen and any(family(b, seen | {name}) for b in bases.get(name, []))
+
+    def is_exception(name: str) -> bool:
+        return name.endswith(("Error", "Exception")) or any(
+            is_exception(b) for b in bases.get(name, []) if b != name
+        )
+
+    outside = [n for n in bases if n != "DistmlError" and is_exception(n) and not family(n)]
+    assert outside == []
+
+
 def test_the_orchestration_side_loads_no_tensorflow_numpy_or_kserve():
     code = (
         "import sys; import tasks, runtime.local, runtime.cluster, runtime.requests, "
-        "k8s.manifests, loadtest.run; "
+        "k8s.manifests, loadtest.runner, loadtest.__main__; "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('tensorflow', 'numpy', 'kserve', 'keras', 'tf_keras')); "
         "ml = sorted(m for m in sys.modules if m.split('.')[0] == 'ml'); "

@@ -26,8 +26,9 @@ import psutil
 import pytest
 
 from common.poll import Done, Pending, poll
+from loadtest import __main__ as cli
 from loadtest import plan
-from loadtest import run as lt
+from loadtest import runner as lt
 from loadtest import summary as ls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,7 +216,8 @@ def test_failure_messages_are_unwrapped(csv_error, message):
 
 def test_importing_loadtest_is_cheap():
     code = (
-        "import sys, loadtest, loadtest.run, loadtest.summary, loadtest.chart, loadtest.plan\n"
+        "import sys, loadtest, loadtest.__main__, loadtest.runner, loadtest.locust_process, "
+        "loadtest.replica_watch, loadtest.summary, loadtest.chart, loadtest.plan\n"
         "heavy = [m for m in ('locust', 'gevent', 'matplotlib', 'tensorflow', 'ml')"
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
@@ -247,7 +249,7 @@ def test_bad_arguments(tmp_path):
         [*base, "--payload", str(payload), "--max-failure-ratio", "2"],
     ]:
         with pytest.raises(SystemExit) as exc:
-            lt.main(argv)
+            cli.main(argv)
         assert exc.value.code == 2, argv
     assert not (tmp_path / "o").exists()  # nothing ran
 
@@ -336,7 +338,7 @@ def test_failures_are_counted_and_fail_the_cli(tmp_path, capsys):
     payload = write_payload(tmp_path / "body.json")
     with predict_server("flaky") as (url, _handler):
         argv = ["--url", url, "--model", MODEL, "--payload", str(payload)]
-        code = lt.main([*argv, "--out", str(tmp_path / "out"), "--duration", "3s"])
+        code = cli.main([*argv, "--out", str(tmp_path / "out"), "--duration", "3s"])
     assert code == 1
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["failures"] > 0
@@ -439,7 +441,7 @@ def test_ctrl_c_leaves_no_locust_behind(tmp_path):
     out = tmp_path / "out"
     with predict_server("ok") as (url, _handler):
         code = (
-            "from loadtest.run import run_loadtest\n"
+            "from loadtest.runner import run_loadtest\n"
             f"run_loadtest({url!r}, {MODEL!r}, {str(payload)!r}, {str(out)!r},"
             " duration='60s')\n"
         )

@@ -8,10 +8,10 @@ import pytest
 from invoke import Config, MockContext, Result
 
 from k8s import operators
+from k8s.cluster_poll import WaitError
 from k8s.operators import Installer
 from k8s.providers import provider as make_provider
 from k8s.settings import Settings
-from k8s.waits import WaitError
 from tests.fakekube import FakeClock, FakeKube
 
 WEBHOOK_DOWN = (

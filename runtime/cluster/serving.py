@@ -11,9 +11,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from k8s import manifests
+from k8s.cluster_poll import WaitError
+from k8s.isvc_wait import wait_isvc_ready
 from k8s.objects import ISVC_API, ReplicaCounter
 from k8s.settings import Settings
-from k8s.waits import WaitError, wait_isvc_ready
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.requests import DeployRequest, LoadtestRequest
@@ -223,7 +224,7 @@ def _run(
     counter: ReplicaCounter,
     out_dir: Path,
 ) -> dict[str, Any]:
-    from loadtest.run import run_loadtest
+    from loadtest.runner import run_loadtest
 
     return run_loadtest(
         t.base,

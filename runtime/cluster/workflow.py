@@ -16,7 +16,7 @@ from k8s.argo_status import (
     wait_workflow,
     workflow_phase,
 )
-from k8s.waits import WaitError
+from k8s.cluster_poll import WaitError
 from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from common.process_group import stop_groups
 from ml import contract
-from runtime.procs import free_ports, stop_groups, tail
+from runtime.procs import free_ports, tail
 
 STOP_GRACE_S = 5.0  # SIGTERM, then SIGKILL for what is left: one deadline for all workers
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Failed, Pending, poll
+from common.process_group import stop_group
 from ml import contract
 from runtime.image import code_version
-from runtime.procs import REPO, is_ours, port_is_free, started_at, stop_group, tail
+from runtime.procs import REPO, is_ours, port_is_free, started_at, tail
 from runtime.requests import DeployRequest, LoadtestRequest
 from runtime.tables import ms, table
 
@@ -267,7 +268,7 @@ def loadtest(rt: LocalRuntime, request: LoadtestRequest) -> int:
         "scale-out is checked only on a cluster: the local runtime runs one server "
         "process, so this measures throughput and latency only"
     )
-    from loadtest.run import run_loadtest
+    from loadtest.runner import run_loadtest
     from loadtest.summary import check
 
     summary = run_loadtest(

@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common.process_group import stop_group
 from ml import contract
 from runtime import tensorboard as tb
-from runtime.procs import port_is_free, stop_group, tail
+from runtime.procs import port_is_free, tail
 from runtime.requests import TensorboardRequest
 
 if TYPE_CHECKING:

@@ -117,7 +117,7 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
             "replicas_peak": max(s["ready"] for s in samples),
         }
 
-    monkeypatch.setattr("loadtest.run.run_loadtest", fake_run)
+    monkeypatch.setattr("loadtest.runner.run_loadtest", fake_run)
     labels = {"serving.kserve.io/inferenceservice": "tf-mnist"}
     fake.add_pod("kubeflow", "tf-mnist-predictor-1", labels)
     fake.add_pod(
@@ -150,7 +150,7 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
         fake_summary["replicas_start"] = 1
         return fake_summary
 
-    monkeypatch.setattr("loadtest.run.run_loadtest", rising)
+    monkeypatch.setattr("loadtest.runner.run_loadtest", rising)
     assert runtime(make_ctx(fake, {}), wd, fake).loadtest(LoadtestRequest(concurrency=5)) == 0
     runtime(make_ctx(fake, {}), wd, fake).loadtest(
         LoadtestRequest(concurrency=5, expect_scale_out=False)

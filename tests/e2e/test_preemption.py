@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from common.process_group import stop_groups
 from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
 from runtime.local.jobs import STOP_GRACE_S, tf_config
-from runtime.procs import free_ports, stop_groups
+from runtime.procs import free_ports
 
 # 3 steps per call: divides neither 40 nor the check interval (ml.preemption.CHECK_EVERY).
 EPOCHS, STEPS, SPE = 2, 40, 3
