@@ -6,11 +6,11 @@
 For each profile and model it runs real ``python -m ml.train`` worker processes on
 127.0.0.1 (as the local runtime and the pods do), evaluates the exported candidate on the
 validation split (5,039 images held out of the training file: what ml.select chooses on)
-and on the test split (10,000 images: the figure the README quotes), and records both
+and on the test split (10,000 images: the figure docs/training.md quotes), and records both
 accuracies (mean and spread over seeds), wall time, and examples/s of training next to
 examples/s of the input pipeline alone; and, per seed, the model ml.select's rule picks
 (highest validation accuracy) with its test accuracy. Writes
-``benchmarks/results/accuracy.json`` and ``accuracy.md`` (the table quoted in the README).
+``benchmarks/results/accuracy.json`` and ``accuracy.md`` (the table docs/training.md quotes).
 """
 
 from __future__ import annotations

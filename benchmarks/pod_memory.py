@@ -5,7 +5,7 @@ kubelet runs them (the image tier's translation, tests/image/test_pods.py): a 2-
 TFJob per model with the default `train-all` settings, then the predictor, idle and under
 5 concurrent clients. Each container's main process is sampled for its kernel-kept peak
 resident set (``VmHWM``) twice a second. The figures set the pods' memory requests
-(k8s/settings.py) and the README's resource table quotes them.
+(k8s/settings.py) and docs/cluster.md's resource table quotes them.
 
     python benchmarks/pod_memory.py --image distml:<tag> [--models cnn cnn_batchnorm]
 

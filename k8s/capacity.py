@@ -5,7 +5,7 @@ not fit next to the others stays Pending (and a TFJob worker that stays Pending 
 peers). This module adds up the requests of every pod `up` installs (the provider's own,
 the upstream operators after `up`'s patches) and ours at peak (`train-all`'s workers, all
 jobs at once, plus the predictors `deploy` keeps), and says how many jobs fit at once.
-The preflight, `train-all`'s waves and the README's resource figures all come from here.
+The preflight, `train-all`'s waves and the resource figures in docs/cluster.md all come from here.
 
 The upstream figures are pinned below, per install step; ``tests/test_install_plan.py``
 derives the same figures from the real install manifests (``../shared/k8s-upstream``) and
@@ -231,7 +231,7 @@ def node_allocatable(node: dict) -> Need | None:
 
 
 def table() -> str:
-    """The README's resource table: what each provider x mode asks of its one node."""
+    """The resource table in docs/cluster.md: what each provider x mode asks of its one node."""
     rows = [
         "| cluster | mode | the stack alone | + 1 TFJob + predictor | `train-all` at peak |",
         "|---|---|---|---|---|",

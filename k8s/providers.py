@@ -8,7 +8,7 @@ nothing, and they make the dry run print what a real run would do.
 All three make a single-node cluster on purpose: the PVC is ReadWriteOnce on a
 node-local StorageClass (local-path / standard), so every pod that mounts it (workers,
 selection, predictors) must land on the node of its first consumer. A multi-node cluster
-needs RWX storage instead (README: "One node, on purpose").
+needs RWX storage instead (docs/cluster.md: "One node, on purpose").
 """
 
 from __future__ import annotations

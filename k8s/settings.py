@@ -66,7 +66,7 @@ class Settings:
     predictor_resources: Resources = field(
         default_factory=lambda: Resources("250m", "1", "704Mi", "1536Mi")
     )
-    # `invoke tensorboard`'s pod: a viewer, requested small on purpose (README, Resources).
+    # `invoke tensorboard`'s pod: a viewer, requested small on purpose (docs/cluster.md, Resources).
     tensorboard_resources: Resources = field(
         default_factory=lambda: Resources("50m", "1", "256Mi", "1536Mi")
     )

@@ -1,7 +1,7 @@
 """Every version the cluster path pins, in one place.
 
 None of these could be exercised on the machines distml is developed on (no Kubernetes
-can run there); they are the versions the README and the integration workflow name.
+can run there); they are the versions docs/cluster.md and the integration workflow name.
 Change them here only, then run ``nox -s integration`` on a machine with Docker + kind.
 """
 

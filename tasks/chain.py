@@ -62,7 +62,7 @@ TRAIN_HELP = {
     "steps-per-epoch": "override the profile's steps per epoch",
     "max-restarts": "restart a job's workers together up to this many times (default 2)",
     "gpus-per-worker": "cluster: nvidia.com/gpu limit per worker (needs a GPU base image: "
-    "see README)",
+    "see docs/cluster.md)",
 }
 
 

@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException
 from ml.server.errors import ClientError
 from ml.server.v2 import V2_HINT
 
-#: (method, path, what it is): every route this server answers (README "Serving").
+#: (method, path, what it is): every route this server answers (docs/serving.md, "Serving").
 ROUTES = (
     ("GET", "/", "liveness"),
     ("GET", "/v1/models/{model_name}", "readiness"),
