@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -176,6 +177,7 @@ def test_any_other_bytes_are_refused_and_nothing_is_cached(isolated, tmp_path, s
     pin = pin_of(body, source.as_uri())
     if served == body:
         assert uf.path(pin).read_bytes() == body
+        shutil.rmtree(isolated)  # the next example starts with an empty cache again
         return
     with pytest.raises(uf.UpstreamError):  # the wrong file, or (shorter) cut off
         uf.path(pin)
