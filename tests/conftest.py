@@ -1,7 +1,8 @@
 """Shared pytest fixtures.
 
 Data:
-- ``shared_data_dir``: the four real Fashion-MNIST files (skips when absent).
+- ``shared_data_dir``: the four real Fashion-MNIST files, found or fetched as the product
+  does (skips when they cannot be had).
 - ``isolated_data_places``: the system search places point at empty temp dirs and the data
   environment variables are unset, so a test sees only the data it sets up.
 - ``prepared_volume``: a volume with the tfds dataset prepared from the real files.
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import shutil
 import signal
 import socket
@@ -22,13 +22,6 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-
-FASHION_MNIST_FILES = (
-    "train-images-idx3-ubyte.gz",
-    "train-labels-idx1-ubyte.gz",
-    "t10k-images-idx3-ubyte.gz",
-    "t10k-labels-idx1-ubyte.gz",
-)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,36 +37,45 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _data_dir() -> tuple[Path, list[str]]:
-    """``$DISTML_DATA_DIR`` if set, else ``../shared/data/fashion-mnist/`` beside the repo,
-    and the Fashion-MNIST files missing there."""
-    default = Path(__file__).resolve().parents[2] / "shared" / "data" / "fashion-mnist"
-    path = Path(os.environ.get("DISTML_DATA_DIR") or default)
-    return path, [name for name in FASHION_MNIST_FILES if not (path / name).is_file()]
+@functools.cache
+def _data_dir() -> Path | str:
+    """The Fashion-MNIST files' directory, found as the product's ingest finds them
+    (``ml.raw``: ``$DISTML_DATA_DIR``, Debian's package, Keras's cache, else a download from
+    ``$DISTML_DATA_MIRROR`` or the official mirror), or why they cannot be had (one line).
+
+    A copy that is found but corrupt is an error, not a skip."""
+    from k8s.upstream_files import TIMEOUT
+    from ml import contract, raw
+
+    quiet = lambda line: None  # noqa: E731
+    if any(all((p / f).is_file() for f in raw.FILES) for p in raw.search_places()):
+        return raw.locate_raw_files(log=quiet)  # verified; DataError: a bad copy
+    try:
+        return raw.locate_raw_files(log=quiet, timeout=TIMEOUT)
+    except raw.DataError as e:
+        cause = str(e.__cause__ or e).splitlines()[0]
+        return (
+            f"Fashion-MNIST not found ({cause}): set {contract.DATA_DIR_ENV} to a directory "
+            f"holding the four .gz files, or {raw.MIRROR_ENV} to a reachable mirror, or "
+            "apt-get install dataset-fashion-mnist"
+        )
 
 
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
-    """Directory with the four original Fashion-MNIST files (unit tier: skips without)."""
-    path, missing = _data_dir()
-    if missing:
-        pytest.skip(
-            f"real Fashion-MNIST files not found in {path} (missing {', '.join(missing)}); "
-            "set DISTML_DATA_DIR to a directory holding them"
-        )
-    return path
+    """Directory with the four original Fashion-MNIST files; skips, saying what to set,
+    when they cannot be had."""
+    found = _data_dir()
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
 
 
 @pytest.fixture(scope="session")
-def required_data_dir() -> Path:
-    """The same directory for the e2e and image tiers, which fail rather than skip."""
-    path, missing = _data_dir()
-    if missing:
-        pytest.fail(
-            f"this tier needs the real Fashion-MNIST files: set DISTML_DATA_DIR (tried {path}, "
-            f"missing {', '.join(missing)})"
-        )
-    return path
+def required_data_dir(shared_data_dir: Path) -> Path:
+    """The same directory for the e2e and image tiers (``.ci/run`` sets DISTML_DATA_DIR, and
+    stops when it is missing)."""
+    return shared_data_dir
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,8 @@
 would do it on the pinned cluster version.
 
 - Custom resources (TFJob, ServingRuntime, InferenceService, Argo Workflow): the upstream
-  CRDs in ``<repo>/../shared/k8s-schemas/crds/`` (see that folder's README). The served
+  CRDs pinned in ``k8s/upstream.lock.json`` (had through ``k8s.upstream_files``:
+  ``$DISTML_CRD_DIR``, the cache or a download; a test skips when one cannot be had). The served
   version's ``openAPIV3Schema`` is made strict (``additionalProperties: false`` wherever
   an object lists its ``properties`` and does not say it keeps unknown fields) and checked
   with ``jsonschema.Draft202012Validator``; kind and group must be the CRD's.
@@ -10,7 +11,8 @@ would do it on the pinned cluster version.
 - Every object: ObjectMeta rules neither schema checks (name, label keys and values).
 
 ``validate(obj)`` returns a list of error strings (empty when valid). The CRD files are
-loaded once per process (``functools.cache``): the big YAMLs take seconds.
+loaded once per process (``functools.cache``): the big YAMLs take seconds. Objects of other
+groups are validated without the CRD files (the lock names the CRDs' groups).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -26,9 +27,9 @@ import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 
+from k8s import upstream_files
 from k8s.versions import KUBERNETES_VERSION
-
-CRD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "k8s-schemas" / "crds"
+from tests.upstream import have
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -42,29 +43,36 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
+def _crd_pins() -> list[upstream_files.Pin]:
+    return [pin for pin in upstream_files.pins() if pin.mirror == "crd"]
+
+
 @functools.cache
+def _load(pin: upstream_files.Pin) -> dict[str, Any]:
+    path = have(pin)
+    with path.open("rb") as f:
+        doc = yaml.load(f, Loader=_Loader)
+    if doc.get("kind") != "CustomResourceDefinition":
+        raise ValueError(f"{path} is not a CustomResourceDefinition")
+    key = (doc["spec"]["group"], doc["spec"]["names"]["kind"])
+    if key != (pin.group, pin.kind):
+        raise ValueError(f"{path} defines {key}, its pin says {(pin.group, pin.kind)}")
+    return doc
+
+
+def crd(group: str, kind: str) -> dict[str, Any]:
+    """The pinned CRD of ``kind`` in ``group``; skips the test when it cannot be had."""
+    return _load(next(p for p in _crd_pins() if (p.group, p.kind) == (group, kind)))
+
+
 def crds() -> dict[tuple[str, str], dict[str, Any]]:
-    """Every CRD in ``CRD_DIR``, by (group, kind). Fails loudly when the folder is missing:
-    CI always has ``../shared`` next to the repo."""
-    if not CRD_DIR.is_dir():
-        raise FileNotFoundError(
-            f"CRD schemas not found at {CRD_DIR}: the tests validate custom resources "
-            "against ../shared/k8s-schemas/crds/ next to the repository (see its README)"
-        )
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        with path.open("rb") as f:
-            crd = yaml.load(f, Loader=_Loader)
-        if crd.get("kind") != "CustomResourceDefinition":
-            raise ValueError(f"{path} is not a CustomResourceDefinition")
-        found[(crd["spec"]["group"], crd["spec"]["names"]["kind"])] = crd
-    if not found:
-        raise FileNotFoundError(f"no CRD YAML files in {CRD_DIR}")
-    return found
+    """Every pinned CRD, by (group, kind); skips the test when one cannot be had."""
+    return {(pin.group, pin.kind): _load(pin) for pin in _crd_pins()}
 
 
 def crd_groups() -> set[str]:
-    return {group for group, _ in crds()}
+    """The pinned CRDs' groups (from the lock: no file needed)."""
+    return {pin.group for pin in _crd_pins()}
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -99,13 +107,12 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 @functools.cache
 def _crd_validator(group: str, version: str, kind: str) -> jsonschema.Draft202012Validator:
-    crd = crds()[(group, kind)]
-    assert crd["spec"]["names"]["kind"] == kind and crd["spec"]["group"] == group
-    for entry in crd["spec"]["versions"]:
+    versions = crd(group, kind)["spec"]["versions"]
+    for entry in versions:
         if entry["name"] == version and entry.get("served"):
             schema = strict_schema(entry["schema"]["openAPIV3Schema"])
             return jsonschema.Draft202012Validator(schema)
-    served = [v["name"] for v in crd["spec"]["versions"] if v.get("served")]
+    served = [v["name"] for v in versions if v.get("served")]
     raise LookupError(f"{group}/{version} {kind}: version not served (served: {served})")
 
 
@@ -153,8 +160,8 @@ def _all_labels(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
 
 def _crd_errors(obj: dict[str, Any], group: str, version: str) -> list[str]:
     kind = obj.get("kind")
-    known = sorted(k for g, k in crds() if g == group)
-    if (group, kind) not in crds():
+    known = sorted(pin.kind for pin in _crd_pins() if pin.group == group)
+    if kind not in known:
         return [f"kind: {kind!r} is not a kind of group {group} (known: {', '.join(known)})"]
     try:
         validator = _crd_validator(group, version, kind)

@@ -58,7 +58,7 @@ def test_the_parser_refuses_what_labels_parse_refuses(text: str) -> None:
 
 def status_schema(obj: dict[str, Any]) -> dict[str, Any]:
     group, _, version = obj["apiVersion"].rpartition("/")
-    crd = k8s_schemas.crds()[(group, obj["kind"])]
+    crd = k8s_schemas.crd(group, obj["kind"])
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
     return served["schema"]["openAPIV3Schema"]
 

@@ -41,7 +41,7 @@ def resource_of(obj: dict[str, Any]) -> tuple[str, str]:
     group = obj["apiVersion"].rpartition("/")[0]
     if not group:
         return group, CORE_RESOURCES[obj["kind"]]
-    crd = k8s_schemas.crds()[(group, obj["kind"])]
+    crd = k8s_schemas.crd(group, obj["kind"])
     return group, crd["spec"]["names"]["plural"]
 
 

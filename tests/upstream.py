@@ -1,29 +1,29 @@
-"""The real upstream install manifests (``../shared/k8s-upstream``) and a cluster that
+"""The real upstream install manifests (pinned in ``k8s/upstream.lock.json``, had through
+``k8s.upstream_files``: ``$DISTML_UPSTREAM_DIR``, the cache or a download) and a cluster that
 `up`'s install plan runs against: every ``kubectl apply`` reads the file its URL names,
 every ``kubectl patch`` changes what was applied, every wait is recorded.
 
-A URL that ``INDEX.json`` does not list fails loudly: that version's files are missing,
-and nothing about it can be checked.
+A URL that the lock does not pin fails loudly: nothing about that version can be checked. A
+pinned file that cannot be had here skips the test, saying what to set.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
 import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from invoke import Config, Result
 
+from k8s import upstream_files
 from tests.fakekube import FakeKube, conditions_status, matches
 
-REPO = Path(__file__).resolve().parents[1]
-UPSTREAM = Path(os.environ.get("DISTML_UPSTREAM_DIR") or REPO.parent / "shared" / "k8s-upstream")
 NODE_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 PATCH_KINDS = {
     "deployment": "Deployment",
@@ -33,29 +33,37 @@ PATCH_KINDS = {
 }
 
 
+def index() -> dict[str, upstream_files.Pin]:
+    """Every URL (and URL alias, and kustomize ref) the lock pins for the manifests."""
+    return {url: pin for url, pin in upstream_files.by_url().items() if pin.mirror == "manifest"}
+
+
 @cache
-def index() -> dict[str, Path]:
-    """Every URL (and URL alias, and kustomize ref) in INDEX.json → its local file."""
-    path = UPSTREAM / "INDEX.json"
-    if not path.is_file():
-        raise AssertionError(f"{path} is missing: the upstream files are expected in ../shared")
-    files: dict[str, Path] = {}
-    for entry in json.loads(path.read_text())["entries"]:
-        files[entry["url"]] = UPSTREAM / entry["file"]
-        if entry.get("url_alias"):
-            files[entry["url_alias"].split()[0]] = UPSTREAM / entry["file"]
-    return files
+def _had(pin: upstream_files.Pin) -> Path | str:
+    """The pin's verified local file, or why it cannot be had (asked once per process)."""
+    try:
+        return upstream_files.path(pin)
+    except upstream_files.Unavailable as e:
+        return str(e)
+
+
+def have(pin: upstream_files.Pin) -> Path:
+    """The pin's local file; skips the test (one line: what to set) when it cannot be had."""
+    found = _had(pin)
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
 
 
 def file_of(url: str) -> Path:
     try:
-        return index()[url]
+        pin = index()[url]
     except KeyError:
         raise AssertionError(
-            f"{url} is not in {UPSTREAM / 'INDEX.json'}: the files of this version are "
-            "missing from ../shared/k8s-upstream, so nothing about it can be checked; ask "
-            "for them (or pin a version that is there)"
+            f"{url} is not pinned in {upstream_files.LOCK_FILE.name}: nothing about this "
+            "version can be checked; add it (tools/upstream_lock.py) or pin a version there is"
         ) from None
+    return have(pin)
 
 
 @cache

