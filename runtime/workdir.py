@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from runtime.state import State, read_state, update_state
 
 MARKER = ".distml-workdir"
 
@@ -49,28 +48,10 @@ class Workdir:
     def exists(self) -> bool:
         return (self.root / MARKER).is_file()
 
-    def load_state(self) -> dict[str, Any]:
-        try:
-            return json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
-            return {}
+    def state(self) -> State:
+        """What state.json records (``runtime.state``: never fails, an empty State at worst)."""
+        return read_state(self.state_path)
 
-    def update_state(self, **changes: Any) -> dict[str, Any]:
-        """Merge ``changes`` into state.json (``None`` deletes a key); atomic write."""
-        state = self.load_state()
-        for key, value in changes.items():
-            if value is None:
-                state.pop(key, None)
-            else:
-                state[key] = value
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.root)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(state, f, indent=2)
-            os.replace(tmp, self.state_path)
-        except BaseException:  # a full disk, a Ctrl-C: the old state stays, no temp file
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return state
+    def update_state(self, **changes: Any) -> State:
+        """Change fields of state.json (``None`` resets one); an atomic write."""
+        return update_state(self.state_path, **changes)

@@ -33,7 +33,7 @@ def runtime(c, requested, *, for_up=False):
 
     wd = workdir(c)
     requested = requested or str(c.config.runtime)
-    state_runtime = wd.load_state().get("runtime")
+    state_runtime = wd.state().runtime
     try:
         if requested == "auto" and state_runtime and not for_up:
             name, why = state_runtime, "the runtime `invoke up` prepared"

@@ -8,6 +8,7 @@ import pytest
 from invoke import Exit
 
 from runtime.cli import call, disk_full
+from runtime.state import State
 from runtime.workdir import Workdir
 
 
@@ -57,8 +58,8 @@ def test_a_failed_state_write_keeps_the_old_state_and_leaves_no_temp_file(tmp_pa
     wd = Workdir.at(tmp_path / "wd")
     wd.create()
     wd.update_state(up=True)
-    monkeypatch.setattr("runtime.workdir.json.dump", lambda *a, **k: _full())
+    monkeypatch.setattr("runtime.state.json.dump", lambda *a, **k: _full())
     with pytest.raises(OSError):
         wd.update_state(train_pids=[1, 2])
-    assert wd.load_state() == {"up": True}
+    assert wd.state() == State(up=True)
     assert [p.name for p in wd.root.iterdir() if p.name.startswith(".state")] == []

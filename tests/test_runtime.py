@@ -506,7 +506,7 @@ def test_a_server_that_does_not_come_up_is_not_left_behind(local_rt, monkeypatch
     port = free_ports(1)[0]
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         start_server(local_rt, port, ready_timeout=1.0)
-    assert "server" not in local_rt.wd.load_state()
+    assert local_rt.wd.state().server is None
     assert port_is_free(port)
     ours = psutil.Process().children(recursive=True)  # not other test runs' processes
     assert [p.pid for p in ours if script in cmdline(p.pid) and is_alive(p.pid)] == []

@@ -15,6 +15,7 @@ from k8s.kube import DryKube, Kube, KubeError
 from k8s.objects import namespace_refusal
 from k8s.providers import Provider
 from k8s.settings import Settings
+from runtime.state import State
 from runtime.workdir import Workdir
 
 Out = Callable[[str], None]
@@ -62,14 +63,14 @@ class ClusterContext:
 
     def settings(self, **changes: Any) -> Settings:
         """This deployment's settings; ``changes`` that are None keep the default."""
-        state = self.wd.load_state()
+        state = self.wd.state()
         base = Settings(
             image=self.image(),
             provider=self.provider.name,
             namespace=self.namespace,
             service=self.service,
-            serving_mode=state.get("serving_mode", "knative"),
-            with_argo=bool(state.get("argo")),
+            serving_mode=state.serving_mode or "knative",
+            with_argo=state.argo,
             ingress_node_port=self.provider.ingress_node_port,
         )
         s = replace(base, **{k: v for k, v in changes.items() if v is not None})
@@ -79,12 +80,12 @@ class ClusterContext:
             raise ClusterError(str(e)) from e
         return s
 
-    def require_up(self) -> dict[str, Any]:
+    def require_up(self) -> State:
         """The work dir's state, when `invoke up` set this cluster up for it."""
-        state = self.wd.load_state()
+        state = self.wd.state()
         if self.dry:
             return state
-        if not (state.get("up") and state.get("runtime") == self.provider.name):
+        if not (state.up and state.runtime == self.provider.name):
             raise ClusterError(
                 f"the {self.provider.name} cluster is not set up for this work dir "
                 f"({self.wd.root}); run `invoke up --runtime {self.provider.name}` first"
@@ -99,11 +100,11 @@ class ClusterContext:
         if refusal:
             raise ClusterError(refusal)
 
-    def check_image(self, state: dict[str, Any], s: Settings) -> None:
+    def check_image(self, state: State, s: Settings) -> None:
         """Pods run the image `up` imported: refuse to run code the cluster does not have."""
-        if state.get("image") and state["image"] != s.image and not self.dry:
+        if state.image and state.image != s.image and not self.dry:
             raise ClusterError(
-                f"the code changed since `invoke up` imported {state['image']} (now "
+                f"the code changed since `invoke up` imported {state.image} (now "
                 f"{s.image}); run `invoke up` again to build and import it"
             )
 

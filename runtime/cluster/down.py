@@ -5,6 +5,7 @@ the images it built and the work dir."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 
 from k8s import manifests
 from k8s.argo_status import WORKFLOW_API, WORKFLOW_KIND
@@ -35,10 +36,10 @@ PVC_DELETE_TIMEOUT_S = 300
 
 def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
     p = cx.provider
-    state = cx.wd.load_state()
+    state = cx.wd.state()
     if keep_cluster:
         _delete_objects(cx)
-        if state.get("argo"):
+        if state.argo:
             Installer(cx.c, cx.kube, p, cx.settings(), cx.out, cx.clock).remove_argo()
     elif p.exists(cx.c):
         cx.out(f"deleting cluster {p.cluster} ({p.name}) and everything in it")
@@ -46,7 +47,7 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
     else:
         cx.out(f"cluster {p.cluster}: not found, nothing to delete")
     if purge:
-        _purge(cx, state.get("built_images") or [])
+        _purge(cx, state.built_images)
     elif cx.wd.exists() and not cx.dry:
         # The volume is gone either way: the next task needs `invoke up` (quick when the
         # cluster and its operators were kept).
@@ -54,12 +55,12 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
             up=False,
             deployed=False,
             argo=None,  # removed above, or gone with the cluster
-            serving_mode=state.get("serving_mode") if keep_cluster else None,
+            serving_mode=state.serving_mode if keep_cluster else None,
         )
     return 0
 
 
-def _purge(cx: ClusterContext, images: list[str]) -> None:
+def _purge(cx: ClusterContext, images: Sequence[str]) -> None:
     """The images distml built, and the work dir (only one distml made)."""
     for image in images:
         cx.c.run(f"{cx.docker} image rm {image}", warn=True)

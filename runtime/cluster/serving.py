@@ -66,13 +66,7 @@ def deploy(cx: ClusterContext, request: DeployRequest, timeout: float) -> int:
         )
     except WaitError as e:
         raise ClusterError(f"the InferenceService did not become Ready: {e}") from e
-    cx.wd.update_state(
-        deployed=True,
-        predictor=request.predictor,
-        target=s.target,
-        max_replicas=s.max_replicas,
-        isvc_url=url,
-    )
+    cx.wd.update_state(deployed=True, target=s.target, max_replicas=s.max_replicas)
     _print_access(cx, s, url)
     return 0
 
@@ -122,7 +116,7 @@ def _sample_request(cx: ClusterContext) -> Path:
     """A V1 request body for the curl line and the load test (written into the work dir)."""
     from runtime.sample_request import write_sample_request
 
-    source_dir = cx.wd.load_state().get("source_dir")
+    source_dir = cx.wd.state().source_dir
     return write_sample_request(cx.wd.root, source_dir, cx.out, synthetic_ok=True)
 
 
@@ -163,7 +157,7 @@ def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     state = cx.require_up()
     from loadtest.summary import check
 
-    s = cx.settings(target=state.get("target"), max_replicas=state.get("max_replicas"))
+    s = cx.settings(target=state.target, max_replicas=state.max_replicas)
     target = _target(cx, s, request.concurrency)
     _say_plan(cx, s, request.concurrency, target)
     if cx.dry:

@@ -34,7 +34,7 @@ KNATIVE_COMPONENTS: list[tuple[str, str, str]] = [  # before kserve, in knative 
 
 
 def status(cx: ClusterContext) -> int:
-    state = cx.wd.load_state()
+    state = cx.wd.state()
     p = cx.provider
     exists = p.exists(cx.c)
     rows: list[Row] = [
@@ -46,10 +46,10 @@ def status(cx: ClusterContext) -> int:
         ),
     ]
     if exists:
-        rows += _in_cluster(cx, state.get("serving_mode", "knative"), bool(state.get("argo")))
-        if state.get("deployed"):
+        rows += _in_cluster(cx, state.serving_mode or "knative", state.argo)
+        if state.deployed:
             rows += serving_card(cx)
-    rows += _last_loadtest(state.get("last_loadtest"))
+    rows += _last_loadtest(state.last_loadtest)
     for line in table(rows).splitlines():
         cx.out(line)
     return 0

@@ -51,7 +51,7 @@ def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
     )
     cx.check_image(state, s)
     cx.out("== dataset")
-    ingest(cx, s, state.get("source_dir"))
+    ingest(cx, s, state.source_dir)
     jobs = [manifests.tfjob(s, m) for m in request.models]
     cx.out(f"== training {len(jobs)} TFJob(s) x {s.workers} worker(s), profile {request.profile}")
     for job in jobs:
@@ -62,7 +62,7 @@ def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
     if cx.dry:
         return 0
     cx.out(f"training finished in {lines.elapsed():.0f} s")
-    return _finish(cx, s, state, request.models, results)
+    return _finish(cx, s, request.models, results)
 
 
 def _waves(
@@ -141,15 +141,13 @@ def _resubmitter(cx: ClusterContext, jobs: dict[str, dict[str, Any]]) -> Callabl
 def _finish(
     cx: ClusterContext,
     s: Settings,
-    state: dict[str, Any],
     models: Sequence[str],
     results: dict[str, str],
 ) -> int:
-    """Record what was trained, show the results, say what to run next."""
+    """Show the results, say what to run next."""
     # wait_tfjobs printed each failed job's report (conditions, events, log tails).
     done = [m for m in models if results.get(manifests.tfjob_name(m)) == "Succeeded"]
     failed = [m for m in models if m not in done]
-    cx.wd.update_state(trained=sorted(set(models) | set(state.get("trained") or [])))
     if done:
         fetch_training_results(cx, s, done)
     if failed:

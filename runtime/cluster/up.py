@@ -34,7 +34,7 @@ def up(
     mode = _serving_mode(cx, serving_mode)
     source = _check_source_dir(source_dir)
     # Argo, once asked for, stays: a later plain `up` checks it like every other operator.
-    argo = with_argo or bool(cx.wd.load_state().get("argo"))
+    argo = with_argo or cx.wd.state().argo
     _run_preflight(cx, mode, preflight)
     if not cx.dry:
         cx.wd.create()
@@ -58,28 +58,20 @@ def up(
     cx.out("== dataset")
     ingest(cx, s, source)
     if not cx.dry:
-        cx.wd.update_state(
-            up=True,
-            runtime=p.name,
-            cluster=p.cluster,
-            context=p.context,
-            namespace=s.namespace,
-            image=s.image,
-            source_dir=source,
-        )
+        cx.wd.update_state(up=True, runtime=p.name, image=s.image, source_dir=source)
     cx.out(f"{p.name} cluster {p.cluster} ready; next: invoke train-all")
     return 0
 
 
 def _serving_mode(cx: ClusterContext, requested: str | None) -> str:
     """The mode asked for (else the one set up, else knative); a set-up cluster keeps its."""
-    state = cx.wd.load_state()
-    mode = requested or state.get("serving_mode") or "knative"
+    state = cx.wd.state()
+    mode = requested or state.serving_mode or "knative"
     if mode not in SERVING_MODES:
         raise ClusterError(f"--serving-mode must be one of {', '.join(SERVING_MODES)}")
-    if state.get("up") and state.get("serving_mode", mode) != mode and not cx.dry:
+    if state.up and state.serving_mode not in (None, mode) and not cx.dry:
         raise ClusterError(
-            f"this cluster was set up in {state['serving_mode']} mode; switching modes "
+            f"this cluster was set up in {state.serving_mode} mode; switching modes "
             "needs a fresh cluster: `invoke down`, then `invoke up --serving-mode "
             f"{mode}`"
         )

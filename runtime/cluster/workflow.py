@@ -39,7 +39,7 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
     if request.stop:
         return stop(cx)
     state = cx.require_up()
-    if not (state.get("argo") or cx.dry):
+    if not (state.argo or cx.dry):
         raise ClusterError(
             f"Argo Workflows is not installed on the {cx.provider.name} cluster of this work "
             f"dir ({cx.wd.root}); run `invoke up --runtime {cx.provider.name} --with-argo` "
@@ -63,7 +63,7 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         cache_key=manifests.data_cache_key(s),
         cache_max_age=request.cache_max_age,
         min_accuracy=request.min_accuracy,
-        source_dir=bool(state.get("source_dir")),
+        source_dir=bool(state.source_dir),
         parallelism=fit if fit < len(request.models) else None,
     )
     wf = next(o for o in objects if o["kind"] == WORKFLOW_KIND)

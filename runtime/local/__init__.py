@@ -79,7 +79,7 @@ class LocalRuntime:
     def require_up(self) -> None:
         if self.ex.dry:
             return  # a dry run shows what would run, set up or not
-        if not self.wd.exists() or not self.wd.load_state().get("up"):
+        if not self.wd.exists() or not self.wd.state().up:
             raise UserError(f"the local runtime is not set up in {self.wd.root}; run `invoke up`")
 
     # ------------------------------------------------------------------ up
@@ -121,10 +121,10 @@ class LocalRuntime:
         if code != 0:
             raise UserError(f"ingest failed (exit {code}); full log: {log}")
         already = not contract.read_ingest_line(output).changed
-        state = self.wd.load_state()
+        state = self.wd.state()
         sample_existed = (self.wd.root / contract.SAMPLE_REQUEST).is_file()
         serving.write_sample(self, source_dir)
-        if already and not created and state.get("up") and sample_existed:
+        if already and not created and state.up and sample_existed:
             self.out("local runtime already ready; nothing changed")
         else:
             self.wd.update_state(up=True, runtime="local", source_dir=source)
@@ -184,14 +184,14 @@ class LocalRuntime:
             self.out(f"training curves: {chart}")
 
     def down(self, request: DownRequest) -> int:
-        state = self.wd.load_state()
-        server = state.get("server")
-        stopped = [p for p in state.get("train_pids") or [] if is_alive(p, TRAIN_TAG)]
-        pid = (server or {}).get("pid", 0)
+        state = self.wd.state()
+        server = state.server
+        stopped = [p for p in state.train_pids if is_alive(p, TRAIN_TAG)]
+        pid = server.pid if server else 0
         if (
             server
             and self.ex.act(f"stop the model server (pid {pid})")
-            and stop_pid(pid, serving.SERVER_TAG, started=server.get("started"))
+            and stop_pid(pid, serving.SERVER_TAG, started=server.started)
         ):
             self.out(f"stopped the model server (pid {pid})")
         if stopped and self.ex.act(f"stop {len(stopped)} training worker(s): pids {stopped}"):

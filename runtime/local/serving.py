@@ -18,6 +18,7 @@ from ml import contract
 from runtime.image import code_version
 from runtime.procs import REPO, is_ours, port_is_free, started_at, tail
 from runtime.requests import DeployRequest, LoadtestRequest
+from runtime.state import Server
 from runtime.tables import ms, table
 
 if TYPE_CHECKING:
@@ -34,13 +35,13 @@ LOCK_WAIT_S = 900.0
 def write_sample(rt: LocalRuntime, source_dir: str | None = None) -> Path:
     from runtime.sample_request import write_sample_request
 
-    source_dir = source_dir or rt.wd.load_state().get("source_dir")
+    source_dir = source_dir or rt.wd.state().source_dir
     return write_sample_request(rt.wd.root, source_dir, rt.out)
 
 
-def running_server(rt: LocalRuntime) -> dict[str, Any] | None:
-    server = rt.wd.load_state().get("server")
-    if server and is_ours(server.get("pid", 0), SERVER_TAG, server.get("started")):
+def running_server(rt: LocalRuntime) -> Server | None:
+    server = rt.wd.state().server
+    if server and is_ours(server.pid, SERVER_TAG, server.started):
         return server
     return None
 
@@ -101,7 +102,7 @@ def _ready(url: str) -> bool:
         return False
 
 
-def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> dict[str, Any] | None:
+def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> Server | None:
     """Start ``ml.serve`` on 127.0.0.1:``http_port``; return once it answers ready (None
     on a dry run). A server that never gets ready, or a Ctrl-C meanwhile, is stopped."""
     check_port(rt, http_port)
@@ -113,8 +114,8 @@ def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> dict
     if proc is None:
         return None
     url = f"http://127.0.0.1:{http_port}"
-    server = {"pid": proc.pid, "port": http_port, "url": url, "log": str(log_path)}
-    server["started"] = started_at(proc.pid)  # tells our server from a recycled pid
+    # Its start time tells our server from a process that got its pid later.
+    server = Server(proc.pid, url, str(log_path), started=started_at(proc.pid))
     rt.wd.update_state(server=server)
     ready_url = f"{url}/v1/models/{rt.service}"
 
@@ -145,7 +146,7 @@ def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> dict
 
 
 def wait_for_version(
-    rt: LocalRuntime, server: dict[str, Any], version: int, timeout: float
+    rt: LocalRuntime, server: Server, version: int, timeout: float
 ) -> dict[str, Any]:
     """Send the sample until the server answers with ``version`` or a newer one (another
     publish may land before the server's next poll: it then goes straight to the newest);
@@ -154,7 +155,7 @@ def wait_for_version(
 
     def observe() -> Any:
         try:
-            return _predict(server["url"], rt.service, body)
+            return _predict(server.url, rt.service, body)
         except (urllib.error.URLError, OSError, ValueError) as e:
             return e
 
@@ -169,7 +170,7 @@ def wait_for_version(
         return verdict.value
     raise rt.error(
         f"the server did not switch to version {version} (or newer) within {timeout:.0f} s "
-        f"(last answer: {verdict.status}); see {server['log']}"
+        f"(last answer: {verdict.status}); see {server.log}"
     )
 
 
@@ -214,23 +215,22 @@ def deploy(rt: LocalRuntime, request: DeployRequest) -> int:
             server = start_server(rt, request.http_port, READY_TIMEOUT_S)
         elif rt.ex.act("leave the running model server: it picks up the new version by itself"):
             rt.out(
-                f"model server already running (pid {server['pid']}); it picks up new "
+                f"model server already running (pid {server.pid}); it picks up new "
                 "versions by itself"
             )
         if server is None or version is None:
             return 0  # a dry run
         answer = wait_for_version(rt, server, version, READY_TIMEOUT_S)
         served = answer["model_version"]
-        rt.wd.update_state(deployed_version=served)
     newer = f" (newer than version {version}: another publish landed)" if served > version else ""
     sample = rt.wd.root / contract.SAMPLE_REQUEST
     rt.out(
-        f"serving {rt.service} version {served}{newer} at {server['url']}"
+        f"serving {rt.service} version {served}{newer} at {server.url}"
         f" (sample answer: {answer.get('class_names', ['?'])[0]})"
     )
     rt.out(
         f"try it:\n  curl -s -H 'Content-Type: application/json' -d @{sample} "
-        f"{server['url']}/v1/models/{rt.service}:predict"
+        f"{server.url}/v1/models/{rt.service}:predict"
     )
     return 0
 
@@ -248,14 +248,13 @@ def rollback(rt: LocalRuntime) -> int:
         if server:
             version = wait_for_version(rt, server, version, ROLLBACK_TIMEOUT_S)["model_version"]
             rt.out(f"the server now serves version {version}")
-        rt.wd.update_state(deployed_version=version)
     return 0
 
 
 def loadtest(rt: LocalRuntime, request: LoadtestRequest) -> int:
     server = running_server(rt)
     out_dir = rt.wd.reports / "loadtest"
-    url = server["url"] if server else "http://127.0.0.1:<http-port>"
+    url = server.url if server else "http://127.0.0.1:<http-port>"
     if not rt.ex.act(
         f"run Locust headless in its own process: {request.concurrency} user(s), no wait "
         f"time, for {request.duration}, against {url}/v1/models/{rt.service}:predict; "
@@ -272,7 +271,7 @@ def loadtest(rt: LocalRuntime, request: LoadtestRequest) -> int:
     from loadtest.summary import check
 
     summary = run_loadtest(
-        server["url"],
+        server.url,
         rt.service,
         write_sample(rt),
         out_dir,

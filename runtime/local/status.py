@@ -16,8 +16,8 @@ Row = tuple[str, str]
 
 
 def status_rows(rt: LocalRuntime) -> list[Row]:
-    state = rt.wd.load_state()
-    set_up = "" if state.get("up") else " (not set up: run `invoke up`)"
+    state = rt.wd.state()
+    set_up = "" if state.up else " (not set up: run `invoke up`)"
     rows: list[Row] = [("item", "state"), ("runtime", f"local, work dir {rt.wd.root}{set_up}")]
     datasets = Path(contract.datasets_dir(rt.wd.volume)) / "fashion_mnist"
     rows.append(("dataset", f"prepared in {datasets}" if datasets.is_dir() else "not prepared"))
@@ -27,10 +27,8 @@ def status_rows(rt: LocalRuntime) -> list[Row]:
     if served:
         rows += _serving_card(rt, served[-1])
     server = running_server(rt)
-    rows.append(
-        ("model server", f"pid {server['pid']}, {server['url']}" if server else "not running")
-    )
-    rows.append(("last load test", _last_loadtest(state.get("last_loadtest"))))
+    rows.append(("model server", f"pid {server.pid}, {server.url}" if server else "not running"))
+    rows.append(("last load test", _last_loadtest(state.last_loadtest)))
     return rows
 
 

@@ -59,7 +59,7 @@ def test_up_with_argo_installs_it_after_kserve_and_records_it(wd, fake):
     assert namespaces[-1]["metadata"]["labels"]["app.kubernetes.io/part-of"] == "distml"
     assert "Argo Workflows v4.1.2: installing" in lines
     assert "== operators (knative serving mode, with Argo Workflows)" in lines
-    assert wd.load_state()["argo"] is True
+    assert wd.state().argo is True
 
 
 def test_up_waits_for_both_argo_deployments(wd, fake):
@@ -101,7 +101,7 @@ def test_a_second_plain_up_keeps_argo_and_changes_nothing(wd, fake):
         "PersistentVolumeClaim",
     ]
     assert "Argo Workflows v4.1.2: already installed" in lines
-    assert wd.load_state()["argo"] is True
+    assert wd.state().argo is True
 
 
 def test_an_argo_that_went_missing_is_installed_again_by_a_plain_up(wd, fake):
@@ -126,7 +126,7 @@ def test_up_without_argo_never_touches_it(wd, fake):
     c = make_ctx(fake, k3d_results(exists=False, imported=False))
     assert runtime(c, wd, fake).up(UpRequest()) == 0
     assert not any("argoproj" in x for x in commands(c))
-    assert "argo" not in wd.load_state()
+    assert wd.state().argo is False
     c = make_ctx(fake, {})
     assert runtime(c, wd, fake).down(DownRequest(keep_cluster=True)) == 0
     assert commands(c) == []
@@ -157,7 +157,7 @@ def test_down_keep_cluster_removes_argo_and_waits_for_its_namespace(wd, fake):
     assert lines[-1] == (
         "Argo Workflows v4.1.2: removed (its CRDs, cluster roles and namespace argo)"
     )
-    assert "argo" not in wd.load_state()
+    assert wd.state().argo is False
     # Removed for good: the next plain `up` does not bring it back.
     c = make_ctx(fake, k3d_results(exists=True, imported=True))
     assert runtime(c, wd, fake).up(UpRequest()) == 0
@@ -174,7 +174,7 @@ def test_a_namespace_that_never_goes_fails_down_with_what_to_look_at(wd, fake):
         runtime(make_ctx(fake, KUBECTL_OK), wd, fake).down(DownRequest(keep_cluster=True))
     assert "timed out after 300 s waiting for namespace argo to be deleted" in str(e.value)
     assert f"{KC}get namespace argo -o yaml" in str(e.value)
-    assert wd.load_state()["argo"] is True  # the next `down --keep-cluster` tries again
+    assert wd.state().argo is True  # the next `down --keep-cluster` tries again
 
 
 def test_a_failed_kubectl_delete_says_so_and_keeps_the_state(wd, fake):
@@ -184,7 +184,7 @@ def test_a_failed_kubectl_delete_says_so_and_keeps_the_state(wd, fake):
     with pytest.raises(DistmlError, match=r"removing Argo Workflows v4\.1\.2: kubectl exited 1"):
         runtime(c, wd, fake).down(DownRequest(keep_cluster=True))
     assert ARGO_NS not in fake.deleted
-    assert wd.load_state()["argo"] is True
+    assert wd.state().argo is True
 
 
 def test_down_without_keep_cluster_deletes_the_cluster_with_argo_in_it(wd, fake):
@@ -192,7 +192,7 @@ def test_down_without_keep_cluster_deletes_the_cluster_with_argo_in_it(wd, fake)
     c = make_ctx(fake, {**k3d_results(exists=True, imported=True), re.compile(".*"): OK})
     assert runtime(c, wd, fake).down(DownRequest()) == 0
     assert commands(c) == ["k3d cluster list -o json", "k3d cluster delete dist-ml"]
-    assert "argo" not in wd.load_state()
+    assert wd.state().argo is False
 
 
 def test_dry_down_keep_cluster_prints_the_removal(wd, fake):
@@ -200,7 +200,7 @@ def test_dry_down_keep_cluster_prints_the_removal(wd, fake):
     c = make_ctx(fake, KUBECTL_OK, dry=True)
     assert runtime(c, wd, fake).down(DownRequest(keep_cluster=True)) == 0
     assert ARGO_REMOVE in commands(c)
-    assert wd.load_state()["argo"] is True  # --dry touches nothing
+    assert wd.state().argo is True  # --dry touches nothing
 
 
 def test_status_shows_argo_once_up_installed_it(wd, fake):

@@ -55,9 +55,9 @@ def test_up_on_an_empty_machine_runs_every_step_in_order(wd, fake):
     ]
     # The training operator's webhook was probed with a server-side dry-run TFJob.
     assert [o["kind"] for o in fake.dry_runs] == ["TFJob"]
-    state = wd.load_state()
-    assert state["up"] and state["runtime"] == "k3d" and state["image"] == TAG
-    assert state["serving_mode"] == "knative"
+    state = wd.state()
+    assert state.up and state.runtime == "k3d" and state.image == TAG
+    assert state.serving_mode == "knative"
     assert any("ready; next: invoke train-all" in line for line in lines)
 
 
