@@ -7,6 +7,7 @@ argument parsers all take their names, choices, defaults and command lines from 
 
 Volume layout (``V`` = the volume root, the PVC mount in a pod)::
 
+    V/raw/fashion-mnist/                 raw files `up --source-dir` copies in (a cluster)
     V/datasets/                          the prepared tfds dataset      (ml.ingest)
     V/candidates/<model>/                SavedModel, metrics.json, params.yaml (ml.train)
     V/checkpoints/<model>/               resumable training state       (ml.train)
@@ -108,6 +109,13 @@ def check_service(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- volume layout
+
+
+RAW_DATA_SUBDIR = "raw/fashion-mnist"
+
+
+def raw_data_dir(volume: AnyPath) -> str:
+    return _p(volume, RAW_DATA_SUBDIR)
 
 
 def datasets_dir(volume: AnyPath) -> str:

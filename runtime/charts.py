@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ml import contract
+
 
 def load_histories(volume: Path) -> dict[str, list[dict]]:
     """``{model: per-epoch rows}`` from every ``candidates/<model>/metrics.json``."""
     out: dict[str, list[dict]] = {}
-    for path in sorted((volume / "candidates").glob("*/metrics.json")):
+    for path in sorted(Path(contract.candidates_dir(volume)).glob(f"*/{contract.METRICS_FILE}")):
         if path.parent.name.startswith("."):
             continue
         try:

@@ -1,5 +1,5 @@
 """The house rules, checked: which layer may import which, file and function sizes, and
-every pod-contract command built in one place (``ml/contract.py``)."""
+every pod-contract command and volume path built in one place (``ml/contract.py``)."""
 
 from __future__ import annotations
 
@@ -118,6 +118,94 @@ def test_every_pod_command_is_built_by_the_contract():
         for m in pattern.finditer(f.read_text())
     ]
     assert offenders == []
+
+
+CONTRACT = REPO / "ml" / "contract.py"
+# Literals that name a volume directory but are not a path in the volume: (file, literal).
+NOT_VOLUME_PATHS = {
+    ("runtime/workdir.py", "reports"),  # <workdir>/reports: beside the volume, not in it
+}
+PATH_CALLS = {"Path", "PurePosixPath", "joinpath", "join", "_p"}
+
+
+def _volume_dirs() -> set[str]:
+    """The volume's top-level directories: the first segment of every ``_p(volume, ...)``
+    path contract.py builds (a literal, or a module constant)."""
+    tree = ast.parse(CONTRACT.read_text())
+    constants = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    dirs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_p":
+            for arg in node.args[1:2]:
+                value = arg.value if isinstance(arg, ast.Constant) else constants.get(arg.id)
+                dirs.add(value.split("/")[0])
+    return dirs
+
+
+def _path_literals(tree: ast.AST, dirs: set[str]) -> list[tuple[int, str]]:
+    """String literals that use a volume directory as a path: ``"serving/x"``,
+    ``f"{v}/serving/{s}"``, or the bare name joined on (``v / "serving"``,
+    ``joinpath("serving")``). Docstrings and prose ("/usr/share/datasets") are not."""
+    names = "|".join(sorted(dirs))
+    segment = re.compile(rf"^/?(?:{names})/|^/(?:{names})$")
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    joined: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            joined |= {id(node.left), id(node.right)}
+        elif isinstance(node, ast.Call):
+            func = getattr(node.func, "id", None) or getattr(node.func, "attr", "")
+            joined |= {id(a) for a in node.args} if func in PATH_CALLS else set()
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        if id(node) in docstrings:
+            continue
+        value = node.value
+        if segment.match(value) or (value in dirs and id(node) in joined):
+            found.append((node.lineno, value))
+    return found
+
+
+def test_volume_paths_come_from_the_contract():
+    dirs = _volume_dirs()
+    assert {"datasets", "candidates", "checkpoints", "tensorboard", "serving", "reports"} <= dirs
+    offenders = [
+        f"{f.relative_to(REPO)}:{line} {value!r}"
+        for f in _sources("runtime", "k8s", "loadtest", "tasks")
+        for line, value in _path_literals(ast.parse(f.read_text()), dirs)
+        if (str(f.relative_to(REPO)), value) not in NOT_VOLUME_PATHS
+    ]
+    assert offenders == [], "build volume paths with ml/contract.py's functions"
+
+
+@pytest.mark.parametrize(
+    "code",
+    ['volume / "candidates"', 'f"pvc://{s.volume}/serving/{s.service}"', 'Path(v, "reports")'],
+)
+def test_a_hand_built_volume_path_is_caught(code):
+    assert _path_literals(ast.parse(code), _volume_dirs())
+
+
+@pytest.mark.parametrize(
+    "code",
+    ['"""candidates/<model>/metrics.json"""', '"/usr/share/datasets/x"', 'meta("tensorboard")'],
+)
+def test_prose_and_other_names_are_not(code):
+    assert _path_literals(ast.parse(code), _volume_dirs()) == []
 
 
 @pytest.mark.parametrize("path", _sources(*OURS), ids=lambda p: str(p.relative_to(REPO)))

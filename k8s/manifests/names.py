@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from k8s.settings import Settings
+from ml import contract
 
 PART_OF = "distml"
 MANAGED_BY = "distml"
@@ -68,7 +69,7 @@ PREDICTOR_PORT = 8080
 # Standard mode scales with an HPA on CPU: KServe's own default target, made explicit.
 HPA_CPU_TARGET_PERCENT = 80
 # Where `invoke up --source-dir` copies the raw Fashion-MNIST files, under the mount.
-RAW_DATA_SUBDIR = "raw/fashion-mnist"
+RAW_DATA_SUBDIR = contract.RAW_DATA_SUBDIR
 # How long the loader pod stays up for `kubectl cp` (it then exits by itself).
 LOADER_LIFETIME_S = 3600
 
@@ -111,12 +112,12 @@ def tfjob_name(model: str) -> str:
 
 def raw_data_dir(s: Settings) -> str:
     """Where the loader pod receives local Fashion-MNIST files, inside the volume."""
-    return f"{s.mount_path.rstrip('/')}/{RAW_DATA_SUBDIR}"
+    return contract.raw_data_dir(s.mount_path)
 
 
 def storage_uri(s: Settings) -> str:
     """The InferenceService's model location: the service's folder in the PVC."""
-    return f"pvc://{s.volume}/serving/{s.service}"
+    return "pvc://" + contract.serving_dir(s.volume, s.service)
 
 
 def labels(component: str | None = None, **extra: str) -> dict[str, str]:
