@@ -3,7 +3,7 @@
 - ``ApiKube``: the real thing, the ``kubernetes`` Python client, kubeconfig loaded lazily
   for one named context (never the user's current context by accident).
 - ``DryKube``: ``invoke --dry``: prints each object it would apply, touches nothing.
-- tests use ``tests/fakekube.py``: an in-memory cluster whose objects tests script.
+- tests use ``tests/support/fakekube.py``: an in-memory cluster whose objects tests script.
 
 Objects are plain dicts (what the builders in ``k8s.manifests`` return).
 """

@@ -2,7 +2,7 @@
 crash-looping past its restart budget, stuck pulling its image, or never scheduled).
 
 Two behaviours of training-operator v1.9.0 shape it (read at the tag; the fake in
-``tests/fake_training_operator.py`` plays them):
+``tests/support/fake_training_operator.py`` plays them):
 - a Running worker pod that is deleted (a drain, an eviction, ``kubectl delete pod``) counts
   as a failed replica, and the job is Failed at once ("TFJob ns/name has failed because 1
   Worker replica(s) failed."; kubeflow/trainer#2124). Under ``restartPolicy: OnFailure`` a

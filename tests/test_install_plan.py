@@ -1,7 +1,7 @@
 """`up`'s install plan held against the real upstream files (``../shared/k8s-upstream``).
 
 For every provider x serving mode, without and with Argo Workflows, the installer runs
-against a cluster made of those files (tests/upstream.py): each ``kubectl apply`` reads the
+against a cluster made of those files (tests/support/upstream.py): each ``kubectl apply`` reads the
 file its URL names, each patch changes what was applied, each wait is recorded. Then, from
 the files:
 - every label selector selects something, every applied URL is one INDEX.json lists;
@@ -36,8 +36,8 @@ from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterRuntime
 from runtime.requests import UpRequest
 from runtime.workdir import Workdir
-from tests.fakekube import FakeClock
-from tests.upstream import (
+from tests.support.fakekube import FakeClock
+from tests.support.upstream import (
     NODE_LABELS,
     PlanCluster,
     Step,

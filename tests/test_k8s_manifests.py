@@ -17,7 +17,7 @@ from k8s import manifests as m
 from k8s import versions
 from k8s.settings import PREDICTORS, PROVIDERS, SERVING_MODES, Settings
 from ml.contract import MODEL_TYPES
-from tests import k8s_schemas
+from tests.support import k8s_schemas
 
 IMAGE = "distml:0123456789ab"
 DOCS = Path(__file__).resolve().parents[1] / "docs"

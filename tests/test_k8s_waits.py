@@ -1,5 +1,5 @@
 """The waits (k8s.cluster_poll, k8s.workload_waits, k8s.isvc_wait, k8s.tfjobs) against
-tests/fakekube.py (fake cluster, fake clock), and k8s.kube's ApiKube / DryKube (ApiKube
+tests/support/fakekube.py (fake cluster, fake clock), and k8s.kube's ApiKube / DryKube (ApiKube
 against a loopback stand-in for the API server: no cluster needed)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from k8s.kube import ApiKube, DryKube, KubeError
 from k8s.objects import ReplicaCounter
 from k8s.tfjobs import TFJobRow, wait_tfjobs
 from k8s.workload_waits import wait_deployments_available, wait_job
-from tests.fakekube import FakeKube, conditions_status
+from tests.support.fakekube import FakeKube, conditions_status
 
 NS = "kubeflow"
 TF = "kubeflow.org/v1"

@@ -1,5 +1,5 @@
-"""k8s.argo_status against tests/fakekube.py (fake cluster, fake clock): reading a Workflow's
-steps, the wait behind `invoke workflow --watch`, and the failing step's report.
+"""k8s.argo_status against tests/support/fakekube.py (fake cluster, fake clock): reading a
+Workflow's steps, the wait behind `invoke workflow --watch`, and the failing step's report.
 
 The statuses scripted here are what Argo's controller writes; each is validated against
 the Workflow CRD's status schema (strict), so a misspelt field the code reads fails here.
@@ -30,8 +30,8 @@ from k8s.cluster_poll import WaitError
 from k8s.kube import KubeError
 from k8s.objects import TFJOB_API
 from k8s.settings import Settings
-from tests.fakekube import FakeKube, conditions_status
-from tests.k8s_schemas import validate
+from tests.support.fakekube import FakeKube, conditions_status
+from tests.support.k8s_schemas import validate
 
 NS = "kubeflow"
 WF = "distml-pipeline"

@@ -12,7 +12,7 @@ from k8s.cluster_poll import WaitError
 from k8s.operators import Installer
 from k8s.providers import provider as make_provider
 from k8s.settings import Settings
-from tests.fakekube import FakeClock, FakeKube
+from tests.support.fakekube import FakeClock, FakeKube
 
 WEBHOOK_DOWN = (
     "Error from server (InternalError): Internal error occurred: failed calling webhook "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from common.poll import Done, Failed, Pending, api_note, first_line, poll
-from tests.fakekube import FakeClock
+from tests.support.fakekube import FakeClock
 
 
 def _sequence(*values):

@@ -1,4 +1,4 @@
-"""ml.serve's web app in process (``tests/serve_stub.py``): the routes it answers and its
+"""ml.serve's web app in process (``tests/support/serve_stub.py``): the routes it answers and its
 answers to malformed requests."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ml.server import v2
-from tests.serve_stub import MODEL, VERSION, StubVersions, stub_app
+from tests.support.serve_stub import MODEL, VERSION, StubVersions, stub_app
 
 JSON = "application/json"
 DOCUMENTED_ROUTES = [

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ml.server import errors, v1, v2
-from tests.serve_stub import MAX_INSTANCES, MODEL, stub_app
+from tests.support.serve_stub import MAX_INSTANCES, MODEL, stub_app
 from tests.test_serve import gray_png, huge_png, png_header
 
 _SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large]

@@ -3,28 +3,11 @@ capabilities decide the notes, renamed settings are refused, --dry touches nothi
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from runtime.image import image_tag
 from runtime.workdir import Workdir
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def invoke(wd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=REPO,
-        env={**os.environ, "INVOKE_WORKDIR": str(wd), **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.support.cli import REPO, invoke
 
 
 @pytest.fixture

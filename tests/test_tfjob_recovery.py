@@ -1,4 +1,4 @@
-"""Recovery as training-operator v1.9.0 does it (``tests/fake_training_operator.py``): what
+"""Recovery as training-operator v1.9.0 does it (``tests/support/fake_training_operator.py``): what
 ``--max-restarts`` allows, a deleted worker pod, and the failure report when the operator
 has deleted the pods."""
 
@@ -13,9 +13,9 @@ from k8s.tfjobs import failed_for_a_deleted_pod, wait_tfjobs
 from runtime.cluster.training import MAX_RESUBMITS
 from runtime.requests import TrainRequest
 from runtime.workdir import Workdir
-from tests.cluster.kit import controller, make_ctx, runtime, set_up
-from tests.fake_training_operator import FakeTrainingOperator, past_backoff_limit
-from tests.fakekube import FakeClock, FakeKube
+from tests.support.cluster_kit import controller, make_ctx, runtime, set_up
+from tests.support.fake_training_operator import FakeTrainingOperator, past_backoff_limit
+from tests.support.fakekube import FakeClock, FakeKube
 
 NS = "kubeflow"
 JOB = "train-cnn"

@@ -1,5 +1,5 @@
 """The Workflow's resource-step conditions, judged the way Argo v4.1.2 judges them
-(tests/argo_conditions.py) against status objects shaped the way the training operator
+(tests/support/argo_conditions.py) against status objects shaped the way the training operator
 v1.9.0 and KServe v0.20.0 write them, and held against the CRDs' status schemas."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import yaml
 from k8s import manifests as m
 from k8s.settings import Settings
 from ml.contract import MODEL_TYPES, RAW_SHA256
-from tests import argo_conditions as argo
-from tests import k8s_schemas
+from tests.support import argo_conditions as argo
+from tests.support import k8s_schemas
 
 wfm = importlib.import_module("k8s.manifests.argo_workflow")
 IMAGE = "distml:0123456789ab"

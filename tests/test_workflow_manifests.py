@@ -16,8 +16,8 @@ from k8s import manifests as m
 from k8s.settings import PREDICTORS, SERVING_MODES, Settings
 from ml import contract
 from ml.contract import MODEL_TYPES
-from tests import argo_conditions as argo
-from tests import k8s_schemas
+from tests.support import argo_conditions as argo
+from tests.support import k8s_schemas
 
 # The module (k8s.manifests.argo_workflow, as an attribute, is the function it exports).
 wfm = importlib.import_module("k8s.manifests.argo_workflow")

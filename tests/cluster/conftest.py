@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.workdir import Workdir
-from tests.cluster.kit import controller
-from tests.fakekube import FakeClock, FakeKube
+from tests.support.cluster_kit import controller
+from tests.support.fakekube import FakeClock, FakeKube
 
 
 @pytest.fixture

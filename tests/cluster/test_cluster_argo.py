@@ -12,7 +12,7 @@ from invoke import Result
 
 from common.errors import DistmlError
 from runtime.requests import DownRequest, UpRequest
-from tests.cluster.kit import (
+from tests.support.cluster_kit import (
     ARGO_INSTALL,
     ARGO_REMOVE,
     K3D_CREATE,
@@ -26,7 +26,7 @@ from tests.cluster.kit import (
     runtime,
     set_up,
 )
-from tests.fakekube import conditions_status
+from tests.support.fakekube import conditions_status
 
 ARGO_NS = ("v1", "Namespace", None, "argo")
 KUBECTL_OK = {re.compile(r"^kubectl .*"): OK}

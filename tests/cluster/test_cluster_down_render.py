@@ -13,7 +13,7 @@ from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterRuntime
 from runtime.requests import DownRequest, TrainRequest, WorkflowRequest
 from runtime.workdir import Workdir
-from tests.cluster.kit import (
+from tests.support.cluster_kit import (
     OK,
     REPO,
     TAG,
@@ -23,7 +23,7 @@ from tests.cluster.kit import (
     runtime,
     set_up,
 )
-from tests.k8s_schemas import validate
+from tests.support.k8s_schemas import validate
 
 
 def test_down_deletes_the_cluster_and_purge_removes_built_images(wd, fake):

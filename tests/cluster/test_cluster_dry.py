@@ -15,7 +15,7 @@ from invoke import Result
 from k8s.preflight import Preflight
 from runtime.cluster import ClusterRuntime
 from runtime.requests import UpRequest
-from tests.cluster.kit import (
+from tests.support.cluster_kit import (
     K3D_CREATE,
     KNATIVE_INSTALL,
     OK,

@@ -9,8 +9,8 @@ from k8s import versions
 from k8s.objects import KSERVE_SKIPPED_NAMESPACE_LABEL
 from runtime.cluster import ClusterError
 from runtime.requests import DeployRequest, UpRequest
-from tests import upstream
-from tests.cluster.kit import k3d_results, make_ctx, runtime, set_up
+from tests.support import upstream
+from tests.support.cluster_kit import k3d_results, make_ctx, runtime, set_up
 
 
 def kubeflow_labelled(fake) -> None:

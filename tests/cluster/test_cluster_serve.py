@@ -9,14 +9,14 @@ import pytest
 from runtime.cluster import ClusterError, expected_replicas
 from runtime.cluster.serving import SETTLE_S
 from runtime.requests import DeployRequest, LoadtestRequest
-from tests.cluster.kit import (
+from tests.support.cluster_kit import (
     controller,
     kinds,
     make_ctx,
     runtime,
     set_up,
 )
-from tests.fakekube import FakeClock, FakeKube, conditions_status
+from tests.support.fakekube import FakeClock, FakeKube, conditions_status
 
 
 def test_deploy_selects_then_serves_and_prints_url_host_and_curl(wd, fake):
@@ -162,7 +162,7 @@ def test_standard_mode_waits_for_the_hpa_sync_metrics_and_pod_start():
     # metrics-server's --metric-resolution (the real components.yaml) is what SETTLE_S uses.
     from k8s import versions
     from runtime.cluster import serving as serve
-    from tests.upstream import objects
+    from tests.support.upstream import objects
 
     server = next(o for o in objects(versions.METRICS_SERVER_URL) if o["kind"] == "Deployment")
     args = server["spec"]["template"]["spec"]["containers"][0]["args"]

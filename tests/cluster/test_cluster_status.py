@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from runtime.requests import DeployRequest, TrainRequest
-from tests.cluster.kit import (
+from tests.support.cluster_kit import (
     KC,
     PUBLISH_RECORD,
     TAG,

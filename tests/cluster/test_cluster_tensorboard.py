@@ -18,8 +18,8 @@ from runtime.cluster import ClusterError
 from runtime.procs import free_ports
 from runtime.requests import TensorboardRequest
 from runtime.tensorboard import NothingToShow
-from tests.cluster.kit import KC, commands, k3d_results, make_ctx, runtime, set_up
-from tests.fakekube import FakeKube
+from tests.support.cluster_kit import KC, commands, k3d_results, make_ctx, runtime, set_up
+from tests.support.fakekube import FakeKube
 
 POD = ("v1", "Pod", "kubeflow", "distml-tensorboard")
 CHECK = (

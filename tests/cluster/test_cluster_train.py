@@ -11,7 +11,7 @@ from k8s.settings import Settings
 from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterError
 from runtime.requests import RequestError, TrainRequest
-from tests.cluster.kit import (
+from tests.support.cluster_kit import (
     TAG,
     controller,
     make_ctx,
@@ -19,7 +19,7 @@ from tests.cluster.kit import (
     runtime,
     set_up,
 )
-from tests.fakekube import FakeClock, FakeKube
+from tests.support.fakekube import FakeClock, FakeKube
 
 
 def test_train_all_submits_one_tfjob_per_model_together_and_waits(wd, fake):

@@ -16,7 +16,7 @@ from k8s.preflight import Preflight
 from ml.contract import RAW_FILES
 from runtime.cluster import ClusterError, ClusterRuntime
 from runtime.requests import UpRequest
-from tests.cluster.kit import (
+from tests.support.cluster_kit import (
     K3D_CREATE,
     KC,
     KNATIVE_INSTALL,

@@ -9,7 +9,7 @@ import pytest
 from ml.contract import RAW_FILES
 from runtime.cluster import ClusterError
 from runtime.requests import DownRequest, UpRequest
-from tests.cluster.kit import k3d_results, make_ctx, runtime, set_up
+from tests.support.cluster_kit import k3d_results, make_ctx, runtime, set_up
 
 LOADER = ("v1", "Pod", "kubeflow", "distml-data-loader")
 PVC = ("v1", "PersistentVolumeClaim", "kubeflow", "strategy-volume")

@@ -19,9 +19,9 @@ from ml import contract
 from runtime.cluster import ClusterError
 from runtime.cluster.workflow import STOP_WAIT_S, WATCH_GRACE_S
 from runtime.requests import WorkflowRequest
-from tests.cluster.kit import TAG, make_ctx, node, runtime, set_up
-from tests.fakekube import FakeKube, conditions_status
-from tests.k8s_schemas import validate
+from tests.support.cluster_kit import TAG, make_ctx, node, runtime, set_up
+from tests.support.fakekube import FakeKube, conditions_status
+from tests.support.k8s_schemas import validate
 
 NS = "kubeflow"
 
@@ -343,7 +343,7 @@ def test_stop_deletes_only_distmls_running_workflows(wd, fake):
 def test_dry_run_prints_every_object_and_applies_nothing(wd, fake):
     lines: list[str] = []
     from runtime.cluster import ClusterRuntime
-    from tests.cluster.kit import REPO
+    from tests.support.cluster_kit import REPO
 
     c = make_ctx(fake, {}, dry=True)
     rt = ClusterRuntime(c, "k3d", wd, REPO, out=lines.append, clock=fake.clock)

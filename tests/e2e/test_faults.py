@@ -24,7 +24,7 @@ import pytest
 
 from common.poll import Done, Pending, poll
 from runtime.procs import free_ports
-from tests.e2e.kit import (
+from tests.support.e2e_kit import (
     SERVICE,
     deployed,
     invoke,

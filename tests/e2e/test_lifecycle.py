@@ -22,7 +22,7 @@ import yaml
 
 from ml.contract import LINEAGE_FIELDS, RAW_SHA256
 from runtime.image import image_tag
-from tests.e2e.kit import REPO, SERVICE, deployed, invoke, post, processes_mentioning
+from tests.support.e2e_kit import REPO, SERVICE, deployed, invoke, post, processes_mentioning
 
 
 @pytest.fixture(scope="module")

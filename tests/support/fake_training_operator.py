@@ -1,5 +1,5 @@
 """The training operator's TFJob controller (kubeflow/training-operator v1.9.0) as far as
-distml depends on it, over ``tests.fakekube.FakeKube``; it also plays the kubelet's part
+distml depends on it, over ``tests.support.fakekube.FakeKube``; it also plays the kubelet's part
 for the pods it creates (they run at once; tests crash, delete or finish them).
 
 Written from the source at tag v1.9.0 (commit 6f74c7f6), not from our idea of it:
@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from k8s.objects import TFJOB_API, TFJOB_LABELS, conditions, tfjob_state
-from tests.fakekube import FakeKube
+from tests.support.fakekube import FakeKube
 
 COUNTED_POLICIES = ("OnFailure", "Always", "ExitCode")
 BACKOFF_MESSAGE = "Job {name} has failed because it has reached the specified backoff limit"

@@ -17,7 +17,7 @@ from k8s.preflight import Preflight
 from runtime.cluster import ClusterRuntime
 from runtime.image import image_tag
 from runtime.requests import UpRequest
-from tests.fakekube import FakeKube, conditions_status
+from tests.support.fakekube import FakeKube, conditions_status
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = image_tag(REPO)
@@ -139,7 +139,7 @@ def commands(c: MockContext) -> list[str]:
 
 def controller(fake: FakeKube, *, tfjob_state: str | None = "Succeeded", isvc_ready: bool = True):
     """Plays the cluster's controllers on every fake-clock tick (TFJobs end in
-    ``tfjob_state`` at once; None leaves them to ``tests.fake_training_operator``)."""
+    ``tfjob_state`` at once; None leaves them to ``tests.support.fake_training_operator``)."""
 
     def tick(_t: float) -> None:
         for (api, kind, ns, name), obj in list(fake.objects.items()):

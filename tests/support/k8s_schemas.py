@@ -29,7 +29,7 @@ from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 
 from k8s import upstream_files
 from k8s.versions import KUBERNETES_VERSION
-from tests.upstream import have
+from tests.support.upstream import have
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -22,7 +22,7 @@ import yaml
 from invoke import Config, Result
 
 from k8s import upstream_files
-from tests.fakekube import FakeKube, conditions_status, matches
+from tests.support.fakekube import FakeKube, conditions_status, matches
 
 NODE_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 PATCH_KINDS = {

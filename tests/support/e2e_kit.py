@@ -4,9 +4,7 @@ JSON POST that returns the status whatever it is."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,34 +13,26 @@ from pathlib import Path
 from typing import Any
 
 from runtime.procs import free_ports, is_alive
+from tests.support import cli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = cli.REPO
 SERVICE = "tf-mnist"
 
 
-def invoke_env(wd: Path) -> dict[str, str]:
-    return dict(os.environ, INVOKE_WORKDIR=str(wd), INVOKE_RUNTIME="local")
+LOCAL = {"INVOKE_RUNTIME": "local"}
 
 
 def invoke(wd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=REPO,
-        env=invoke_env(wd),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    print(f"$ invoke {' '.join(args)}  -> {result.returncode}\n{result.stdout}\n{result.stderr}")
-    return result
+    """`invoke ARGS` on the local runtime, waited for."""
+    return cli.invoke(wd, *args, timeout=timeout, **LOCAL)
 
 
 def invoke_in_background(wd: Path, *args: str) -> subprocess.Popen:
-    """`invoke ARGS` started, not waited for (stdout and stderr as text pipes)."""
+    """`invoke ARGS` on the local runtime, started, not waited for (text pipes)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "invoke", *args],
+        cli.invoke_command(*args),
         cwd=REPO,
-        env=invoke_env(wd),
+        env=cli.invoke_env(wd, **LOCAL),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
