@@ -126,3 +126,27 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path) -> None:
         "other.md#nope: no heading with that anchor in other.md",
         "#nope: no heading with that anchor in page.md",
     ]
+
+
+def _map_paths() -> list[str]:
+    """Every path the README's architecture map names at the start of a line, braces
+    expanded (``ml/{a,b}.py`` -> ``ml/a.py``, ``ml/b.py``)."""
+    text = README.read_text()
+    block = text.split("## Architecture", 1)[1].split("```", 2)[1]
+    paths = []
+    for line in block.splitlines():
+        first = line.split(maxsplit=1)[0].rstrip(",") if line[:1].strip() else ""
+        m = re.fullmatch(r"([\w/.]*?)\{([\w,]+)\}([\w.]*)", first)
+        paths += [m[1] + part + m[3] for part in m[2].split(",")] if m else [first]
+    return [p for p in paths if p]
+
+
+def test_every_path_in_the_architecture_map_exists() -> None:
+    missing = [p for p in _map_paths() if not (REPO / p).exists()]
+    assert missing == [], f"the README's map names paths that do not exist: {missing}"
+
+
+def test_the_architecture_map_names_every_package() -> None:
+    named = {p.split("/")[0] for p in _map_paths()}
+    packages = {p.parent.name for p in REPO.glob("*/__init__.py")} - {"tests"}
+    assert packages - named == set(), "add the package to the README's architecture map"
