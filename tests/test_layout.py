@@ -223,3 +223,22 @@ def test_functions_fit_on_a_screen():
                 if length > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({length})")
     assert long == []
+
+
+# The runtimes' step rooms share names on purpose: runtime/local/up.py and
+# runtime/cluster/up.py are the same step on two runtimes (and runtime/tensorboard.py what
+# both rooms of that step share).
+SHARED_ROOM_NAMES = ("runtime/", "runtime/local/", "runtime/cluster/")
+
+
+def test_no_two_modules_share_a_name_across_packages():
+    by_name: dict[str, list[str]] = {}
+    for path in _sources(*OURS):
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    clashes = {
+        name: paths
+        for name, paths in by_name.items()
+        if len(paths) > 1 and not all(p.rsplit("/", 1)[0] + "/" in SHARED_ROOM_NAMES for p in paths)
+    }
+    assert clashes == {}, "rename so the file's name says its layer and job"

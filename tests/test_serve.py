@@ -36,7 +36,8 @@ import pytest
 from ml import serve
 from ml.data import CLASS_NAMES
 from ml.select import publish
-from ml.server import errors, image_header, instances, v1, v2, watcher
+from ml.server import client_error as errors
+from ml.server import image_header, instances, v1, v2, watcher
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "tf-mnist"

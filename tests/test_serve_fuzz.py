@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ml.server import errors, v1, v2
+from ml.server import client_error as errors
+from ml.server import v1, v2
 from tests.support.serve_stub import MAX_INSTANCES, MODEL, stub_app
 from tests.test_serve import gray_png, huge_png, png_header
 

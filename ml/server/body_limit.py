@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ml.server.errors import ClientError
+from ml.server.client_error import ClientError
 
 
 class BodyLimitMiddleware:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ml.export import BYTES_INPUT, DEFAULT_SIGNATURE, PIXELS_INPUT, PIXELS_SIGNATURE
 from ml.models import INPUT_SHAPE
-from ml.server.errors import ClientError
+from ml.server.client_error import ClientError
 from ml.server.image_header import ImageHeaderError, image_size
 
 DEFAULT_MAX_INSTANCES = 256

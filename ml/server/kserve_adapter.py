@@ -34,7 +34,7 @@ from kserve.protocol.rest.server import RESTServer
 from ml.export import OUTPUT
 from ml.server.batcher import Batcher
 from ml.server.body_limit import BodyLimitMiddleware
-from ml.server.errors import ClientError
+from ml.server.client_error import ClientError
 from ml.server.fast_predict import FastPredictRoute
 from ml.server.header_timeout import header_timeout_protocol
 from ml.server.instances import DEFAULT_MAX_INSTANCES, DEFAULT_MAX_REQUEST_PIXELS, ParsedRequest

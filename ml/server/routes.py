@@ -29,7 +29,7 @@ from kserve.protocol.rest.v2_endpoints import V2Endpoints
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from ml.server.errors import ClientError
+from ml.server.client_error import ClientError
 from ml.server.v2 import V2_HINT
 
 #: (method, path, what it is): every route this server answers (docs/serving.md, "Serving").

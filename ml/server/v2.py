@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ml.export import BYTES_INPUT, DEFAULT_SIGNATURE, PIXELS_INPUT, PIXELS_SIGNATURE
-from ml.server.errors import ClientError
+from ml.server.client_error import ClientError
 from ml.server.instances import (
     DEFAULT_MAX_IMAGE_PIXELS,
     DEFAULT_MAX_INSTANCES,

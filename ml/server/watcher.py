@@ -22,7 +22,7 @@ import numpy as np
 from ml.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
 from ml.models import INPUT_SHAPE, NUM_CLASSES
 from ml.select import serving_versions
-from ml.server.errors import ClientError
+from ml.server.client_error import ClientError
 from ml.server.instances import SIGNATURE_INPUTS
 
 log = logging.getLogger("ml.serve")
