@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.support.tiers"]  # the heavy marker and `pytest --fast`
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Let Ctrl-C reach the processes the tests start, however the suite was started.
