@@ -1,6 +1,7 @@
-"""The Workflow's resource-step conditions, judged the way Argo v4.1.2 judges them
-(tests/support/argo_conditions.py) against status objects shaped the way the training operator
-v1.9.0 and KServe v0.20.0 write them, and held against the CRDs' status schemas."""
+"""k8s.manifests.argo_workflow: the Workflow's resource-step conditions, judged the way
+Argo v4.1.2 judges them (tests/support/argo_conditions.py) against status objects shaped the
+way the training operator v1.9.0 and KServe v0.20.0 write them, and held against the CRDs'
+status schemas."""
 
 from __future__ import annotations
 

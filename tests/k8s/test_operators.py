@@ -1,4 +1,5 @@
-"""`up`'s install plan held against the real upstream files (``../shared/k8s-upstream``).
+"""k8s.operators: `up`'s install plan held against the real upstream files
+(``../shared/k8s-upstream``).
 
 For every provider x serving mode, without and with Argo Workflows, the installer runs
 against a cluster made of those files (tests/support/upstream.py): each ``kubectl apply`` reads the
@@ -10,9 +11,9 @@ the files:
   waited Deployment's selector matches its own pod template's labels;
 - every ConfigMap, Service, port and Deployment `up` patches exists;
 - every admission webhook (failurePolicy Fail) that can match an object the plan or the
-  later tasks create is served by a Deployment the plan waited for before that object;
-- the pods' CPU and memory requests (k8s.capacity, derived here from the files) fit the
-  documented node, 4 CPUs / 7.5 GiB allocatable, in both modes.
+  later tasks create is served by a Deployment the plan waited for before that object.
+The pods' requests against the same runs: test_capacity.py (the ``plan`` fixture is in
+conftest.py).
 """
 
 from __future__ import annotations
@@ -26,82 +27,24 @@ from typing import Any
 import pytest
 from invoke import Config, MockContext, Result
 
-from k8s import capacity, manifests, operators, versions
-from k8s.capacity import Need
+from k8s import operators, versions
 from k8s.operators import Installer
 from k8s.preflight import Preflight
 from k8s.providers import provider as make_provider
-from k8s.settings import PROVIDERS, SERVING_MODES, Settings
-from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterRuntime
 from runtime.requests import UpRequest
 from runtime.workdir import Workdir
 from tests.support.fakekube import FakeClock
+from tests.support.install_plan import ARGO_PLANS, settings
 from tests.support.upstream import (
-    NODE_LABELS,
     PlanCluster,
     Step,
     baseline,
     index,
     objects,
     plan_context,
-    pod_spec,
     selector_matches,
 )
-
-PLANS = [(p, m) for p in PROVIDERS for m in SERVING_MODES]
-ARGO_PLANS = [(p, m, argo) for p, m in PLANS for argo in (False, True)]
-WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
-
-
-def settings(provider: str, mode: str, with_argo: bool = False) -> Settings:
-    return Settings(
-        image="distml:0123456789ab", provider=provider, serving_mode=mode, with_argo=with_argo
-    )
-
-
-def our_pods(s: Settings, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The pods our Jobs and TFJobs make, and a predictor pod as KServe makes it."""
-    pods = []
-    for obj in objs:
-        templates = []
-        if obj["kind"] == "Job":
-            templates = [obj["spec"]["template"]]
-        elif obj["kind"] == "TFJob":
-            templates = [r["template"] for r in obj["spec"]["tfReplicaSpecs"].values()]
-        for t in templates:
-            meta = {"name": f"{obj['metadata']['name']}-pod", "namespace": s.namespace}
-            meta["labels"] = (t.get("metadata") or {}).get("labels") or {}
-            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta})
-    labels = {"serving.kserve.io/inferenceservice": s.service}
-    meta = {"name": f"{s.service}-predictor", "namespace": s.namespace, "labels": labels}
-    return [*pods, {"apiVersion": "v1", "kind": "Pod", "metadata": meta}]
-
-
-def run_plan(
-    provider: str, mode: str, monkeypatch: pytest.MonkeyPatch, with_argo: bool = False
-) -> PlanCluster:
-    """Run the installer's plan, then add what `up`, `train-all` and `deploy` create."""
-    cluster = PlanCluster(provider, baseline(provider))
-    monkeypatch.setattr(operators, "wait_deployments_available", cluster.wait)
-    s = settings(provider, mode, with_argo)
-    p = make_provider(provider)
-    Installer(plan_context(cluster), cluster.kube, p, s, lambda _: None, FakeClock()).all()
-    ours = [o for _, o in manifests.cluster_objects(s, models=MODEL_TYPES, source_dir=True)]
-    cluster.ours(ours + our_pods(s, ours), "up, train-all, deploy")
-    cluster.mode, cluster.with_argo = mode, with_argo
-    return cluster
-
-
-@pytest.fixture(
-    scope="module",
-    params=ARGO_PLANS,
-    ids=[f"{p}-{m}" + ("-argo" if argo else "") for p, m, argo in ARGO_PLANS],
-)
-def plan(request: pytest.FixtureRequest) -> PlanCluster:
-    with pytest.MonkeyPatch.context() as mp:
-        provider, mode, argo = request.param
-        return run_plan(provider, mode, mp, argo)
 
 
 # ------------------------------------------------------------------ URLs and selectors
@@ -401,99 +344,8 @@ def test_every_webhook_that_can_admit_a_created_object_was_waited_for(plan: Plan
     assert not problems, "\n".join(problems)
 
 
-# ------------------------------------------------------------------ capacity
-def _pod_need(spec: dict[str, Any]) -> Need:
-    total = Need()
-    for c in spec.get("containers") or []:
-        total += Need.of((c.get("resources") or {}).get("requests"))
-    for c in spec.get("initContainers") or []:  # init containers run one at a time, first
-        init = Need.of((c.get("resources") or {}).get("requests"))
-        total = Need(max(total.cpu_m, init.cpu_m), max(total.memory_mi, init.memory_mi))
-    return total
-
-
-def scheduled(objs: list[dict[str, Any]]) -> dict[str, tuple[Need, int]]:
-    """namespace/name -> (requests of one pod, pods on one node) for upstream workloads."""
-    hpa_min = {
-        (o["metadata"].get("namespace"), o["spec"]["scaleTargetRef"]["name"]): o["spec"].get(
-            "minReplicas", 1
-        )
-        for o in objs
-        if o["kind"] == "HorizontalPodAutoscaler"
-    }
-    out = {}
-    for o in objs:
-        if o["kind"] not in WORKLOADS:
-            continue
-        spec, ns, name = pod_spec(o), o["metadata"].get("namespace"), o["metadata"]["name"]
-        if o["kind"] == "DaemonSet":
-            count = int(
-                all(NODE_LABELS.get(k) == v for k, v in spec.get("nodeSelector", {}).items())
-            )
-        else:
-            count = max(o["spec"].get("replicas", 1), hpa_min.get((ns, name), 0))
-        if count:
-            out[f"{ns}/{name}"] = (_pod_need(spec), count)
-    return out
-
-
-def test_pinned_stack_figures_are_the_upstream_files_after_ups_patches(plan: PlanCluster):
-    """Findings 2 and 3 in one: what k8s.capacity adds up is what the files schedule once
-    `up` has patched them (a pin that moves without its figures fails here)."""
-    applied = [o for s in plan.steps if s.what == "apply" for o in s.objects]
-    keys = {_key(o) for o in applied}
-    derived = scheduled([o for o in plan.all() if _key(o) in keys])
-    pinned = {
-        p.name: (p.need, p.count)
-        for step in operators.components(plan.provider, plan.mode, plan.with_argo)
-        if not (step == "metrics_server" and plan.provider == "minikube")  # an add-on
-        for p in capacity.STACK[step]
-    }
-    assert pinned == derived
-
-
-def _key(obj: dict[str, Any]) -> tuple[str, str | None, str]:
-    return obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
-
-
-@pytest.mark.parametrize("provider,mode", PLANS)
-def test_the_default_plan_fits_a_4_cpu_8_gib_engine_at_peak(provider, mode):
-    s = settings(provider, mode)
-    need = capacity.requirement(s, len(MODEL_TYPES))
-    assert need.fits(capacity.DOCUMENTED_NODE), f"{provider}/{mode} needs {need}"
-    assert capacity.jobs_at_once(capacity.DOCUMENTED_NODE, s) == len(MODEL_TYPES)
-
-
-@pytest.mark.parametrize("provider,mode", PLANS)
-def test_argo_adds_nothing_to_the_requests_so_the_documented_table_holds_with_it(provider, mode):
-    """Argo's two pods request nothing (install.yaml sets no resources; held to the file by
-    the pinned-figures test above): docs/cluster.md's table is the same with --with-argo."""
-    without, with_argo = settings(provider, mode), settings(provider, mode, with_argo=True)
-    assert capacity.requirement(with_argo) == capacity.requirement(without)
-    argo_pods = capacity.stack_pods(provider, mode, True)[
-        len(capacity.stack_pods(provider, mode)) :
-    ]
-    assert [p.name for p in argo_pods] == [
-        f"{operators.ARGO_NAMESPACE}/{d}" for d in operators.ARGO_DEPLOYMENTS
-    ]
-
-
-def test_the_release_istio_profile_would_not_fit():
-    """Finding 2: the release istio.yaml (Knative's CI profile) alone asks for more than
-    the documented node's CPUs once the rest is there."""
-    release = next(u for u in index() if u.endswith("/knative-v1.21.1/istio.yaml"))
-    ci = sum((need * n for need, n in scheduled(objects(release)).values()), Need())
-    assert ci.cpu_m >= 3000 and ci.memory_mi >= 5 * 1024, ci
-    small = sum((need * n for need, n in scheduled(objects(versions.ISTIO_URL)).values()), Need())
-    assert small.memory_mi < ci.memory_mi
-    s = settings("kind", "knative")
-    istio_pinned = sum((p.total for p in capacity.STACK["istio"]), Need())
-    with_ci = capacity.requirement(s) + ci + Need(-istio_pinned.cpu_m, -istio_pinned.memory_mi)
-    assert not with_ci.fits(capacity.DOCUMENTED_NODE)
-
-
 # ------------------------------------------------------------------ the docs
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 CLUSTER_DOC = (DOCS / "cluster.md").read_text()  # the Host header, the resource table
 EVERY_DOC = {p.name: p.read_text() for p in (DOCS.parent / "README.md", *DOCS.glob("*.md"))}
 
@@ -516,7 +368,3 @@ def test_the_documented_host_header_is_kserves_domain_template():
     assert f"Host: {host}" in CLUSTER_DOC
     wrong = "tf-mnist.kubeflow.example.com"
     assert [name for name, text in EVERY_DOC.items() if wrong in text] == []
-
-
-def test_the_documented_resource_table_is_what_the_capacity_function_computes():
-    assert capacity.table() in CLUSTER_DOC, "paste `python -m k8s.capacity` into docs/cluster.md"

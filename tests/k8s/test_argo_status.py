@@ -7,8 +7,6 @@ the Workflow CRD's status schema (strict), so a misspelt field the code reads fa
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,13 +33,6 @@ from tests.support.k8s_schemas import validate
 
 NS = "kubeflow"
 WF = "distml-pipeline"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeKube]:
-    started = time.monotonic()
-    yield FakeKube()
-    assert time.monotonic() - started < 1.0, "a wait took real time"
 
 
 def node(

@@ -1,51 +1,29 @@
 """k8s.manifests.argo_workflow: the Argo Workflow is strictly valid against Argo's CRD, every
-object it embeds against its own schema, its steps are the task chain's builders, its Role
-grants exactly what its steps do, its cache key tracks its inputs, and its success and
-failure conditions mean what they say when Argo evaluates them."""
+object it embeds against its own schema, its steps are the task chain's builders, its cache
+key tracks its inputs, and its success and failure conditions mean what they say when Argo
+evaluates them. (Its Roles: test_argo_rbac.py.)"""
 
 from __future__ import annotations
 
 import importlib
-import itertools
 from typing import Any
 
 import pytest
-import yaml
 
 from k8s import manifests as m
-from k8s.settings import PREDICTORS, SERVING_MODES, Settings
+from k8s.settings import SERVING_MODES, Settings
 from ml import contract
 from ml.contract import MODEL_TYPES
 from tests.support import argo_conditions as argo
 from tests.support import k8s_schemas
+from tests.support.workflow_kit import IMAGE, KEY, MATRIX, S, build, embedded
 
 # The module (k8s.manifests.argo_workflow, as an attribute, is the function it exports).
 wfm = importlib.import_module("k8s.manifests.argo_workflow")
 
-IMAGE = "distml:0123456789ab"
-KEY = m.memo_key(IMAGE, contract.RAW_SHA256)
-MATRIX = [
-    pytest.param(
-        Settings(image=IMAGE, predictor=p, serving_mode=mode, workers=w),
-        id=f"{p}-{mode}-{w}-workers",
-    )
-    for p, mode, w in itertools.product(PREDICTORS, SERVING_MODES, (1, 2))
-]
-S = Settings(image=IMAGE)
-
-
-def build(s: Settings = S, **kwargs: Any) -> dict[str, Any]:
-    kwargs.setdefault("models", MODEL_TYPES)
-    kwargs.setdefault("cache_key", KEY)
-    return m.workflow(s, **kwargs)
-
 
 def templates(wf: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in wf["spec"]["templates"]}
-
-
-def embedded(template: dict[str, Any]) -> dict[str, Any]:
-    return yaml.safe_load(template["resource"]["manifest"])
 
 
 def step_groups(wf: dict[str, Any], template: str | None = None) -> list[list[str]]:

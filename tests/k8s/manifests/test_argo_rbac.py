@@ -16,7 +16,7 @@ from k8s.manifests.names import ARGO_CONTROLLER_SA, ARGO_NAMESPACE
 from k8s.settings import Settings
 from ml.contract import MODEL_TYPES
 from tests.support import k8s_schemas, upstream
-from tests.test_workflow_manifests import IMAGE, KEY, MATRIX, S, build, embedded
+from tests.support.workflow_kit import IMAGE, KEY, MATRIX, S, build, embedded
 
 Grant = tuple[str, str, str, str]  # (API group, resource, verb, resource name or "*")
 

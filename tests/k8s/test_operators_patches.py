@@ -1,6 +1,6 @@
-"""The `kubectl patch` calls `up` makes right after an install go through the same retry as
-its applies: a webhook installed a moment ago may not answer yet (a transient error), and a
-patch refused for good still fails at once."""
+"""k8s.operators: the `kubectl patch` calls `up` makes right after an install go through
+the same retry as its applies: a webhook installed a moment ago may not answer yet (a
+transient error), and a patch refused for good still fails at once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""k3d, kind and minikube: the exact commands each provider runs (invoke.MockContext)."""
+"""k8s.providers: the exact commands each provider (k3d, kind, minikube) runs, recorded
+with invoke.MockContext."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Which kubectl failures `up` retries until its deadline and which stop it at once,
-table-driven with kubectl's real messages."""
+"""k8s.operators.classify_kubectl_error: which kubectl failures `up` retries until its
+deadline and which stop it at once, table-driven with kubectl's real messages."""
 
 from __future__ import annotations
 

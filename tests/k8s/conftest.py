@@ -1,0 +1,34 @@
+"""Fixtures of the k8s tests: ``fake``, a fake cluster on a fake clock
+(tests/support/fakekube.py), and ``plan``, `up`'s install plan run against the real upstream
+files for each provider x serving mode, with and without Argo (tests/support/install_plan.py;
+package-scoped: test_operators.py and test_capacity.py share each run)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.fakekube import FakeKube
+from tests.support.install_plan import ARGO_PLANS, run_plan
+from tests.support.upstream import PlanCluster
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    """A fake cluster on a fake clock: a test using it must not take real time."""
+    started = time.monotonic()
+    yield FakeKube()
+    assert time.monotonic() - started < 1.0, "a wait took real time"
+
+
+@pytest.fixture(
+    scope="package",
+    params=ARGO_PLANS,
+    ids=[f"{p}-{m}" + ("-argo" if argo else "") for p, m, argo in ARGO_PLANS],
+)
+def plan(request: pytest.FixtureRequest) -> PlanCluster:
+    with pytest.MonkeyPatch.context() as mp:
+        provider, mode, argo = request.param
+        return run_plan(provider, mode, mp, argo)

@@ -1,0 +1,113 @@
+"""k8s.manifests.inference: the InferenceService (its storage URI, Knative or Standard
+scaling, the predictor it runs), the ServingRuntime and its readiness probe, the ingress
+Service per provider, and the request logger only when asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from k8s import manifests as m
+from k8s import versions
+from k8s.settings import PREDICTORS, PROVIDERS
+from tests.support.manifests_kit import all_objects, by_kind, one, settings
+
+
+@pytest.mark.parametrize("predictor", PREDICTORS)
+def test_storage_uri_is_the_services_folder_in_the_pvc(predictor) -> None:
+    isvc = m.inference_service(settings(predictor=predictor))
+    model = isvc["spec"]["predictor"]["model"]
+    assert model["storageUri"] == "pvc://strategy-volume/serving/tf-mnist"
+    assert "name" not in model  # KServe's webhook refuses a name on a standard predictor
+
+
+def test_knative_mode_autoscales_on_concurrency() -> None:
+    isvc = m.inference_service(settings(target=3, min_replicas=0, max_replicas=5))
+    annotations = isvc["metadata"]["annotations"]
+    assert annotations["autoscaling.knative.dev/target"] == "3"
+    assert annotations["serving.kserve.io/deploymentMode"] == "Knative"
+    predictor = isvc["spec"]["predictor"]
+    assert (predictor["minReplicas"], predictor["maxReplicas"]) == (0, 5)
+    assert "scaleMetric" not in predictor
+    assert "containerConcurrency" not in predictor
+    assert "sidecar.istio.io/inject" not in annotations
+    with_cc = m.inference_service(settings(container_concurrency=4))
+    assert with_cc["spec"]["predictor"]["containerConcurrency"] == 4
+    assert not by_kind(all_objects(settings()), "Service")  # the Istio gateway is the way in
+
+
+def test_standard_mode_scales_on_cpu_behind_an_ingress_service() -> None:
+    isvc = m.inference_service(settings(serving_mode="standard"))
+    annotations = isvc["metadata"]["annotations"]
+    assert annotations["serving.kserve.io/deploymentMode"] == "Standard"
+    assert annotations["serving.kserve.io/autoscalerClass"] == "hpa"
+    assert "autoscaling.knative.dev/target" not in annotations
+    assert isvc["spec"]["predictor"]["scaleMetric"] == "cpu"
+    assert isvc["spec"]["predictor"]["scaleTarget"] == 80
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_ingress_service_per_provider(provider) -> None:
+    svc = one(all_objects(settings(provider=provider, serving_mode="standard")), "Service")
+    assert svc["metadata"]["name"] == "tf-mnist-ingress"
+    assert svc["spec"]["selector"] == {"serving.kserve.io/inferenceservice": "tf-mnist"}
+    (port,) = svc["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (80, 8080)
+    if provider == "k3d":
+        assert svc["spec"]["type"] == "LoadBalancer" and "nodePort" not in port
+    else:
+        assert svc["spec"]["type"] == "NodePort" and port["nodePort"] == 31080
+
+
+def test_kserve_predictor_runs_our_server_from_the_model_mount() -> None:
+    objs = all_objects(settings())
+    runtime, isvc = one(objs, "ServingRuntime"), one(objs, "InferenceService")
+    (c,) = runtime["spec"]["containers"]
+    assert c["name"] == "kserve-container"
+    assert c["command"] + c["args"] == [
+        "python", "-m", "ml.serve", "--model-dir", "/mnt/models", "--model-name", "{{.Name}}",
+        "--host", "0.0.0.0", "--http-port", "8080",
+    ]  # fmt: skip
+    assert c["ports"] == [{"containerPort": 8080, "name": "http1", "protocol": "TCP"}]
+    assert {"name": "TF_USE_LEGACY_KERAS", "value": "1"} in c["env"]
+    model = isvc["spec"]["predictor"]["model"]
+    assert model["runtime"] == runtime["metadata"]["name"] == "distml-predictor"
+    (fmt,) = runtime["spec"]["supportedModelFormats"]
+    assert fmt == {"name": "distml-savedmodel", "version": "1", "autoSelect": True}
+    assert model["modelFormat"] == {"name": fmt["name"], "version": fmt["version"]}
+    assert runtime["spec"]["protocolVersions"] == ["v1"]
+
+
+def test_tfserving_predictor_uses_the_pinned_builtin_runtime() -> None:
+    objs = all_objects(settings(predictor="tfserving"))
+    assert not by_kind(objs, "ServingRuntime")
+    model = one(objs, "InferenceService")["spec"]["predictor"]["model"]
+    assert model["modelFormat"] == {"name": "tensorflow"}
+    assert model["runtimeVersion"] == versions.TFSERVING_RUNTIME_VERSION
+    assert "runtime" not in model
+
+
+def test_request_logger_only_when_asked() -> None:
+    off = all_objects(settings())
+    assert "logger" not in one(off, "InferenceService")["spec"]["predictor"]
+    assert not by_kind(off, "Deployment")
+    on = all_objects(settings(request_logger=True, namespace="ml"))
+    logger = one(on, "InferenceService")["spec"]["predictor"]["logger"]
+    assert logger == {"mode": "all", "url": "http://message-dumper.ml.svc.cluster.local"}
+    deployment, service = one(on, "Deployment"), one(on, "Service")
+    assert deployment["metadata"]["name"] == service["metadata"]["name"] == "message-dumper"
+    c = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == versions.MESSAGE_DUMPER_IMAGE
+    assert service["spec"]["ports"][0]["targetPort"] == c["ports"][0]["containerPort"] == 8080
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_predictor_is_ready_only_when_a_model_answers():
+    from k8s.settings import Settings
+
+    s = Settings(image="distml:0123456789ab")
+    container = m.serving_runtime(s)["spec"]["containers"][0]
+    probe = container["readinessProbe"]["httpGet"]
+    assert probe == {"path": "/v1/models/tf-mnist", "port": 8080}
+    assert container["ports"][0]["containerPort"] == 8080

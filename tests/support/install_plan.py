@@ -1,0 +1,61 @@
+"""What the tests of `up`'s install plan share (tests/k8s/test_operators.py,
+tests/k8s/test_capacity.py, the ``plan`` fixture in tests/k8s/conftest.py): every provider x
+serving mode with and without Argo, the settings of one, and the plan run against a cluster
+made of the real upstream files (tests/support/upstream.py) with what `up`, `train-all` and
+`deploy` create added."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from k8s import manifests, operators
+from k8s.operators import Installer
+from k8s.providers import provider as make_provider
+from k8s.settings import PROVIDERS, SERVING_MODES, Settings
+from ml.contract import MODEL_TYPES
+from tests.support.fakekube import FakeClock
+from tests.support.upstream import PlanCluster, baseline, plan_context
+
+PLANS = [(p, m) for p in PROVIDERS for m in SERVING_MODES]
+ARGO_PLANS = [(p, m, argo) for p, m in PLANS for argo in (False, True)]
+
+
+def settings(provider: str, mode: str, with_argo: bool = False) -> Settings:
+    return Settings(
+        image="distml:0123456789ab", provider=provider, serving_mode=mode, with_argo=with_argo
+    )
+
+
+def our_pods(s: Settings, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods our Jobs and TFJobs make, and a predictor pod as KServe makes it."""
+    pods = []
+    for obj in objs:
+        templates = []
+        if obj["kind"] == "Job":
+            templates = [obj["spec"]["template"]]
+        elif obj["kind"] == "TFJob":
+            templates = [r["template"] for r in obj["spec"]["tfReplicaSpecs"].values()]
+        for t in templates:
+            meta = {"name": f"{obj['metadata']['name']}-pod", "namespace": s.namespace}
+            meta["labels"] = (t.get("metadata") or {}).get("labels") or {}
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta})
+    labels = {"serving.kserve.io/inferenceservice": s.service}
+    meta = {"name": f"{s.service}-predictor", "namespace": s.namespace, "labels": labels}
+    return [*pods, {"apiVersion": "v1", "kind": "Pod", "metadata": meta}]
+
+
+def run_plan(
+    provider: str, mode: str, monkeypatch: pytest.MonkeyPatch, with_argo: bool = False
+) -> PlanCluster:
+    """Run the installer's plan, then add what `up`, `train-all` and `deploy` create."""
+    cluster = PlanCluster(provider, baseline(provider))
+    monkeypatch.setattr(operators, "wait_deployments_available", cluster.wait)
+    s = settings(provider, mode, with_argo)
+    p = make_provider(provider)
+    Installer(plan_context(cluster), cluster.kube, p, s, lambda _: None, FakeClock()).all()
+    ours = [o for _, o in manifests.cluster_objects(s, models=MODEL_TYPES, source_dir=True)]
+    cluster.ours(ours + our_pods(s, ours), "up, train-all, deploy")
+    cluster.mode, cluster.with_argo = mode, with_argo
+    return cluster
