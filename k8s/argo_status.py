@@ -3,7 +3,7 @@
 module's judgement, like every wait built on ``k8s.cluster_poll``).
 
 Argo's own names, as its controller writes them (``pkg/apis/workflow/v1alpha1`` and
-``workflow/controller/operator.go`` at the pinned release; ``tests/test_k8s_workflows.py``
+``workflow/controller/operator.go`` at the pinned release; ``tests/k8s/test_argo_status.py``
 holds these against the CRD): ``status.phase`` is Pending, Running, Succeeded, Failed or
 Error (the last three are final); ``status.nodes`` maps a node id to a node with
 ``displayName``, ``type``, ``phase`` (also Skipped, Omitted), ``message``, ``startedAt``,

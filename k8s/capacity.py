@@ -7,7 +7,7 @@ the upstream operators after `up`'s patches) and ours at peak (`train-all`'s wor
 jobs at once, plus the predictors `deploy` keeps), and says how many jobs fit at once.
 The preflight, `train-all`'s waves and the resource figures in docs/cluster.md all come from here.
 
-The upstream figures are pinned below, per install step; ``tests/test_install_plan.py``
+The upstream figures are pinned below, per install step; ``tests/k8s/test_capacity.py``
 derives the same figures from the real install manifests (``../shared/k8s-upstream``) and
 the patches the plan runs, so a pin that moves without them fails that test. Standard
 library only: ``python -m k8s.preflight`` runs before the project's dependencies exist.
@@ -127,7 +127,7 @@ PROVIDER_PODS: dict[str, tuple[Pods, ...]] = {
 MINIKUBE_METRICS_SERVER = (Pods("kube-system/metrics-server", Need(100, 200)),)
 
 # What each install step of `up` (k8s.operators.components) schedules, after its patches.
-# Held to the real files by tests/test_install_plan.py.
+# Held to the real files by tests/k8s/test_capacity.py.
 STACK: dict[str, tuple[Pods, ...]] = {
     "training_operator": (Pods("kubeflow/training-operator", Need(0, 0)),),
     "cert_manager": (

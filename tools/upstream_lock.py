@@ -5,7 +5,7 @@
         --crds ../shared/k8s-schemas/crds > k8s/upstream.lock.json
 
 Each file's size and sha256 are those of the mirror's copy; the README's and INDEX.json's
-checksums must agree with them (else this fails). ``tests/test_upstream_files.py`` holds the
+checksums must agree with them (else this fails). ``tests/tools/test_upstream_lock.py`` holds the
 committed lock against the mirrors when they are there.
 """
 
