@@ -1,5 +1,5 @@
-"""A namespace KServe will not serve from is refused by `up` and `deploy`, with the fix; the
-label is the one KServe v0.20's release actually selects on."""
+"""runtime/cluster/context.py: a namespace KServe will not serve from is refused by `up` and
+`deploy`, with the fix; the label is the one KServe v0.20's release actually selects on."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""`invoke status` on a cluster: one table of the cluster, operators, jobs and service."""
+"""runtime/cluster/status.py: `invoke status` on a cluster: one table of the cluster, operators
+(Argo once `up` installed it), jobs and service."""
 
 from __future__ import annotations
 
 import re
 
-from runtime.requests import DeployRequest, TrainRequest
+from runtime.requests import DeployRequest, TrainRequest, UpRequest
 from tests.support.cluster_kit import (
     KC,
     PUBLISH_RECORD,
@@ -55,3 +56,17 @@ def test_status_without_a_cluster_says_how_to_make_one(wd, fake):
     assert runtime(c, wd, fake, lines=lines).status() == 0
     assert any("not found (run `invoke up`)" in line for line in lines)
     assert fake.calls == [] or all(call[0] != "apply" for call in fake.calls)
+
+
+def test_status_shows_argo_once_up_installed_it(wd, fake):
+    def status_lines():
+        lines = []
+        c = make_ctx(fake, k3d_results(exists=True, imported=True))
+        assert runtime(c, wd, fake, lines=lines).status() == 0
+        return "\n".join(lines)
+
+    set_up(wd, fake)
+    assert "argo workflows" not in status_lines()
+    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    assert runtime(c, wd, fake).up(UpRequest(with_argo=True)) == 0
+    assert re.search(r"argo workflows +available", status_lines())

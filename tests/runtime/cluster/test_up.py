@@ -1,10 +1,14 @@
-"""`up` on a cluster without a cluster: exact CLI commands, objects applied, idempotence,
-preflight, --source-dir, ports and installer failures.
-"""
+"""runtime/cluster/up.py on a cluster without a cluster: exact CLI commands, objects applied,
+idempotence, preflight, --source-dir, ports and installer failures; `up --with-argo` (the
+exact commands of a first and a second run, what the state records); and `up` under --dry,
+through ClusterRuntime and through the real CLI."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from unittest.mock import Mock
 
 import pytest
@@ -15,8 +19,10 @@ from k8s import operators
 from k8s.preflight import Preflight
 from ml.contract import RAW_FILES
 from runtime.cluster import ClusterError, ClusterRuntime
-from runtime.requests import UpRequest
+from runtime.requests import DownRequest, UpRequest
+from tests.support.argo_kit import up_with_argo
 from tests.support.cluster_kit import (
+    ARGO_INSTALL,
     K3D_CREATE,
     KC,
     KNATIVE_INSTALL,
@@ -30,6 +36,7 @@ from tests.support.cluster_kit import (
     make_ctx,
     runtime,
 )
+from tests.support.fakekube import conditions_status
 
 
 def test_up_on_an_empty_machine_runs_every_step_in_order(wd, fake):
@@ -240,3 +247,148 @@ def test_a_webhook_race_is_retried_until_it_passes(wd, fake):
     assert runtime(c, wd, fake, lines=lines).up(UpRequest()) == 0
     assert sum(cmd.endswith("/kserve.yaml") for cmd in commands(c)) == 3
     assert any("not ready yet" in line and "connection refused" in line for line in lines)
+
+
+def test_up_with_argo_installs_it_after_kserve_and_records_it(wd, fake):
+    lines = []
+    c = up_with_argo(wd, fake, lines)
+    tar = wd.root / "build" / "distml-image.tar"
+    assert commands(c) == [
+        "k3d cluster list -o json",
+        K3D_CREATE,
+        *KNATIVE_INSTALL,
+        ARGO_INSTALL,
+        f"docker image inspect --format '{{{{.Id}}}}' {TAG}",
+        "docker exec k3d-dist-ml-server-0 crictl images -o json",
+        f"docker save -o {tar} {TAG}",
+        f"k3d image import {tar} -c dist-ml",
+        f"rm -f {tar}",
+    ]
+    # install.yaml holds no Namespace: `up` makes it, labelled like everything it owns.
+    namespaces = [o for o in fake.applied if o["kind"] == "Namespace"]
+    assert [o["metadata"]["name"] for o in namespaces] == ["kubeflow", "kserve", "argo"]
+    assert namespaces[-1]["metadata"]["labels"]["app.kubernetes.io/part-of"] == "distml"
+    assert "Argo Workflows v4.1.2: installing" in lines
+    assert "== operators (knative serving mode, with Argo Workflows)" in lines
+    assert wd.state().argo is True
+
+
+def test_up_waits_for_both_argo_deployments(wd, fake):
+    """The controller runs workflows, the server is the UI: `up` returns only when both are
+    Available (here argo-server turns Available 30 s after the install)."""
+    c = make_ctx(fake, k3d_results(exists=False, imported=False))
+    inner = c.run
+
+    def slow_server(command, *args, **kwargs):
+        result = inner(command, *args, **kwargs)
+        if command == ARGO_INSTALL:
+            server = fake.obj("apps/v1", "Deployment", "argo-server", "argo")
+            server["status"] = conditions_status(("Available", "False"))
+            ready = conditions_status(("Available", "True"))
+            fake.at(fake.clock.now + 30, lambda: server.update(status=ready))
+        return result
+
+    c.run = Mock(wraps=slow_server)
+    lines = []
+    started = fake.clock.now
+    assert runtime(c, wd, fake, lines=lines).up(UpRequest(with_argo=True)) == 0
+    assert fake.clock.now - started >= 30
+    assert any("waiting for argo-server" in line for line in lines), lines
+
+
+def test_a_second_plain_up_keeps_argo_and_changes_nothing(wd, fake):
+    up_with_argo(wd, fake)
+    applied_before = len(fake.applied)
+    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    lines = []
+    assert runtime(c, wd, fake, lines=lines).up(UpRequest()) == 0  # no --with-argo
+    assert commands(c) == [
+        "k3d cluster list -o json",
+        f"docker image inspect --format '{{{{.Id}}}}' {TAG}",
+        "docker exec k3d-dist-ml-server-0 crictl images -o json",
+    ]
+    assert [o["kind"] for o in fake.applied[applied_before:]] == [
+        "Namespace",
+        "PersistentVolumeClaim",
+    ]
+    assert "Argo Workflows v4.1.2: already installed" in lines
+    assert wd.state().argo is True
+
+
+def test_an_argo_that_went_missing_is_installed_again_by_a_plain_up(wd, fake):
+    up_with_argo(wd, fake)
+    fake.remove("apps/v1", "Deployment", "workflow-controller", "argo")
+    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    assert runtime(c, wd, fake).up(UpRequest()) == 0
+    assert [x for x in commands(c) if "argoproj" in x] == [ARGO_INSTALL]
+
+
+def test_an_argo_server_that_is_not_available_is_not_taken_for_installed(wd, fake):
+    up_with_argo(wd, fake)
+    fake.remove("apps/v1", "Deployment", "argo-server", "argo")  # the controller is fine
+    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    lines = []
+    assert runtime(c, wd, fake, lines=lines).up(UpRequest()) == 0
+    assert [x for x in commands(c) if "argoproj" in x] == [ARGO_INSTALL]
+    assert "Argo Workflows v4.1.2: already installed" not in lines
+
+
+def test_up_without_argo_never_touches_it(wd, fake):
+    c = make_ctx(fake, k3d_results(exists=False, imported=False))
+    assert runtime(c, wd, fake).up(UpRequest()) == 0
+    assert not any("argoproj" in x for x in commands(c))
+    assert wd.state().argo is False
+    c = make_ctx(fake, {})
+    assert runtime(c, wd, fake).down(DownRequest(keep_cluster=True)) == 0
+    assert commands(c) == []
+
+
+def test_dry_up_prints_commands_and_objects_in_order_and_touches_nothing(wd, fake):
+    results = {
+        "k3d cluster list -o json": Result("[]"),
+        f"docker image inspect --format '{{{{.Id}}}}' {TAG}": OK,
+        "docker exec k3d-dist-ml-server-0 crictl images -o json": Result('{"images": []}'),
+        re.compile(".*"): OK,
+    }
+    c = make_ctx(fake, results, dry=True)
+    lines = []
+    rt = ClusterRuntime(
+        c,
+        "k3d",
+        wd,
+        REPO,
+        out=lines.append,
+        clock=fake.clock,
+        preflight=lambda *a, **k: Preflight(problems=["k3d: not found on PATH"]),
+    )
+    assert rt.up(UpRequest()) == 0
+    assert not wd.root.exists()  # nothing written
+    assert fake.applied == []  # the real seam is never built under --dry
+    assert commands(c)[1] == K3D_CREATE
+    assert commands(c)[2 : 2 + len(KNATIVE_INSTALL)] == KNATIVE_INSTALL
+    text = "\n".join(lines)
+    assert "preflight (a real run would stop here): k3d: not found" in text
+    order = [text.index(f"would apply {k}") for k in ("Namespace", "PersistentVolumeClaim", "Job")]
+    assert order == sorted(order)
+    assert "kind: PersistentVolumeClaim" in text  # the object itself, as YAML
+
+
+def test_invoke_dry_end_to_end_prints_and_creates_nothing(tmp_path):
+    """The real CLI: `invoke --dry up --runtime kind` on this machine (no cluster here)."""
+    env = {**os.environ, "INVOKE_WORKDIR": str(tmp_path / "wd")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "--dry", "up", "--runtime", "kind"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "kind create cluster --name dist-ml --image kindest/node:v1.33.1" in out
+    assert "would apply Namespace kubeflow" in out
+    assert "would apply PersistentVolumeClaim kubeflow/strategy-volume" in out
+    assert out.index("kind create cluster") < out.index("would apply Namespace")
+    assert out.index("would apply Namespace") < out.index("kserve.yaml")
+    assert not (tmp_path / "wd").exists()

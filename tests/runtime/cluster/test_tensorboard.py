@@ -1,6 +1,7 @@
-"""`invoke tensorboard` on a cluster: the pod on the PVC (read-only), its readiness wait,
-the event-file check and ``kubectl port-forward`` on 127.0.0.1 (exact commands), the URL
-once it answers, and the pod deleted however the task ends."""
+"""runtime/cluster/tensorboard.py: `invoke tensorboard` on a cluster: the pod on the PVC
+(read-only), its readiness wait, the event-file check and ``kubectl port-forward`` on
+127.0.0.1 (exact commands), the URL once it answers, and the pod deleted however the task
+ends."""
 
 from __future__ import annotations
 

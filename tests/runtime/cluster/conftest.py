@@ -1,5 +1,5 @@
-"""Fixtures of the cluster runtime tests: a FakeKube whose controllers run on each fake-clock
-tick, and a work dir."""
+"""Fixtures of the cluster runtime tests (``runtime/cluster/``): a FakeKube whose
+controllers run on each fake-clock tick, and a work dir."""
 
 from __future__ import annotations
 

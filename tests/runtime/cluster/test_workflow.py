@@ -1,7 +1,7 @@
-"""`invoke workflow` on a cluster: submit applies exactly the builder's objects, refuses
-without Argo, --watch prints a line per step change and judges the end, --stop deletes
-only distml's running workflows, Ctrl-C leaves the workflow running and says how to stop
-it, --dry prints the objects.
+"""runtime/cluster/workflow.py: `invoke workflow` on a cluster: submit applies exactly the
+builder's objects, refuses without Argo, --watch prints a line per step change and judges
+the end, --stop deletes only distml's running workflows, Ctrl-C leaves the workflow running
+and says how to stop it, --dry prints the objects.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Training on a cluster: TFJobs per model, replacement, waves that fit the node, failures,
-the metrics table off the volume.
+"""runtime/cluster/training.py: training on a cluster: TFJobs per model, replacement, waves
+that fit the node, failures, the metrics table off the volume.
 """
 
 from __future__ import annotations

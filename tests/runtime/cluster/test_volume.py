@@ -1,6 +1,6 @@
-"""The waits of the cluster steps themselves: the loader pod that must run before files are
-copied into the volume, and deletions that must finish before a same-name object is
-applied again (both on common.poll: one deadline, a fake clock, no sleeping)."""
+"""runtime/cluster/volume.py: the loader pod that must run before files are copied into the
+volume: a failed one stops at once with its events, one that never runs times out at its
+deadline (on common.poll: a fake clock, no sleeping); either way it is deleted."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import pytest
 
 from ml.contract import RAW_FILES
 from runtime.cluster import ClusterError
-from runtime.requests import DownRequest, UpRequest
+from runtime.requests import UpRequest
 from tests.support.cluster_kit import k3d_results, make_ctx, runtime, set_up
 
 LOADER = ("v1", "Pod", "kubeflow", "distml-data-loader")
-PVC = ("v1", "PersistentVolumeClaim", "kubeflow", "strategy-volume")
 
 
 def _source(tmp_path):
@@ -67,39 +66,3 @@ def test_a_loader_pod_that_never_runs_times_out_at_its_deadline(wd, fake, tmp_pa
     assert LOADER in fake.deleted
     assert fake.clock.now - started == 300  # the loader's deadline; nothing else waited
     assert fake.clock.sleeps[-150:] == [2] * 150  # polled every 2 s
-
-
-def test_down_keep_cluster_waits_for_the_volume_claim_to_go(wd, fake, monkeypatch):
-    set_up(wd, fake)
-    deletes = []
-
-    def finalizing(api, kind, name, namespace=None):  # the claim goes 5 s later
-        deletes.append((api, kind, namespace, name))
-        fake.at(fake.clock.now + 5, lambda: fake.remove(api, kind, name, namespace))
-        return True
-
-    monkeypatch.setattr(fake, "delete", finalizing)
-    lines = []
-    started = fake.clock.now
-    assert (
-        runtime(make_ctx(fake, {}), wd, fake, lines=lines).down(DownRequest(keep_cluster=True)) == 0
-    )
-    assert PVC in deletes and PVC not in fake.objects
-    assert fake.clock.now - started == 5
-    assert "PersistentVolumeClaim strategy-volume (its data with it)" in lines[-2]
-
-
-def test_a_claim_held_by_a_finalizer_fails_down_at_its_deadline_and_says_what_to_check(
-    wd, fake, monkeypatch
-):
-    set_up(wd, fake)
-    monkeypatch.setattr(fake, "delete", lambda *args: True)  # accepted, never gone
-    started = fake.clock.now
-    with pytest.raises(ClusterError) as info:
-        runtime(make_ctx(fake, {}), wd, fake).down(DownRequest(keep_cluster=True))
-    assert str(info.value) == (
-        "PersistentVolumeClaim strategy-volume was not deleted within 300 s; check its "
-        "finalizers: kubectl --context k3d-dist-ml -n kubeflow get persistentvolumeclaim "
-        "strategy-volume -o yaml"
-    )
-    assert fake.clock.now - started == 300

@@ -1,5 +1,6 @@
-"""Serving on a cluster: deploy (selection, InferenceService), its failures, the load test
-through the ingress and the replicas the autoscaler should reach.
+"""runtime/cluster/serving.py: serving on a cluster: deploy (selection, InferenceService),
+its failures, the load test through the ingress and the replicas the autoscaler should
+reach.
 """
 
 from __future__ import annotations
