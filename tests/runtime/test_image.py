@@ -10,7 +10,7 @@ from invoke import Config, MockContext, Result
 
 from runtime import image as img
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

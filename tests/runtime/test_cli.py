@@ -1,4 +1,5 @@
-"""runtime/cli.py: a runtime verb's outcome as an exit code, and a full disk as one line."""
+"""runtime/cli.py: a runtime verb's outcome as an exit code, and a full disk anywhere in an
+error's chain as one line and exit 1."""
 
 from __future__ import annotations
 
@@ -8,12 +9,7 @@ import pytest
 from invoke import Exit
 
 from runtime.cli import call, disk_full
-from runtime.state import State
-from runtime.workdir import Workdir
-
-
-def _full(*_):
-    raise OSError(errno.ENOSPC, "No space left on device")
+from tests.support.disk import raise_disk_full as _full
 
 
 def _full_then_full_again_while_cleaning_up(*_):
@@ -52,14 +48,3 @@ def test_other_errors_are_not_mistaken_for_a_full_disk():
 
     with pytest.raises(ValueError, match="a bug"):
         call(broken)
-
-
-def test_a_failed_state_write_keeps_the_old_state_and_leaves_no_temp_file(tmp_path, monkeypatch):
-    wd = Workdir.at(tmp_path / "wd")
-    wd.create()
-    wd.update_state(up=True)
-    monkeypatch.setattr("runtime.state.json.dump", lambda *a, **k: _full())
-    with pytest.raises(OSError):
-        wd.update_state(train_pids=[1, 2])
-    assert wd.state() == State(up=True)
-    assert [p.name for p in wd.root.iterdir() if p.name.startswith(".state")] == []

@@ -1,5 +1,5 @@
-"""runtime/state.py: the work dir's state has one reader that never fails and one writer
-that takes only the fields it knows."""
+"""runtime/state.py: the work dir's state has one reader that never fails and one writer that
+takes only the fields it knows, and a write that fails (a full disk) keeps the old state."""
 
 from __future__ import annotations
 
@@ -21,15 +21,23 @@ from runtime.state import (
     to_json,
     update_state,
 )
+from runtime.workdir import Workdir
+from tests.support.disk import raise_disk_full as _full
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
     lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
     max_leaves=20,
 )
+
+
 KEYS = st.sampled_from([f.name for f in fields(State)] + ["deployed_version", "pid", "url"])
+
+
 # Objects with the state's own keys, so the values (not only unknown keys) get exercised.
 STATE_LIKE = st.dictionaries(KEYS, JSON | st.dictionaries(KEYS, JSON, max_size=5), max_size=8)
+
+
 SERVER = st.builds(
     Server,
     pid=st.integers(),
@@ -37,6 +45,8 @@ SERVER = st.builds(
     log=st.text(),
     started=st.none() | st.floats(allow_nan=False),
 )
+
+
 STATES = st.builds(
     State,
     up=st.booleans(),
@@ -144,3 +154,14 @@ def test_a_newer_file_is_read_but_not_overwritten(tmp_path):
     with pytest.raises(StateError, match="newer distml"):
         update_state(path, up=False)
     assert json.loads(path.read_text())["new_thing"] == 1
+
+
+def test_a_failed_state_write_keeps_the_old_state_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    wd = Workdir.at(tmp_path / "wd")
+    wd.create()
+    wd.update_state(up=True)
+    monkeypatch.setattr("runtime.state.json.dump", lambda *a, **k: _full())
+    with pytest.raises(OSError):
+        wd.update_state(train_pids=[1, 2])
+    assert wd.state() == State(up=True)
+    assert [p.name for p in wd.root.iterdir() if p.name.startswith(".state")] == []

@@ -1,4 +1,5 @@
-"""Every socket a real 2-worker local training run listens on is on loopback.
+"""runtime/local/training.py: every socket a real 2-worker local training run listens on is on
+loopback.
 
 TensorFlow's gRPC server binds every interface whatever TF_CONFIG says; the local runtime
 runs its workers with ``--bind-loopback`` (ml/loopback.py). This test lists the listening

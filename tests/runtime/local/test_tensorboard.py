@@ -1,7 +1,6 @@
-"""`invoke tensorboard` on the local runtime: a real TensorBoard over the volume's event
-files, answered over HTTP, stopped by Ctrl-C with no process left; the refusals (nothing
-to show, a busy port), a TensorBoard that dies at start, --dry; and the lifecycle both
-runtimes share (exit codes, always stopping)."""
+"""runtime/local/tensorboard.py: a real TensorBoard over the volume's event files, answered over
+HTTP, stopped by Ctrl-C with no process left; the refusals (nothing to show, a busy port),
+a TensorBoard that dies at start, and --dry."""
 
 from __future__ import annotations
 
@@ -22,13 +21,12 @@ import pytest
 from common.errors import DistmlError
 from common.poll import Done, Failed, Pending, poll
 from ml import contract
-from runtime import tensorboard as tb
 from runtime.local import LocalRuntime
 from runtime.procs import free_ports, port_is_free
 from runtime.requests import TensorboardRequest
 from runtime.workdir import Workdir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def write_run(volume: Path, model: str = "cnn", split: str = "train") -> Path:
@@ -170,50 +168,3 @@ def test_dry_prints_the_command_and_starts_nothing(tmp_path):
         "would then stop TensorBoard (its process group)",
     ]
     assert not wd.root.exists()
-
-
-# ------------------------------------------------------------------ the shared lifecycle
-
-
-def _lifecycle(start_raises=None, block_raises=None):
-    said: list[str] = []
-    stopped: list[bool] = []
-
-    def start() -> str:
-        if start_raises:
-            raise start_raises
-        return "http://127.0.0.1:1/"
-
-    def block() -> int:
-        if block_raises:
-            raise block_raises
-        return 0
-
-    def stop() -> str:
-        stopped.append(True)
-        return "stopped"
-
-    return said, stopped, lambda: tb.serve(said.append, start=start, block=block, stop=stop)
-
-
-def test_ctrl_c_once_up_is_the_normal_end_exit_0():
-    said, stopped, run = _lifecycle(block_raises=KeyboardInterrupt())
-    assert run() == 0
-    assert said == ["TensorBoard ready: http://127.0.0.1:1/ (Ctrl-C stops it)", "stopped"]
-    assert stopped == [True]
-
-
-def test_ctrl_c_while_starting_is_an_interruption_exit_130():
-    said, stopped, run = _lifecycle(start_raises=KeyboardInterrupt())
-    assert run() == tb.INTERRUPTED == 130
-    assert said == ["interrupted before TensorBoard was ready", "stopped"]
-    assert stopped == [True]
-
-
-@pytest.mark.parametrize("where", ["start", "block"])
-def test_an_error_still_stops_everything(where):
-    error = DistmlError("boom")
-    said, stopped, run = _lifecycle(**{f"{where}_raises": error})
-    with pytest.raises(DistmlError, match="boom"):
-        run()
-    assert stopped == [True] and said[-1] == "stopped"
