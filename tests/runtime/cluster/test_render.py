@@ -1,0 +1,55 @@
+"""runtime/cluster/render.py: `invoke render` writes every object as valid YAML, in apply order,
+and the install script."""
+
+from __future__ import annotations
+
+import pytest
+
+from k8s import manifests
+from ml.contract import MODEL_TYPES
+from runtime.cluster import ClusterRuntime
+from runtime.workdir import Workdir
+from tests.support.cluster_kit import REPO, make_ctx
+from tests.support.k8s_schemas import validate
+
+
+@pytest.mark.parametrize("provider", ["k3d", "kind", "minikube"])
+@pytest.mark.parametrize("mode", ["knative", "standard"])
+def test_render_writes_every_object_in_apply_order_and_each_is_valid(
+    tmp_path, provider, mode, fake
+):
+    wd = Workdir.at(tmp_path / "wd")
+    rt = ClusterRuntime(make_ctx(fake, {}), provider, wd, REPO, out=lambda _: None)
+    written = rt.render(tmp_path / "out", serving_mode=mode)
+    if provider == "kind":  # the cluster config the script's `kind create cluster` uses
+        assert written[-1].name == "kind-config.yaml"
+        assert "--config kind-config.yaml" in written[0].read_text()
+        assert "hostPort: 8080" in written[-1].read_text()
+        written = written[:-1]
+    files = [p for p in written if p.parent.name != "workflow"]
+    flow = [p for p in written if p.parent.name == "workflow"]
+    names = [p.name for p in files]
+    assert names[0] == "00-operators.sh"
+    assert names[1:] == sorted(names[1:])
+    assert [p.name for p in flow] == sorted(p.name for p in flow)
+    kinds = [n.split("-")[2] if n.split("-")[1] != "train" else n for n in names[1:]]
+    assert kinds[0] == "namespace"
+    import yaml
+
+    objects = [yaml.safe_load(p.read_text()) for p in files[1:]]
+    assert [o["kind"] for o in objects][:2] == ["Namespace", "PersistentVolumeClaim"]
+    assert [o["kind"] for o in objects].count("TFJob") == 3
+    # In workflow/, what `invoke workflow` applies instead of train-all + deploy, as it
+    # applies it (the same builder, the same key), numbered from 01: never a sequel.
+    s = rt.cx.settings(serving_mode=mode)
+    expected = manifests.workflow_objects(
+        s, models=MODEL_TYPES, cache_key=manifests.data_cache_key(s)
+    )
+    assert [yaml.safe_load(p.read_text()) for p in flow] == expected
+    assert flow[0].name.startswith("01-workflow-") and "workflow" not in "".join(names)
+    assert flow[-1].name.startswith(f"{len(expected):02d}-workflow-workflow-")
+    for obj in objects:
+        assert validate(obj) == [], obj["metadata"]["name"]
+    script = files[0].read_text()
+    assert ("knative" in script) == (mode == "knative")
+    assert not wd.root.exists()  # render touches no cluster and no work dir

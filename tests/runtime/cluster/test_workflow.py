@@ -1,0 +1,477 @@
+"""runtime/cluster/workflow.py: `invoke workflow` on a cluster: submit applies exactly the
+builder's objects, refuses without Argo, --watch prints a line per step change and judges
+the end, --stop deletes only distml's running workflows, Ctrl-C leaves the workflow running
+and says how to stop it, --dry prints the objects.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from k8s import capacity, manifests
+from k8s.argo_status import MAIN_CONTAINER, NODE_ID_ANNOTATION, POD_WORKFLOW_LABEL, WORKFLOW_API
+from k8s.objects import TFJOB_API
+from k8s.settings import Settings
+from ml import contract
+from runtime.cluster import ClusterError
+from runtime.cluster.workflow import STOP_WAIT_S, WATCH_GRACE_S
+from runtime.requests import WorkflowRequest
+from tests.support.cluster_kit import TAG, make_ctx, node, runtime, set_up
+from tests.support.fakekube import FakeKube, conditions_status
+from tests.support.k8s_schemas import validate
+
+NS = "kubeflow"
+
+
+def with_argo(wd, fake) -> None:
+    set_up(wd, fake)
+    wd.update_state(argo=True)  # what `up --with-argo` records
+
+
+def expected_objects(rt, models=contract.MODEL_TYPES, parallelism=None):
+    """What the builder makes for this deployment (the settings `up` left)."""
+    s = rt.cx.settings(profile=contract.DEFAULT_PROFILE)
+    return manifests.workflow_objects(
+        s, models=models, cache_key=manifests.data_cache_key(s), parallelism=parallelism
+    )
+
+
+def workflow_name(rt) -> str:
+    return next(o for o in expected_objects(rt) if o["kind"] == "Workflow")["metadata"]["name"]
+
+
+def submitted(fake) -> dict[str, Any]:
+    return next(o for o in fake.applied if o["kind"] == "Workflow")
+
+
+def slow_delete(fake: FakeKube, kind: str, gone_after: float | None) -> None:
+    """Deleting a ``kind`` marks it (deletionTimestamp) as the API server does while
+    dependents and finalizers hold it; it goes ``gone_after`` seconds later (None: never)."""
+    delete = fake.delete
+
+    def marking(api_version: str, k: str, name: str, namespace: str | None = None) -> bool:
+        if k != kind:
+            return delete(api_version, k, name, namespace)
+        obj = fake.obj(api_version, k, name, namespace)
+        if obj is None:
+            return False
+        obj["metadata"].setdefault("deletionTimestamp", fake.clock.timestamp())
+        if gone_after is not None:
+            fake.at(fake.clock.now + gone_after, lambda: delete(api_version, k, name, namespace))
+        return True
+
+    fake.delete = marking
+
+
+def step_node(
+    node_id: str, name: str, phase: str, started: int, type: str = "Pod", **extra: Any
+) -> dict[str, Any]:
+    """A step's node as Argo v4.1.2 writes it (``type``: Retry for a template with a
+    retryStrategy, see tests/test_k8s_workflows.py)."""
+    return {
+        "id": node_id,
+        "name": f"distml-pipeline[0].{name}",
+        "displayName": name,
+        "type": type,
+        "phase": phase,
+        "boundaryID": "distml-pipeline",
+        "startedAt": f"2026-01-01T12:00:{started:02d}Z",
+        **extra,
+    }
+
+
+def argo(fake, statuses: list[dict[str, Any]]) -> None:
+    """Plays Argo's controller: once the Workflow exists, one status per fake-clock tick.
+    Each status must be one the Workflow CRD's status schema accepts."""
+    for s in statuses:
+        wf = {"apiVersion": WORKFLOW_API, "kind": "Workflow", "metadata": {"name": "w"}}
+        assert validate({**wf, "spec": {"entrypoint": "pipeline"}, "status": s}) == []
+    step = 0
+
+    def tick(_t: float) -> None:
+        nonlocal step
+        for (api, kind, ns, name), _obj in list(fake.objects.items()):
+            if kind == "Workflow":
+                fake.set_status(api, kind, ns, name, statuses[min(step, len(statuses) - 1)])
+                step += 1
+
+    fake.script(tick)
+
+
+# ingest: retryStrategy + memoize, so a Retry node; a cache hit is that node, no attempt.
+MEMO = {"hit": True, "key": "k", "cacheName": manifests.WORKFLOW_CACHE}
+INGEST_CACHED = step_node("w-1", "ingest", "Succeeded", 0, type="Retry", memoizationStatus=MEMO)
+TRAIN_RUNNING = step_node("w-2", "train-cnn", "Running", 1)
+TRAIN_DONE = step_node("w-2", "train-cnn", "Succeeded", 1)
+SELECT_FAILED = step_node("w-3", "select", "Failed", 2, message="Error (exit code 1)")
+
+
+def status(phase: str, *nodes: dict[str, Any]) -> dict[str, Any]:
+    return {"phase": phase, "nodes": {n["id"]: n for n in nodes}}
+
+
+def test_submit_applies_exactly_the_builders_objects_and_says_how_to_follow(wd, fake):
+    with_argo(wd, fake)
+    fake.applied.clear()
+    slept = len(fake.clock.sleeps)
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.workflow(WorkflowRequest(models=("cnn", "cnn_dropout"))) == 0
+    assert fake.applied == expected_objects(rt, models=("cnn", "cnn_dropout"))
+    name = submitted(fake)["metadata"]["name"]
+    text = "\n".join(lines)
+    assert f"Workflow {name}: submitted in namespace {NS}" in text
+    assert f"`kubectl --context k3d-dist-ml -n {NS} delete workflow {name}`" in text
+    assert "`invoke workflow --stop`" in text
+    assert len(fake.clock.sleeps) == slept  # without --watch nothing is waited for
+
+
+def test_the_submitted_cache_key_is_the_builders_key_of_the_image_and_the_checksums(wd, fake):
+    with_argo(wd, fake)
+    runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    (param,) = submitted(fake)["spec"]["arguments"]["parameters"]
+    assert param["value"] == manifests.memo_key(TAG, contract.RAW_SHA256)
+
+
+def test_the_flags_reach_the_submitted_workflow(wd, fake):
+    with_argo(wd, fake)
+    fake.applied.clear()
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+    request = WorkflowRequest(models=("cnn",), min_accuracy=0.85, cache_max_age="30m")
+    assert rt.workflow(request) == 0
+    s = rt.cx.settings(profile=contract.DEFAULT_PROFILE)
+    expected = manifests.workflow_objects(
+        s,
+        models=("cnn",),
+        cache_key=manifests.data_cache_key(s),
+        cache_max_age="30m",
+        min_accuracy=0.85,
+    )
+    assert fake.applied == expected
+    templates = {t["name"]: t for t in submitted(fake)["spec"]["templates"]}
+    assert any(t.get("memoize", {}).get("maxAge") == "30m" for t in templates.values())
+    commands = [t["container"]["command"] for t in templates.values() if "container" in t]
+    assert any("--min-accuracy" in c and "0.85" in c for c in commands)
+
+
+def test_submit_refuses_without_argo_and_applies_nothing(wd, fake):
+    set_up(wd, fake)
+    fake.applied.clear()
+    with pytest.raises(ClusterError, match=r"run `invoke up --runtime k3d --with-argo` first"):
+        runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    assert fake.applied == []
+
+
+def test_submit_refuses_before_up(wd, fake):
+    with pytest.raises(ClusterError, match=r"run `invoke up --runtime k3d` first"):
+        runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+
+
+def test_watch_prints_a_line_per_step_change_and_exits_0_on_success(wd, fake):
+    with_argo(wd, fake)
+    argo(
+        fake,
+        [
+            status("Running", INGEST_CACHED),
+            status("Running", INGEST_CACHED, TRAIN_RUNNING),
+            status("Running", INGEST_CACHED, TRAIN_RUNNING),
+            status("Running", INGEST_CACHED, TRAIN_RUNNING),
+            status("Succeeded", INGEST_CACHED, TRAIN_DONE),
+        ],
+    )
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.workflow(WorkflowRequest(watch=True)) == 0
+    steps = [line for line in lines if line.startswith("[")]
+    assert [line.split("] ", 1)[1].split()[:2] for line in steps] == [
+        ["ingest", "Succeeded"],
+        ["train-cnn", "Running"],
+        ["train-cnn", "Succeeded"],
+    ]
+    assert steps[0].endswith("Succeeded (from the cache, not run)")
+    assert steps[0] == f"[{2:6.0f}s] {'ingest':<26} Succeeded (from the cache, not run)"
+    name = submitted(fake)["metadata"]["name"]
+    assert any(line.startswith(f"Workflow {name}: Succeeded in ") for line in lines)
+
+
+def ingest_attempts(wrapper: str, *attempts: str, message: str = "") -> list[dict[str, Any]]:
+    """The memoized ingest on a cache miss: its Retry node and its attempts "ingest(N)"."""
+    ids = [f"w-1-{i}" for i in range(len(attempts))]
+    miss = {**MEMO, "hit": False}
+    extra: dict[str, Any] = {"message": message} if message else {}
+    node = step_node("w-1", "ingest", wrapper, 0, type="Retry", memoizationStatus=miss, **extra)
+    node["children"] = ids
+    return [
+        node,
+        *(
+            step_node(ids[i], f"ingest({i})", p, i * 20, nodeFlag={"retried": True})
+            for i, p in enumerate(attempts)
+        ),
+    ]
+
+
+def test_watch_shows_a_retried_step_as_one_row_with_its_retries(wd, fake):
+    with_argo(wd, fake)
+    argo(
+        fake,
+        [
+            status("Running", *ingest_attempts("Pending", "Running")),
+            status(
+                "Running", *ingest_attempts("Pending", "Failed", message="Backoff for 10 seconds")
+            ),
+            status("Running", *ingest_attempts("Pending", "Failed", "Running")),
+            status("Succeeded", *ingest_attempts("Succeeded", "Failed", "Succeeded")),
+        ],
+    )
+    lines: list[str] = []
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest(watch=True))
+        == 0
+    )
+    assert [line.split("] ", 1)[1] for line in lines if line.startswith("[")] == [
+        f"{'ingest':<26} Running",
+        f"{'ingest':<26} Pending: Backoff for 10 seconds",
+        f"{'ingest':<26} Running (retry 1)",
+        f"{'ingest':<26} Succeeded (retry 1)",
+    ]
+
+
+def test_watch_exits_1_with_the_failing_steps_message_and_log_tail(wd, fake):
+    with_argo(wd, fake)
+    argo(fake, [status("Running", INGEST_CACHED), status("Failed", INGEST_CACHED, SELECT_FAILED)])
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    name = workflow_name(rt)
+    pod = fake.add_pod(
+        NS,
+        f"{name}-select-1",
+        {POD_WORKFLOW_LABEL: name},
+        phase="Failed",
+        container=MAIN_CONTAINER,
+        exit_code=1,
+    )
+    fake.obj("v1", "Pod", pod["metadata"]["name"], NS)["metadata"]["annotations"] = {
+        NODE_ID_ANNOTATION: "w-3"
+    }
+    fake.set_log(pod["metadata"]["name"], "selection: best accuracy 0.41 < 0.80; not publishing")
+    assert rt.workflow(WorkflowRequest(watch=True)) == 1
+    text = "\n".join(lines)
+    assert f"Workflow {name}: Failed after " in text
+    assert "step select: Failed: Error (exit code 1)" in text
+    assert "not publishing" in text
+    assert lines[-1].startswith("next: fix the cause above, then `invoke workflow --watch`")
+
+
+def test_watch_waits_for_the_workflows_own_deadline(wd, fake):
+    with_argo(wd, fake)
+    argo(fake, [status("Running", TRAIN_RUNNING)])
+    with pytest.raises(ClusterError, match="the workflow did not finish: timed out"):
+        runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest(watch=True))
+    deadline = submitted(fake)["spec"]["activeDeadlineSeconds"]
+    assert fake.clock.now == pytest.approx(deadline + WATCH_GRACE_S, abs=5)
+
+
+def test_ctrl_c_leaves_the_workflow_running_and_says_how_to_stop_it(wd, fake):
+    with_argo(wd, fake)
+    argo(fake, [status("Running", TRAIN_RUNNING)])
+
+    @fake.script
+    def ctrl_c(now: float) -> None:  # pressed while the watch sleeps between polls
+        if now >= 10:
+            raise KeyboardInterrupt
+
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    name = workflow_name(rt)
+    assert rt.workflow(WorkflowRequest(watch=True)) == 130
+    assert lines[-1] == (
+        f"\ninterrupted: Workflow {name} keeps running in the cluster; stop it with "
+        f"`kubectl --context k3d-dist-ml -n {NS} delete workflow {name}` or "
+        "`invoke workflow --stop`"
+    )
+    assert not [k for k in fake.deleted if k[1] == "Workflow"]
+    assert fake.obj(WORKFLOW_API, "Workflow", name, NS) is not None
+
+
+def test_resubmitting_replaces_a_finished_run_and_refuses_a_running_one(wd, fake):
+    with_argo(wd, fake)
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+    assert rt.workflow(WorkflowRequest()) == 0
+    name = submitted(fake)["metadata"]["name"]
+    fake.set_status(WORKFLOW_API, "Workflow", NS, name, {"phase": "Running"})
+    with pytest.raises(ClusterError, match=rf"Workflow {name} is still running.*--stop"):
+        rt.workflow(WorkflowRequest())
+    fake.set_status(WORKFLOW_API, "Workflow", NS, name, {"phase": "Succeeded"})
+    lines: list[str] = []
+    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest()) == 0
+    assert (WORKFLOW_API, "Workflow", NS, name) in fake.deleted
+    assert f"Workflow {name}: replacing the succeeded run" in lines
+
+
+def test_stop_deletes_only_distmls_running_workflows(wd, fake):
+    set_up(wd, fake)
+    ours = manifests.labels()
+    for name, labels, phase in [
+        ("distml-a", ours, "Running"),
+        ("distml-b", ours, "Succeeded"),
+        ("distml-c", ours, None),  # not picked up by the controller yet
+        ("someone-else", {"app": "x"}, "Running"),
+    ]:
+        wf = {
+            "apiVersion": WORKFLOW_API,
+            "kind": "Workflow",
+            "metadata": {"name": name, "namespace": NS, "labels": copy.deepcopy(labels)},
+        }
+        if phase:
+            wf["status"] = {"phase": phase}
+        fake.put(wf)
+    lines: list[str] = []
+    assert (
+        runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest(stop=True)) == 0
+    )
+    assert [k[3] for k in fake.deleted if k[1] == "Workflow"] == ["distml-a", "distml-c"]
+    assert "stopped Workflow distml-a (running): deleted, its pods and TFJobs with it" in lines
+    assert "stopped Workflow distml-c (pending): deleted, its pods and TFJobs with it" in lines
+    lines.clear()
+    runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest(stop=True))
+    assert lines == [f"no distml workflow is running in {NS}; nothing to stop"]
+
+
+def test_dry_run_prints_every_object_and_applies_nothing(wd, fake):
+    lines: list[str] = []
+    from runtime.cluster import ClusterRuntime
+    from tests.support.cluster_kit import REPO
+
+    c = make_ctx(fake, {}, dry=True)
+    rt = ClusterRuntime(c, "k3d", wd, REPO, out=lines.append, clock=fake.clock)
+    assert rt.workflow(WorkflowRequest(watch=True)) == 0
+    assert fake.applied == []
+    text = "\n".join(lines)
+    for obj in expected_objects(rt):
+        assert f"would apply {obj['kind']} {NS}/{obj['metadata']['name']}" in text
+    assert "kind: Workflow" in text
+
+
+def tfjob_left(fake, model: str, state: str | None) -> str:
+    """A TFJob train-all left behind (same name as the workflow's step creates)."""
+    name = manifests.tfjob_name(model)
+    job = {"apiVersion": TFJOB_API, "kind": "TFJob", "metadata": {"name": name, "namespace": NS}}
+    if state:
+        job["status"] = conditions_status(("Created", "True"), (state, "True"))
+    fake.put(job)
+    return name
+
+
+def test_tfjobs_left_by_train_all_go_and_are_gone_before_the_workflow_is_submitted(wd, fake):
+    with_argo(wd, fake)
+    done = tfjob_left(fake, "cnn", "Succeeded")
+    running = tfjob_left(fake, "cnn_dropout", "Running")
+    other = tfjob_left(fake, "cnn_batchnorm", "Failed")  # not requested: stays
+    slow_delete(fake, "TFJob", gone_after=7)
+    fake.applied.clear()
+    start = len(fake.calls)
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.workflow(WorkflowRequest(models=("cnn", "cnn_dropout"))) == 0
+    assert f"TFJob {done}: replacing the succeeded job" in lines
+    assert (
+        f"TFJob {running}: replacing the running job (its workers save the step they "
+        "reached; resumed there)" in lines
+    )
+    assert fake.obj(TFJOB_API, "TFJob", done, NS) is None
+    assert fake.obj(TFJOB_API, "TFJob", running, NS) is None
+    assert fake.obj(TFJOB_API, "TFJob", other, NS) is not None
+    # Each was waited for until gone (7 s apiece), and only then was anything applied.
+    assert fake.clock.now >= 14
+    assert lines.index(
+        f"TFJob {running}: replacing the running job (its workers save the "
+        "step they reached; resumed there)"
+    ) < lines.index(f"Workflow {workflow_name(rt)}: submitted in namespace {NS}")
+    calls = fake.calls[start:]
+    first_apply = next(i for i, (m, _) in enumerate(calls) if m == "apply")
+    gone = [i for i, (m, a) in enumerate(calls) if m == "delete" and a[1] == "TFJob"]
+    assert len(gone) == 2 and max(gone) < first_apply
+    assert fake.applied == expected_objects(rt, models=("cnn", "cnn_dropout"))
+
+
+def test_a_tfjob_that_will_not_go_stops_the_submission(wd, fake):
+    with_argo(wd, fake)
+    name = tfjob_left(fake, "cnn", "Running")
+    slow_delete(fake, "TFJob", gone_after=None)
+    fake.applied.clear()
+    with pytest.raises(ClusterError, match=rf"TFJob {name} was not deleted within .*finalizers"):
+        runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest(models=("cnn",)))
+    assert fake.applied == []
+
+
+def test_a_small_node_runs_the_tfjob_steps_in_waves_and_says_so(wd, fake):
+    with_argo(wd, fake)
+    s = Settings(image=TAG, provider="k3d", serving_mode="knative")
+    fake.put(node(capacity.requirement(s, 2)))  # room for two jobs' workers, not three
+    fake.applied.clear()
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.workflow(WorkflowRequest(models=contract.MODEL_TYPES)) == 0
+    said = [x for x in lines if x.startswith("the node offers pods")]
+    assert len(said) == 1 and said[0].endswith(
+        "3 TFJobs at once need "
+        + str(capacity.requirement(s, 3))
+        + " of requests: running 2 at a time"
+    )
+    assert fake.applied == expected_objects(rt, parallelism=2)
+    assert fake.applied != expected_objects(rt)
+
+
+def test_a_node_that_holds_every_tfjob_runs_them_all_at_once(wd, fake):
+    with_argo(wd, fake)
+    fake.put(node(capacity.DOCUMENTED_NODE))
+    fake.applied.clear()
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.workflow(WorkflowRequest(models=contract.MODEL_TYPES)) == 0
+    assert not [x for x in lines if x.startswith("the node offers pods")]
+    assert fake.applied == expected_objects(rt, parallelism=None)
+
+
+def stopped_workflow(wd, fake) -> str:
+    """A workflow `invoke workflow --stop` just deleted: still there, being deleted."""
+    with_argo(wd, fake)
+    name = manifests.WORKFLOW_NAME
+    fake.put(
+        {
+            "apiVersion": WORKFLOW_API,
+            "kind": "Workflow",
+            "metadata": {"name": name, "namespace": NS, "deletionTimestamp": "2026-01-01T12:00Z"},
+            "status": {"phase": "Running"},
+        }
+    )
+    return name
+
+
+def test_a_resubmit_right_after_stop_waits_until_the_stopped_workflow_is_gone(wd, fake):
+    name = stopped_workflow(wd, fake)
+    slow_delete(fake, "Workflow", gone_after=25)
+    fake.applied.clear()
+    lines: list[str] = []
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
+    assert rt.workflow(WorkflowRequest()) == 0
+    assert f"Workflow {name}: being deleted (stopped); waiting until it is gone" in lines
+    assert not any("still running" in line for line in lines)
+    assert 25 <= fake.clock.now < STOP_WAIT_S
+    assert fake.applied == expected_objects(rt)
+    assert "deletionTimestamp" not in fake.obj(WORKFLOW_API, "Workflow", name, NS)["metadata"]
+
+
+def test_a_stopped_workflow_that_does_not_go_fails_clearly(wd, fake):
+    name = stopped_workflow(wd, fake)
+    slow_delete(fake, "Workflow", gone_after=None)
+    fake.applied.clear()
+    with pytest.raises(
+        ClusterError, match=rf"Workflow {name} was not deleted within {STOP_WAIT_S} s; check"
+    ):
+        runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    assert fake.applied == []
+    assert fake.clock.now >= STOP_WAIT_S

@@ -1,0 +1,59 @@
+"""tasks/chain.py through the real ``invoke`` CLI: flags become requests, the runtime's
+capabilities decide the notes (or a refusal), and bad values exit 2 before a runtime is
+chosen."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.image import image_tag
+from tests.support.cli import REPO, invoke
+
+
+def test_cluster_only_flags_are_noted_as_ignored_on_the_local_runtime(wd):
+    r = invoke(wd, "--dry", "deploy", "--target", "3", "--request-logger", "--http-port", "8181")
+    assert r.returncode == 0, r.stderr
+    assert "note: --target, --request-logger apply to cluster runtimes; ignored on local" in (
+        r.stdout
+    )
+    assert "would run (selection): python -m ml.select" in r.stdout
+    # publish.json's code version: the image tag this repository's code builds to.
+    assert f"--code-version {image_tag(REPO)}" in r.stdout
+    assert r.stdout.rstrip().endswith("--host 127.0.0.1 --http-port 8181")
+
+
+def test_with_argo_is_noted_as_ignored_by_the_local_runtime(wd):
+    r = invoke(wd, "--dry", "up", "--runtime", "local", "--with-argo")
+    assert r.returncode == 0, r.stderr
+    assert "note: --with-argo applies to cluster runtimes; ignored on local" in r.stdout
+    assert "argoproj" not in r.stdout  # nothing of Argo is planned
+
+
+def test_gpus_on_the_local_runtime_are_refused_not_ignored(wd):
+    r = invoke(wd, "train", "--model-type", "cnn", "--gpus-per-worker", "1")
+    assert r.returncode == 2
+    assert "error: --gpus-per-worker cannot be used on the local runtime" in r.stderr
+
+
+def test_train_and_train_all_build_the_same_request(wd):
+    one = invoke(wd, "--dry", "train", "--model-type", "cnn_dropout", "--epochs", "2")
+    every = invoke(wd, "--dry", "train-all", "--model-type", "cnn_dropout", "--epochs", "2")
+    assert one.returncode == every.returncode == 0, one.stderr + every.stderr
+    assert one.stdout == every.stdout
+    assert "--model-type cnn_dropout --profile quick --log-every 5 --epochs 2" in one.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["deploy", "--min-accuracy", "86"], "(did you mean 0.86?)"),
+        (["loadtest", "--concurrency", "0"], "--concurrency must be at least 1, got 0"),
+        (["train-all", "--model-type", "vgg"], "unknown model type 'vgg'"),
+        (["up", "--serving-mode", "mesh"], "--serving-mode must be one of knative, standard"),
+    ],
+)
+def test_bad_values_exit_2_before_a_runtime_is_chosen(wd, args, message):
+    r = invoke(wd, *args)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "runtime:" not in r.stdout  # refused before anything was looked at

@@ -1,0 +1,41 @@
+"""tasks/chooser.py through the real ``invoke`` CLI: the settings the chosen runtime is made
+with: cluster settings under one namespace, the old names refused with the new ones, a
+service name that is no DNS label refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cli import invoke
+
+
+@pytest.mark.parametrize("old", ["INVOKE_CLUSTER", "INVOKE_NAMESPACE", "INVOKE_INGRESS_PORT"])
+def test_the_old_cluster_setting_names_are_refused_with_the_new_ones(wd, old):
+    r = invoke(wd, "render", "--out", str(wd / "m"), **{old: "x"})
+    assert r.returncode == 2
+    assert f"{old} (now INVOKE_CLUSTER_" in r.stderr
+
+
+@pytest.mark.parametrize("task", ["deploy", "render"])
+def test_a_service_name_that_is_no_dns_label_is_refused_before_anything_runs(wd, task):
+    # It names a directory under the volume: ../../../x would serve from outside it.
+    args = ["--out", str(wd / "m")] if task == "render" else []
+    r = invoke(wd, "--dry", task, "--runtime", "local", *args, INVOKE_SERVICE="../../../x")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "service name '../../../x' is not valid" in r.stderr
+    assert "INVOKE_SERVICE" in r.stderr and "would run" not in r.stdout
+
+
+def test_cluster_settings_live_under_one_namespace(wd):
+    r = invoke(
+        wd,
+        "--dry",
+        "up",
+        "--runtime",
+        "k3d",
+        INVOKE_CLUSTER_NAME="it",
+        INVOKE_CLUSTER_INGRESS_PORT="18080",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "k3d cluster create it " in r.stdout
+    assert "-p '18080:80@loadbalancer'" in r.stdout

@@ -1,0 +1,60 @@
+"""tasks/extras.py through the real ``invoke`` CLI: `invoke workflow` is refused on the local
+runtime, checks its flags before a runtime is chosen, and under --dry prints its objects
+and touches nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cli import invoke
+
+
+@pytest.mark.parametrize("dry", [False, True], ids=["run", "dry run"])
+def test_a_workflow_on_the_local_runtime_is_refused_with_exit_2(wd, dry):
+    r = invoke(wd, *(["--dry"] if dry else []), "workflow", "--runtime", "local", "--watch")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "error: workflows need a cluster" in r.stderr
+    assert "`invoke up --runtime k3d --with-argo`" in r.stderr
+    assert "`invoke train-all deploy`" in r.stderr
+    assert "would run" not in r.stdout  # nothing pretended
+
+
+def test_workflow_flags_are_checked_before_a_runtime_is_chosen(wd):
+    r = invoke(wd, "workflow", "--model-type", "vgg")
+    assert r.returncode == 2
+    assert "unknown model type 'vgg'" in r.stderr
+    assert "runtime:" not in r.stdout
+
+
+def test_dry_workflow_on_a_cluster_prints_its_objects_and_touches_nothing(tmp_path):
+    wd = tmp_path / "wd"
+    r = invoke(wd, "--dry", "workflow", "--runtime", "k3d", "--model-type", "cnn")
+    assert r.returncode == 0, r.stderr
+    kinds = [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Workflow",
+    ]
+    applied = [line.split()[2] for line in r.stdout.splitlines() if line.startswith("would apply")]
+    assert applied == kinds
+    assert "  - name: train-cnn\n" in r.stdout and "train-cnn-dropout" not in r.stdout
+    assert not wd.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cache-max-age", "soon"], "--cache-max-age must be a duration such as 720h"),
+        (["--min-accuracy", "90"], "(did you mean 0.9?)"),
+        (["--watch", "--stop"], "use one"),
+    ],
+)
+def test_workflow_values_are_checked_before_a_runtime_is_chosen(wd, args, message):
+    r = invoke(wd, "workflow", *args)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "runtime:" not in r.stdout
