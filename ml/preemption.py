@@ -33,7 +33,7 @@ from ml.steps import crossed
 
 # PREEMPTED_EXIT is the contract's: the code TensorFlow's own preemption handler exits with
 # off Google Cloud (failure_handling.BorgTerminationConfig). It stays importable from here
-# for the callers outside ml/ that still do (tests/test_runtime.py, tests/e2e).
+# for the callers outside ml/ that still do (tests/runtime/local/test_jobs.py, tests/e2e).
 __all__ = ["CHECK_EVERY", "Preempted", "backup_callback"]
 
 # Steps between two flag exchanges: a save starts at the end of the first call (of
