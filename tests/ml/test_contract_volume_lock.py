@@ -12,7 +12,7 @@ import pytest
 
 from ml import contract
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HOLD = (
     "import sys, time\n"
     "from ml import contract\n"

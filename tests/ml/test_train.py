@@ -15,7 +15,7 @@ from ml.contract import PROGRESS_PREFIX
 from ml.train import main
 from runtime.procs import free_ports
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def worker_env(tmp_path: Path, tf_config: dict | None, data_dir: Path) -> dict[str, str]:

@@ -12,7 +12,7 @@ import pytest
 
 from tools.lint_shell import main, shell_scripts, workflow_scripts
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = """
 on: push
 jobs:

@@ -15,7 +15,7 @@ import pytest
 
 from ml import data
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The validation split's examples per class on the checksummed files (ml.data's comment).
 VALIDATION_CLASS_COUNTS = [498, 475, 553, 517, 519, 497, 513, 496, 474, 497]
@@ -75,7 +75,7 @@ def test_a_prepared_volume_gives_the_same_splits_as_the_raw_files(prepared_volum
 def test_another_process_loads_the_same_splits(tmp_path, shared_data_dir, raw_keys):
     """Each worker of a job loads the splits in its own process: they must agree."""
     script = (
-        "import sys; sys.path.insert(0, 'tests'); from test_splits import split_digest; "
+        "import sys; from tests.ml.test_data_splits import split_digest; "
         f"print(*(split_digest({str(tmp_path)!r}, s, {str(shared_data_dir)!r}) "
         "for s in ('train', 'validation')))"
     )
