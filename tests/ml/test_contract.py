@@ -19,7 +19,7 @@ import pytest
 from ml import contract
 from ml.contract import IngestResult, read_ingest_line
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "tf_keras", "tensorflow_datasets", "numpy", "kserve", "yaml")
 
 
