@@ -1,8 +1,9 @@
-"""--bind-loopback: a training worker that listens on loopback only.
+"""ml.loopback (--bind-loopback): a training worker that listens on loopback only.
 
 TensorFlow's gRPC server binds every interface whatever TF_CONFIG says (ml/loopback.py says
 why); with the flag a worker runs with a bind() shim instead, and the local runtime sets
-it. tests/test_local_sockets.py lists the sockets of a real local training run.
+it (tests/runtime/local/test_training_loopback.py). tests/test_local_sockets.py lists the
+sockets of a real local training run.
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ import pytest
 
 from ml import contract, loopback, train
 from ml.tf_config import parse_tf_config
-from runtime.local import LocalRuntime
-from runtime.local.training import _jobs
-from runtime.requests import TrainRequest
-from runtime.workdir import Workdir
 
 
 @pytest.fixture(autouse=True)
@@ -40,12 +37,6 @@ def test_the_train_command_asks_for_loopback_only_when_told():
     told = train.build_parser().parse_args(contract.train("/v", "cnn", bind_loopback=True)[3:])
     assert told.bind_loopback
     assert "--bind-loopback" not in contract.train("/v", "cnn")  # the default: the TFJob pods
-
-
-def test_the_local_runtime_asks_for_loopback(tmp_path):
-    rt = LocalRuntime(Workdir.at(tmp_path / "wd"), out=lambda line: None)
-    (job,) = _jobs(rt, TrainRequest(models=("cnn",)))
-    assert train.build_parser().parse_args(job.command[3:]).bind_loopback
 
 
 @pytest.mark.parametrize(
