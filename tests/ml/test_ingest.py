@@ -24,9 +24,6 @@ def test_ingest_cli_on_prepared_volume(prepared_volume, capsys):
     )
 
 
-# --------------------------------------------------------------------------- CLI
-
-
 def test_ingest_cli_error_exit_code(tmp_path, capsys):
     code = ingest.main(["--volume", str(tmp_path / "v"), "--source-dir", str(tmp_path / "none")])
     assert code == 2
