@@ -1,4 +1,6 @@
-"""Selection: evaluate every candidate, pick the best, publish atomically, refuse worse."""
+"""ml.select: evaluate every candidate on validation, pick the best, publish atomically with its
+lineage, refuse a worse model unless forced, and roll back through the history; the volume's
+limits (a full disk, killed publishes, a bad service name). The fixtures: conftest.py."""
 
 from __future__ import annotations
 
@@ -7,38 +9,12 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
 from ml import contract
 from ml import select as sel
-from ml.config import resolve
-from ml.data import SPLIT_EXAMPLES, load_arrays
-from ml.export import export_model
-from ml.models import build_model
-
-
-@pytest.fixture(scope="module")
-def saved_models(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
-    """Two real SavedModels: 'good' (trained briefly on real data) and 'bad' (untrained)."""
-    (x, y), _ = load_arrays(shared_data_dir)
-    root = tmp_path_factory.mktemp("saved")
-    good = build_model("cnn", learning_rate=3e-3, seed=1)
-    good.fit(x[:6400, ..., None] / 255.0, y[:6400], batch_size=128, epochs=1, verbose=0)
-    export_model(good, root / "good")
-    export_model(build_model("cnn", seed=2), root / "bad")
-    # What ml.train writes beside the SavedModel: the resolved parameters of this run.
-    cfg = resolve("quick", overrides={"model_type": "cnn", "epochs": 1, "seed": 1})
-    cfg.extra.update(workers=1, global_batch_size=128, steps_per_epoch_resolved=50)
-    (root / "good" / contract.PARAMS_FILE).write_text(cfg.to_yaml())
-    return {"good": root / "good", "bad": root / "bad"}
-
-
-@pytest.fixture
-def volume(tmp_path, shared_data_dir, monkeypatch) -> Path:
-    monkeypatch.setenv("DISTML_DATA_DIR", str(shared_data_dir))
-    return tmp_path / "volume"
+from ml.data import SPLIT_EXAMPLES
 
 
 def add_candidate(volume: Path, name: str, source: Path) -> None:
@@ -243,12 +219,3 @@ def test_min_accuracy_must_be_a_fraction(volume, capsys):
         run(volume, "--min-accuracy", "86")
     assert exit_.value.code == 2
     assert "fraction" in capsys.readouterr().err
-
-
-def test_evaluate_scores_what_is_served(volume, saved_models, shared_data_dir):
-    from ml.evaluate import evaluate_saved_model
-
-    _, (x, y) = load_arrays(shared_data_dir)
-    result = evaluate_saved_model(saved_models["good"], x[:2000, ..., None], y[:2000])
-    assert result["examples"] == 2000 and 0.6 < result["accuracy"] <= 1
-    assert np.isfinite(result["loss"])

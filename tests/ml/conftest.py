@@ -1,0 +1,38 @@
+"""Fixtures of the selection and evaluation tests (test_select.py, test_evaluate.py):
+
+- ``saved_models``: two real SavedModels, 'good' and 'bad', built once per session.
+- ``volume``: an empty volume path, with DISTML_DATA_DIR pointing at the real files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ml import contract
+from ml.config import resolve
+from ml.data import load_arrays
+from ml.export import export_model
+from ml.models import build_model
+
+
+@pytest.fixture(scope="session")
+def saved_models(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
+    """Two real SavedModels: 'good' (trained briefly on real data) and 'bad' (untrained)."""
+    (x, y), _ = load_arrays(shared_data_dir)
+    root = tmp_path_factory.mktemp("saved")
+    good = build_model("cnn", learning_rate=3e-3, seed=1)
+    good.fit(x[:6400, ..., None] / 255.0, y[:6400], batch_size=128, epochs=1, verbose=0)
+    export_model(good, root / "good")
+    export_model(build_model("cnn", seed=2), root / "bad")
+    # What ml.train writes beside the SavedModel: the resolved parameters of this run.
+    cfg = resolve("quick", overrides={"model_type": "cnn", "epochs": 1, "seed": 1})
+    cfg.extra.update(workers=1, global_batch_size=128, steps_per_epoch_resolved=50)
+    (root / "good" / contract.PARAMS_FILE).write_text(cfg.to_yaml())
+    return {"good": root / "good", "bad": root / "bad"}
+
+
+@pytest.fixture
+def volume(tmp_path, shared_data_dir, monkeypatch) -> Path:
+    monkeypatch.setenv("DISTML_DATA_DIR", str(shared_data_dir))
+    return tmp_path / "volume"
