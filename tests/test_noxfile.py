@@ -1,0 +1,57 @@
+"""noxfile.py's bench session stops, before installing or running anything, when hey or the
+Fashion-MNIST files are missing (a stand-in session object; nothing is run)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.posargs: list[str] = []
+        self.env: dict[str, str] = {}
+        self.ran: list[tuple] = []
+
+    def error(self, message: str) -> None:
+        raise _Stop(message)
+
+    def run(self, *args, **kwargs) -> None:
+        self.ran.append(args)
+
+
+@functools.cache  # once: nox registers each session by name
+def _noxfile():
+    spec = importlib.util.spec_from_file_location("noxfile_under_test", REPO / "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_bench_session_stops_when_hey_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no hey there
+    session = _Session()
+    with pytest.raises(_Stop, match=r"hey was not found on PATH.*apt-get install hey"):
+        _noxfile().bench(session)
+    assert session.ran == []  # stopped before installing or running anything
+
+
+def test_the_bench_session_stops_when_the_data_is_missing(tmp_path, monkeypatch):
+    hey = tmp_path / "hey"
+    hey.write_text("#!/bin/sh\n")
+    hey.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("DISTML_DATA_DIR", str(tmp_path / "nothing"))
+    session = _Session()
+    with pytest.raises(_Stop, match="bench needs the Fashion-MNIST files: set DISTML_DATA_DIR"):
+        _noxfile().bench(session)
+    assert session.ran == []
