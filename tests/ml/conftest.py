@@ -1,7 +1,10 @@
-"""Fixtures of the selection and evaluation tests (test_select.py, test_evaluate.py):
+"""Fixtures of the ml tests. For selection and evaluation (test_select.py, test_evaluate.py):
 
 - ``saved_models``: two real SavedModels, 'good' and 'bad', built once per session.
-- ``volume``: an empty volume path, with DISTML_DATA_DIR pointing at the real files."""
+- ``volume``: an empty volume path, with DISTML_DATA_DIR pointing at the real files.
+
+And ``tf``, TensorFlow imported only by the tests that use it (server/test_image_header.py,
+test_serve_http.py)."""
 
 from __future__ import annotations
 
@@ -36,3 +39,10 @@ def saved_models(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
 def volume(tmp_path, shared_data_dir, monkeypatch) -> Path:
     monkeypatch.setenv("DISTML_DATA_DIR", str(shared_data_dir))
     return tmp_path / "volume"
+
+
+@pytest.fixture(scope="module")
+def tf():
+    import tensorflow as tf
+
+    return tf

@@ -21,7 +21,6 @@ from tests.support.listing import leftovers as _leftovers
 
 pytestmark = pytest.mark.usefixtures("isolated_data_places")
 
-
 ALL_FILES = tuple(data.FILES)
 
 

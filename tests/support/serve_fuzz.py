@@ -1,6 +1,7 @@
-"""Property-based tests of the request parsers and of the serving app (hypothesis): any
-body, JSON or not, well-formed or not, gets a parsed request or a client error (4xx) with
-a message, never another exception and never a 5xx.
+"""The hypothesis settings and strategies of the model server's property-based tests
+(tests/ml/server/test_v1_fuzz.py, test_v2_fuzz.py, test_routes_fuzz.py): request bodies,
+JSON or not, well-formed or not, mostly near valid requests so the checks past the first
+are reached too.
 
 The examples are derandomized (the same ones on every run, so CI is reproducible) and few
 enough for a few seconds: ``DISTML_HYPOTHESIS_PROFILE=explore`` runs many more, randomly.
@@ -14,14 +15,11 @@ import os
 from typing import Any
 
 import numpy as np
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from ml.server import client_error as errors
-from ml.server import v1, v2
-from tests.support.serve_stub import MAX_INSTANCES, MODEL, stub_app
-from tests.test_serve import gray_png, huge_png, png_header
+from tests.support.serve_requests import gray_png, huge_png, png_header
 
 _SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile(
@@ -33,8 +31,6 @@ settings.register_profile(
     "explore", max_examples=5000, deadline=None, suppress_health_check=_SLOW_IS_FINE
 )
 FUZZ = settings.get_profile(os.environ.get("DISTML_HYPOTHESIS_PROFILE", "ci"))
-# KServe casts out-of-range numbers to FP32/FP16 (they are then refused as out of [0, 1]).
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 
 # --------------------------------------------------------------------------- strategies
 
@@ -138,69 +134,3 @@ V2_BYTES = mostly(encoded(V2_BODY), encoded(ANY_JSON) | st.binary(max_size=256))
 
 def client_error(e: errors.ClientError) -> None:
     assert 400 <= e.status < 500 and e.message, (e.status, e.message)
-
-
-# --------------------------------------------------------------------------- parsers
-
-
-@FUZZ
-@given(body=V1_BODY | ANY_JSON | V1_BYTES)
-def test_v1_parser_answers_a_request_or_a_client_error(body: Any) -> None:
-    try:
-        parsed = v1.parse_request(body, max_instances=MAX_INSTANCES)
-    except errors.ClientError as e:
-        client_error(e)
-    else:
-        assert 1 <= len(parsed.inputs) <= MAX_INSTANCES
-
-
-@FUZZ
-@given(body=V2_BYTES, binary=st.booleans())
-def test_v2_decoder_and_parser_answer_a_request_or_a_client_error(body: bytes, binary) -> None:
-    from ml.server.routes import decode_v2_body
-
-    headers = {"inference-header-content-length": str(len(body))} if binary else {}
-    try:
-        parsed = v2.parse_v2_request(
-            decode_v2_body(body, headers, MODEL), max_instances=MAX_INSTANCES
-        )
-    except errors.ClientError as e:
-        client_error(e)
-    else:
-        assert 1 <= len(parsed.inputs) <= MAX_INSTANCES
-
-
-# --------------------------------------------------------------------------- over HTTP
-
-ROUTES = {
-    "V1 predict (direct)": (f"/v1/models/{MODEL}:predict", {"content-type": "application/json"}),
-    "V1 predict (KServe)": (f"/v1/models/{MODEL}:predict", {"content-type": "text/plain"}),
-    "V2 infer": (f"/v2/models/{MODEL}/infer", {"content-type": "application/json"}),
-}
-
-
-@pytest.mark.parametrize("route", ROUTES)
-@FUZZ
-@given(body=V1_BYTES | V2_BYTES)
-def test_the_app_answers_any_body_with_2xx_or_4xx(route: str, body: bytes) -> None:
-    path, headers = ROUTES[route]
-    answer = stub_app().client.post(path, content=body, headers=headers)
-    assert 200 <= answer.status_code < 500, answer.text
-    if answer.status_code >= 400:
-        assert answer.json()["error"], answer.text
-
-
-@FUZZ
-@given(
-    body=encoded(V2_BODY) | st.binary(max_size=256),
-    length=st.integers(-5, 300) | st.text(HEADER_CHARACTERS, max_size=4),
-)
-def test_the_app_answers_any_binary_v2_body_with_2xx_or_4xx(body: bytes, length: Any) -> None:
-    headers = {
-        "content-type": "application/octet-stream",
-        "inference-header-content-length": str(length),
-    }
-    answer = stub_app().client.post(f"/v2/models/{MODEL}/infer", content=body, headers=headers)
-    assert 200 <= answer.status_code < 500, answer.text
-    if answer.status_code >= 400:
-        assert answer.json()["error"], answer.text

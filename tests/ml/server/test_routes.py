@@ -1,5 +1,6 @@
-"""ml.serve's web app in process (``tests/support/serve_stub.py``): the routes it answers and its
-answers to malformed requests."""
+"""ml.server.routes, through ml.serve's web app in process (``tests/support/serve_stub.py``):
+only the documented routes are mounted, every other URL, method or model version gets a 404
+or 405 naming what is served, and V2 bodies that are not V2 requests get a 400."""
 
 from __future__ import annotations
 
