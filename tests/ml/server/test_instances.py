@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ml.server import errors, image_header, instances, v1, v2
+from ml.server import client_error as errors
+from ml.server import image_header, instances, v1, v2
 from tests.support.serve_requests import HUGE_PNG, b64, huge_png, v2_bytes_request
 
 

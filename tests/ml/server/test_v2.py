@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from ml.server import errors, v2
+from ml.server import client_error as errors
+from ml.server import v2
 from tests.support.serve_requests import v2_bytes_request
 
 
