@@ -2,8 +2,8 @@
 
 TensorFlow's gRPC server binds every interface whatever TF_CONFIG says (ml/loopback.py says
 why); with the flag a worker runs with a bind() shim instead, and the local runtime sets
-it (tests/runtime/local/test_training_loopback.py). tests/test_local_sockets.py lists the
-sockets of a real local training run.
+it (tests/runtime/local/test_training_loopback.py).
+tests/runtime/local/test_training_sockets.py lists the sockets of a real local training run.
 """
 
 from __future__ import annotations
