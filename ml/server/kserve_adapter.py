@@ -11,7 +11,7 @@ documented ones), except two settings of uvicorn's: KServe 0.21's ``RESTServer``
 hard-codes ``host="0.0.0.0"`` in the ``uvicorn.Config`` it keeps as ``.config``, and no
 argument changes it or the HTTP protocol (this server's has a request-header deadline:
 ``ml/server/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches into it;
-``tests/test_serve.py::test_rest_server_configures_uvicorn_as_given`` fails if an upgrade
+``tests/ml/server/test_kserve_adapter.py::test_rest_server_configures_uvicorn_as_given`` fails if an upgrade
 moves it.
 """
 
