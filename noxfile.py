@@ -1,4 +1,5 @@
-"""Test sessions. Plain ``nox`` = lint + unit (offline, a few minutes).
+"""Test sessions. Plain ``nox`` = lint + unit (offline, a few minutes); ``nox -s fast`` is
+the inner loop (no processes, TensorFlow or servers).
 
 All sessions share one virtualenv (``.nox/shared``), installed from ``pyproject.toml``
 (the one install source) and re-installed only when ``pyproject.toml`` changes, so
@@ -93,10 +94,25 @@ def lint(session: nox.Session) -> None:
     session.run(_bin("python"), "-m", "tools.lint_shell", *shellcheck, external=True)
 
 
+# Per-test deadlines (pytest-timeout, fixtures included): a hang fails that test with its
+# stack instead of stalling the session. pyproject's 900 s is the e2e tier's (its
+# lifecycle fixture trains three models).
+UNIT_TIMEOUT_S = 300
+FAST_TIMEOUT_S = 60
+
+
 @nox.session(venv_backend="none")
 def unit(session: nox.Session) -> None:
     """Unit tests: offline, real TF at toy scale (incl. a 2-process MWMS run)."""
-    _pytest(session, "tests", "--ignore=tests/e2e", "--ignore=tests/image")
+    timeout = f"--timeout={UNIT_TIMEOUT_S}"
+    _pytest(session, "tests", "--ignore=tests/e2e", "--ignore=tests/image", timeout)
+
+
+@nox.session(venv_backend="none", default=False)
+def fast(session: nox.Session) -> None:
+    """The inner loop: the unit tests that start no process, TensorFlow or server
+    (``tests/support/tiers.py``), in about a minute."""
+    _pytest(session, "tests", "--fast", f"--timeout={FAST_TIMEOUT_S}")
 
 
 @nox.session(venv_backend="none", default=False, tags=["slow"])

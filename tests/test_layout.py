@@ -242,3 +242,62 @@ def test_no_two_modules_share_a_name_across_packages():
         if len(paths) > 1 and not all(p.rsplit("/", 1)[0] + "/" in SHARED_ROOM_NAMES for p in paths)
     }
     assert clashes == {}, "rename so the file's name says its layer and job"
+
+
+# Modules without a test file of their own, and why (every other module has one:
+# tests/<package>/test_<module>.py, or test_<module>_<aspect>.py). Modules that hold only a
+# docstring need none.
+UNTESTED_ON_PURPOSE = {
+    "common/errors.py": "one base class; the error-family test above holds it",
+    "k8s/versions.py": "pins only; tests/k8s/test_upstream_files.py holds every URL in the lock",
+    "runtime/api.py": "the Runtime Protocol and Capabilities; tests/runtime/test_requests.py",
+    "runtime/cluster/apply.py": "the cluster rooms' tests drive it (up, down, volume)",
+    "runtime/cluster/submit.py": "the training and workflow rooms' tests drive it",
+    "runtime/local/up.py": "tests/runtime/local/test_executor.py (--dry) and the e2e tier",
+    "loadtest/chart.py": "drawn by the real runs in tests/loadtest/ (their chart.png)",
+    "ml/__init__.py": "sets TF_USE_LEGACY_KERAS only; every TF test runs with it",
+    "ml/__main__.py": "a usage text; tests/image/test_image.py reads it from the image",
+    "ml/preprocess.py": "inside every signature: tests/ml/test_export.py, test_pipeline.py",
+    "ml/server/body_limit.py": "over HTTP: tests/ml/test_serve_http.py (413s)",
+    "ml/server/client_error.py": "one exception; every parser test asserts its status",
+    "ml/server/fast_predict.py": "every V1 predict in tests/ml/test_serve_http.py",
+    "ml/server/header_timeout.py": "over HTTP: tests/ml/test_serve_http.py (slow headers)",
+    "benchmarks/bench_serving.py": "measures with hey and real servers (nox -s bench)",
+    "benchmarks/bench_training.py": "measures real training (nox -s bench)",
+    "benchmarks/pod_memory.py": "measures pods in Docker, by hand",
+    "integration/kindbuild/": "builds from Go modules and Docker for minutes; its pure parts "
+    "(gomodule, kindsource, kubernetes, cache) are tested",
+}
+
+
+def _test_files_for(module: Path) -> list[Path]:
+    rel = module.relative_to(REPO)
+    folder = REPO / "tests" / rel.parent
+    if rel.stem == "__init__":
+        return [folder / "test_init.py", folder.parent / f"test_{rel.parent.name}.py"]
+    stem = "main" if rel.stem == "__main__" else rel.stem
+    return [folder / f"test_{stem}.py", *folder.glob(f"test_{stem}_*.py")]
+
+
+def _only_a_docstring(module: Path) -> bool:
+    return all(
+        isinstance(node, ast.Expr | ast.ImportFrom)
+        and (isinstance(node, ast.ImportFrom) or isinstance(node.value, ast.Constant))
+        for node in ast.parse(module.read_text()).body
+    )
+
+
+def test_every_module_has_a_test_file_or_says_why_not():
+    untested = [
+        str(m.relative_to(REPO))
+        for m in [*_sources(*OURS), REPO / "noxfile.py"]
+        if not any(f.is_file() for f in _test_files_for(m)) and not _only_a_docstring(m)
+    ]
+    listed = [
+        m
+        for m in untested
+        if m not in UNTESTED_ON_PURPOSE and m.rsplit("/", 1)[0] + "/" not in UNTESTED_ON_PURPOSE
+    ]
+    assert listed == [], "add tests/<package>/test_<module>.py (or say why not above)"
+    stale = [m for m in UNTESTED_ON_PURPOSE if not m.endswith("/") and m not in untested]
+    assert stale == [], "these have a test file now: take them off the list"

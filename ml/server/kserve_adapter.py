@@ -10,9 +10,9 @@ Configuration goes through KServe's public API (``kserve.ModelServer(...)``, its
 documented ones), except two settings of uvicorn's: KServe 0.21's ``RESTServer``
 hard-codes ``host="0.0.0.0"`` in the ``uvicorn.Config`` it keeps as ``.config``, and no
 argument changes it or the HTTP protocol (this server's has a request-header deadline:
-``ml/server/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches into it;
-``tests/ml/server/test_kserve_adapter.py::test_rest_server_configures_uvicorn_as_given`` fails if an upgrade
-moves it.
+``ml/server/header_timeout.py``). :func:`configure_uvicorn` is the one place that reaches
+into it; ``test_rest_server_configures_uvicorn_as_given``
+(``tests/ml/server/test_kserve_adapter.py``) fails if an upgrade moves it.
 """
 
 from __future__ import annotations

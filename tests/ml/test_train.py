@@ -57,7 +57,6 @@ def events(output: str) -> list[dict]:
     ]
 
 
-@pytest.mark.slow
 def test_two_worker_job_finishes_and_leaves_exactly_one_saved_model(tmp_path, shared_data_dir):
     volume = tmp_path / "volume"
     ports = free_ports(2)
@@ -118,7 +117,6 @@ def test_two_worker_job_finishes_and_leaves_exactly_one_saved_model(tmp_path, sh
     assert all(0 < accuracy <= 1 for _, accuracy in epochs[0])
 
 
-@pytest.mark.slow
 def test_a_killed_job_resumes_from_its_last_epoch(tmp_path, shared_data_dir):
     volume = tmp_path / "volume"
     cmd = train_cmd(volume, "cnn", "--epochs", "4", "--steps-per-epoch", "15", "--no-validation")

@@ -2,10 +2,10 @@
 
 ``HEAVY`` names them, as test files (``ml/test_train.py``) or single tests
 (``test_layout.py::test_x``), relative to ``tests/``; ``tests/e2e`` and ``tests/image``
-are heavy as a whole. Every one of them gets the ``heavy`` marker. ``pytest --fast``
-(``nox -s fast``) leaves them out, and keeps the list honest: a test it runs that starts a
-process or imports TensorFlow, Keras or KServe fails, naming this list. ``nox -s unit``
-runs both kinds.
+are heavy as a whole, and so is every test using one of ``HEAVY_FIXTURES``. Every one
+of them gets the ``heavy`` marker. ``pytest --fast`` (``nox -s fast``) leaves them out,
+and keeps the list honest: a test it runs that starts a process or imports TensorFlow,
+Keras or KServe fails, naming this list. ``nox -s unit`` runs both kinds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,81 @@ import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 HEAVY_DIRS = ("e2e", "image")
-HEAVY: frozenset[str] = frozenset()
+HEAVY: frozenset[str] = frozenset(
+    {
+        # TensorFlow, Keras or KServe at import, or real training and servers.
+        "ml/test_train.py",
+        "ml/test_serve_http.py",
+        "ml/test_select.py",
+        "ml/test_evaluate.py",
+        "ml/test_export.py",
+        "ml/test_pipeline.py",
+        "ml/test_models.py",
+        "ml/test_preemption.py",
+        "ml/test_data_splits.py",
+        "ml/test_contract_volume_lock.py",
+        "ml/test_serve.py",
+        "ml/server/test_routes.py",
+        "ml/server/test_routes_fuzz.py",
+        "ml/server/test_v2.py",
+        "ml/server/test_v2_fuzz.py",
+        "ml/server/test_kserve_adapter.py",
+        "benchmarks/test_lifecycle.py",
+        "tools/test_lint_shell.py",
+        "runtime/test_sample_request.py",
+        "ml/test_data.py::test_prepare_real_files",
+        "ml/test_data.py::test_prepare_again_does_nothing",
+        "ml/test_data.py::test_load_split_from_prepared_volume",
+        "ml/test_data.py::test_load_split_falls_back_to_raw_files",
+        "ml/test_ingest.py::test_ingest_cli_on_prepared_volume",
+        "ml/test_loopback.py::test_the_shim_moves_wildcard_tcp_binds_to_loopback_and_leaves_the_rest",
+        "ml/test_contract.py::test_importing_the_contract_imports_nothing_heavy",
+        "ml/test_contract.py::test_serve_parses_the_serve_command",
+        "ml/test_contract.py::test_the_event_file_check_runs_as_a_pod_runs_it",
+        "ml/server/test_image_header.py::test_header_parser_reads_real_png_and_jpeg",
+        "tools/test_upstream_lock.py",  # hashes every file of the local mirrors
+        # Processes: the CLI, workers, Locust, TensorBoard, process groups.
+        "common/test_process_group.py",
+        "k8s/manifests/test_pods.py::test_commands_parse_with_the_pod_clis",
+        "k8s/test_kube.py::test_constructing_api_kube_imports_and_loads_nothing",
+        "k8s/test_preflight.py::test_run_command_never_raises",
+        "loadtest/test_locust_process.py",
+        "loadtest/test_main.py::test_failures_are_counted_and_fail_the_cli",
+        "loadtest/test_replica_watch.py",
+        "loadtest/test_runner.py::test_importing_loadtest_is_cheap",
+        "loadtest/test_runner.py::test_locust_failing_to_start_is_an_error",
+        "ml/server/test_instances.py::test_request_pixel_budget_is_summed_from_headers_before_decoding",
+        "runtime/cluster/test_serving.py::test_deploy_selects_then_serves_and_prints_url_host_and_curl",
+        "runtime/cluster/test_serving.py::test_loadtest_goes_through_the_ingress_and_checks_scale_out",
+        "runtime/cluster/test_serving.py::test_tfserving_predictor_and_request_logger",
+        "runtime/cluster/test_status.py::test_status_shows_cluster_operators_jobs_isvc_and_replicas",
+        "runtime/cluster/test_up.py::test_invoke_dry_end_to_end_prints_and_creates_nothing",
+        "runtime/local/test_jobs.py::test_a_dying_worker_restarts_the_whole_job_and_it_can_recover",
+        "runtime/local/test_jobs.py::test_a_job_that_keeps_failing_stops_after_max_restarts",
+        "runtime/local/test_jobs.py::test_a_job_whose_workers_all_succeed_succeeds",
+        "runtime/local/test_jobs.py::test_a_killed_worker_is_reported_with_its_signal",
+        "runtime/local/test_jobs.py::test_a_usage_or_data_error_fails_the_job_at_once_without_spending_restarts",
+        "runtime/local/test_jobs.py::test_ctrl_c_stops_every_worker_at_once_on_one_deadline",
+        "runtime/local/test_jobs.py::test_parallel_limit_and_invalid_runner_arguments",
+        "runtime/local/test_jobs.py::test_the_deadline_stops_a_hanging_job",
+        "runtime/local/test_jobs.py::test_workers_that_saved_on_sigterm_resume_without_spending_a_restart",
+        "runtime/local/test_serving.py::test_a_server_that_does_not_come_up_is_not_left_behind",
+        "runtime/local/test_tensorboard.py::test_a_real_tensorboard_shows_the_runs_and_ctrl_c_leaves_nothing",
+        "runtime/local/test_tensorboard.py::test_a_tensorboard_that_dies_at_start_shows_its_log",
+        "runtime/local/test_tensorboard.py::test_nothing_to_show_says_to_train_first",
+        "runtime/local/test_training_sockets.py",
+        "runtime/test_procs.py::test_a_recorded_pid_is_ours_only_with_its_start_time",
+        "runtime/test_procs_pids.py",
+        "tasks/test_chain.py",
+        "tasks/test_chooser.py",
+        "tasks/test_extras.py",
+        "tasks/test_init.py",
+        "test_layout.py::test_the_orchestration_side_loads_no_tensorflow_numpy_or_kserve",
+    }
+)
+# Fixtures that start processes or TensorFlow (or, ``plan``, parse every upstream release
+# file for 12 install plans: a minute of CPU): every test using one is heavy too.
+HEAVY_FIXTURES = frozenset({"ok_run", "prepared_volume", "saved_models", "tf", "plan"})
 BLOCKED_IMPORTS = ("tensorflow", "tf_keras", "keras", "kserve")
 FIX = f"list it in HEAVY in {Path(__file__).relative_to(TESTS.parent)}"
 
@@ -44,7 +118,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "heavy: starts processes, TensorFlow or servers")
     if config.getoption("--fast"):
         sys.meta_path.insert(0, _Blocker())
 
@@ -58,7 +131,11 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    heavy = [item for item in items if is_heavy(_nodeid(item))]
+    heavy = [
+        item
+        for item in items
+        if is_heavy(_nodeid(item)) or HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
+    ]
     for item in heavy:
         item.add_marker(pytest.mark.heavy)
     if config.getoption("--fast") and heavy:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 
 import psutil
-import pytest
 
 from runtime.local import LocalRuntime
 from runtime.local.training import train
@@ -65,7 +64,6 @@ class SocketWatch:
         pass
 
 
-@pytest.mark.slow
 def test_every_socket_a_local_training_run_listens_on_is_loopback(
     tmp_path, monkeypatch, shared_data_dir
 ):
