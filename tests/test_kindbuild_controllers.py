@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from integration.kindbuild import __main__ as cli
-from integration.kindbuild import controllers, gomodule
+from integration.kindbuild import controllers, gomodule, mirror
 from k8s import versions
 from tests import upstream
 
@@ -170,3 +170,32 @@ def test_our_module_asks_for_the_go_version_the_dependency_needs(tmp_path):
     assert gomodule.go_directive(gomod) == "1.25.8"
     gomod.write_text("module x\n\ngo 1.23\n")
     assert gomodule.go_directive(gomod) == "1.24.0"
+
+
+@pytest.mark.parametrize("url", list(MANIFESTS))
+def test_images_pulled_always_are_the_ones_the_mirror_serves(url):
+    """A manifest's imagePullPolicy: Always makes the kubelet pull even when the image is
+    in the node: those images, and only those, go to the mirror."""
+    for _, _, container in containers(url):
+        built = BY_IMAGE.get(container["image"])
+        if built is not None:
+            always = container.get("imagePullPolicy") == "Always"
+            assert built.pull_always == always, built.name
+
+
+def test_the_mirror_serves_each_image_under_its_registry_path():
+    assert mirror.split("kserve/kserve-controller:v0.20.0") == (
+        "docker.io",
+        "kserve/kserve-controller:v0.20.0",
+    )
+    assert mirror.split("quay.io/brancz/kube-rbac-proxy:v0.18.0") == (
+        "quay.io",
+        "brancz/kube-rbac-proxy:v0.18.0",
+    )
+    assert mirror.split("registry.k8s.io/metrics-server/metrics-server:v0.7.2")[0] == (
+        "registry.k8s.io"
+    )
+    hosts = mirror.hosts_toml("docker.io", "distml-kind-mirror-x")
+    assert 'server = "https://registry-1.docker.io"' in hosts
+    assert '[host."http://distml-kind-mirror-x:5000"]' in hosts
+    assert 'capabilities = ["pull", "resolve"]' in hosts

@@ -93,10 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.load:
             specs = [CONTROLLERS[s] for s in steps if s in CONTROLLERS]
-            controllers.load(args.load, specs or controllers.group("standard"))
-            report.append(
-                f"loaded {len(specs or controllers.group('standard'))} images into {args.load}"
-            )
+            report += controllers.load(args.load, specs or controllers.group("standard"))
     except BuildError as e:
         print(f"kindbuild: {e}", file=sys.stderr)
         return 1

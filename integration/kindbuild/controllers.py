@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from integration.kindbuild import cache, docker, gomodule, images, pins, tools
+from integration.kindbuild import cache, docker, gomodule, images, mirror, pins, tools
 from integration.kindbuild.run import run
 
 HERE = Path(__file__).parent
@@ -64,6 +64,8 @@ class Controller:
     ui_stub: bool = False  # Argo's CLI embeds ui/dist/app, which the module zip leaves out
     extra: tuple[str, ...] = field(default=())  # more Dockerfile lines
     group: str = "standard"  # "argo": only for `up --with-argo`
+    # The manifest says imagePullPolicy: Always: a loaded image is not enough (see mirror).
+    pull_always: bool = False
 
     @property
     def binary(self) -> str:
@@ -118,6 +120,7 @@ def kserve(name: str, cmd: str, image: str) -> Controller:
         package=f"{pins.KSERVE_MODULE}/cmd/{cmd}",
         entrypoint="/manager",
         user="65532:65532",
+        pull_always=True,
     )
 
 
@@ -229,9 +232,11 @@ def base() -> tuple[str, cache.Result]:
 
 
 def recipe_key(spec: Controller, base_tag: str) -> str:
-    """What the image is made of besides the module version: a changed user, path, flag or
-    main of ours gives a new cache entry."""
-    text = json.dumps([spec.__dict__.__repr__(), base_tag, dockerfile(spec, base_tag)])
+    """What the image is made of besides the module version (the Dockerfile, the base,
+    the package, the flags, a main of ours): any change gives a new cache entry. Facts
+    about the manifests (pull policy, group) are not part of it."""
+    made_of = [spec.package, spec.ldflags, spec.module_path, spec.ui_stub, base_tag]
+    text = json.dumps([*made_of, dockerfile(spec, base_tag)])
     if spec.main:
         for path in sorted((HERE / "files" / spec.main).rglob("*")):
             text += path.name + path.read_text()
@@ -307,10 +312,21 @@ def group(name: str) -> list[Controller]:
     return [c for c in controllers() if c.group == name]
 
 
-def load(cluster: str, specs: list[Controller]) -> None:
+def load(cluster: str, specs: list[Controller]) -> list[str]:
     """Each image into every node of kind cluster ``cluster`` (``kind load
-    image-archive``, straight from the cache: nothing is loaded into Docker)."""
-    kind = tools.kind().path / "bin" / "kind"
-    for spec in specs:
-        archive = ensure(spec).path / "image.tar"
-        run([str(kind), "load", "image-archive", str(archive), "--name", cluster], heavy=True)
+    image-archive``, straight from the cache); the ones a manifest pulls ``Always`` into a
+    mirror the nodes ask first (see mirror). Returns what was done, one line each."""
+    kind = str(tools.kind().path / "bin" / "kind")
+    archives = {spec.image: ensure(spec).path / "image.tar" for spec in specs}
+    for archive in archives.values():
+        run([kind, "load", "image-archive", str(archive), "--name", cluster], heavy=True)
+    done = [f"loaded {len(archives)} images into kind cluster {cluster}"]
+    always = {s.image: archives[s.image] for s in specs if s.pull_always}
+    if always:
+        nodes = run([kind, "get", "nodes", "--name", cluster], capture=True).split()
+        info = mirror.serve(cluster, nodes, always)
+        done.append(
+            f"mirror {info['mirror']} serves {len(always)} images pulled Always, for "
+            f"{', '.join(info['registries'])} in {len(nodes)} node(s)"
+        )
+    return done
