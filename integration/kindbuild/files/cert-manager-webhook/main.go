@@ -25,8 +25,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	fs := pflag.NewFlagSet("webhook", pflag.ExitOnError)
-	logf.AddFlags(&cfg.Logging, fs)
-	options.AddConfigFlags(fs, cfg)
+	options.AddConfigFlags(fs, cfg) // the logging flags (--v) included
 	_ = fs.Parse(os.Args[1:])
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(cfg.FeatureGates); err != nil {
 		return err
