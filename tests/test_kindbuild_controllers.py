@@ -199,3 +199,15 @@ def test_the_mirror_serves_each_image_under_its_registry_path():
     assert 'server = "https://registry-1.docker.io"' in hosts
     assert '[host."http://distml-kind-mirror-x:5000"]' in hosts
     assert 'capabilities = ["pull", "resolve"]' in hosts
+
+
+def test_a_module_copy_gets_back_the_symlinks_and_ui_its_zip_dropped(tmp_path):
+    module = tmp_path / "module"
+    (module / "workflow/executor/osspecific").mkdir(parents=True)
+    (module / controllers.ARGO_SIGNAL_LINK[1]).write_text("package osspecific\n")
+    spec = controllers.by_name()["argo-argoexec"]
+    both = controllers.Controller(**{**spec.__dict__, "ui_stub": True})
+    controllers._source_copy(both, module, tmp_path / "src")
+    link = tmp_path / "src" / controllers.ARGO_SIGNAL_LINK[0]
+    assert link.is_symlink() and link.read_text() == "package osspecific\n"
+    assert (tmp_path / "src/ui/dist/app/index.html").is_file()

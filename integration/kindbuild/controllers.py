@@ -38,6 +38,10 @@ CERT_MANAGER_LDFLAGS = (
     "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion={version}"
     " -X github.com/cert-manager/cert-manager/pkg/util.AppGitCommit={commit}"
 )
+ARGO_SIGNAL_LINK = (
+    "workflow/executor/osspecific/signal_linux.go",
+    "workflow/executor/osspecific/signal_darwin.go",
+)
 ARGO_LDFLAGS = (
     "-s -w -X github.com/argoproj/argo-workflows/v4.version={version}"
     " -X github.com/argoproj/argo-workflows/v4.gitCommit={commit}"
@@ -62,6 +66,9 @@ class Controller:
     main: str = ""
     module_path: str = ""
     ui_stub: bool = False  # Argo's CLI embeds ui/dist/app, which the module zip leaves out
+    # Symlinks in the repository that module zips drop (path -> target, both in the module):
+    # re-made in a copy of the module, which is then built in its place.
+    links: tuple[tuple[str, str], ...] = ()
     extra: tuple[str, ...] = field(default=())  # more Dockerfile lines
     group: str = "standard"  # "argo": only for `up --with-argo`
     # The manifest says imagePullPolicy: Always: a loaded image is not enough (see mirror).
@@ -170,7 +177,8 @@ def controllers() -> tuple[Controller, ...]:
         argo("workflow-controller", "workflow-controller", "workflow-controller", "8737:8737"),
         argo("argocli", "argo", "argo", "8737:8737", ui_stub=True, extra=("WORKDIR /home/argo",)),
         # The executor runs as whatever a workflow's pod asks; upstream's default is root.
-        argo("argoexec", "argoexec", "argoexec", "0:0"),
+        # Its Linux signal handling is signal_linux.go, a symlink to signal_darwin.go.
+        argo("argoexec", "argoexec", "argoexec", "0:0", links=(ARGO_SIGNAL_LINK,)),
     )
 
 
@@ -236,6 +244,7 @@ def recipe_key(spec: Controller, base_tag: str) -> str:
     the package, the flags, a main of ours): any change gives a new cache entry. Facts
     about the manifests (pull policy, group) are not part of it."""
     made_of = [spec.package, spec.ldflags, spec.module_path, spec.ui_stub, base_tag]
+    made_of += [spec.links] if spec.links else []
     text = json.dumps([*made_of, dockerfile(spec, base_tag)])
     if spec.main:
         for path in sorted((HERE / "files" / spec.main).rglob("*")):
@@ -243,22 +252,30 @@ def recipe_key(spec: Controller, base_tag: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def _source_copy(spec: Controller, module_dir: Path, source: Path) -> None:
+    """A writable copy of the module with what its zip leaves out put back: the symlinks
+    in ``spec.links`` and, for Argo's CLI, a one-page stand-in for the UI it embeds (the
+    way upstream's image build touches ui/dist/app/index.html without a yarn build)."""
+    shutil.copytree(module_dir, source)
+    run(["chmod", "-R", "u+w", str(source)])
+    for path, target in spec.links:
+        link = source / path
+        link.symlink_to(Path(target).relative_to(Path(path).parent))
+    if spec.ui_stub:
+        (source / "ui/dist/app").mkdir(parents=True)
+        (source / "ui/dist/app/index.html").write_text(
+            "<!doctype html><title>Argo Workflows</title><p>UI not built (distml kindbuild)\n"
+        )
+
+
 def _prepare_module(spec: Controller, info: dict, work: Path) -> None:
     """Our module in ``work``: it requires ``spec.module`` at its version and repeats that
     module's replace lines (KServe's pin controller-runtime and k8s.io/*)."""
     gomod = Path(info["GoMod"])
     replaces = gomodule.inherited_replaces(gomod)
-    if spec.ui_stub:
-        # The module zip has no ui/dist/app (a yarn build upstream): a copy of the module
-        # with a one-page stand-in, the way upstream's image build touches index.html.
-        source = work / "src"
-        shutil.copytree(info["Dir"], source)
-        run(["chmod", "-R", "u+w", str(source)])
-        (source / "ui/dist/app").mkdir(parents=True)
-        (source / "ui/dist/app/index.html").write_text(
-            "<!doctype html><title>Argo Workflows</title><p>UI not built (distml kindbuild)\n"
-        )
+    if spec.ui_stub or spec.links:
         replaces[spec.module] = "./src"
+        _source_copy(spec, Path(info["Dir"]), work / "src")
     if spec.main:
         target = work / "main"
         shutil.copytree(HERE / "files" / spec.main, target)
