@@ -73,13 +73,10 @@ def test_every_image_the_manifests_run_is_built_under_their_exact_tag(group):
         assert "@" not in image, f"{image}: pinned by digest, a local build cannot satisfy it"
 
 
-def test_the_argo_executor_is_the_one_the_controller_defaults_to():
+def test_the_argo_executor_is_the_one_the_built_controller_defaults_to():
     """install.yaml names no executor image (its controller ConfigMap is empty): the
-    controller runs argoexec at its own tag."""
+    controller runs quay.io/argoproj/argoexec:<the version linked into it>."""
     url = versions.ARGO_WORKFLOWS_URL
-    (controller,) = [c["image"] for _, _, c in containers(url) if "controller" in c["image"]]
-    executor = controllers.by_name()["argo-argoexec"].image
-    assert executor == controller.replace("workflow-controller", "argoexec")
     text = upstream.file_of(url).read_text()
     (configmap,) = [
         yaml.load(doc, Loader=yaml.CSafeLoader)
@@ -87,6 +84,12 @@ def test_the_argo_executor_is_the_one_the_controller_defaults_to():
         if re.search(r"^  name: workflow-controller-configmap$", doc, re.M)
     ]
     assert not configmap.get("data"), "install.yaml configures the executor: check its image"
+    by_name = controllers.by_name()
+    controller, executor = by_name["argo-workflow-controller"], by_name["argo-argoexec"]
+    linked = re.search(
+        r"v4\.version=(\S+)", controller.ldflags.format(version=controller.version, commit="")
+    )
+    assert executor.image == f"quay.io/argoproj/argoexec:{linked.group(1)}"
 
 
 def test_each_image_is_named_by_the_manifest_it_says():
@@ -134,8 +137,11 @@ def test_a_changed_recipe_is_a_new_cache_entry_and_the_same_one_is_not():
     same = controllers.recipe_key(spec, "base:1")
     assert controllers.recipe_key(spec, "base:1") == same
     assert controllers.recipe_key(spec, "base:2") != same
-    other = controllers.Controller(**{**spec.__dict__, "user": "1000:1000"})
-    assert controllers.recipe_key(other, "base:1") != same
+    for change in ({"user": "1000:1000"}, {"image": "example.com/m:v1"}):
+        other = controllers.Controller(**{**spec.__dict__, **change})
+        assert controllers.recipe_key(other, "base:1") != same, change
+    moved = controllers.Controller(**{**spec.__dict__, "pull_always": True})
+    assert controllers.recipe_key(moved, "base:1") == same
 
 
 def test_cert_managers_mains_are_ours_and_named_inside_its_import_path():

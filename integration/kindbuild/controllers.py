@@ -240,10 +240,10 @@ def base() -> tuple[str, cache.Result]:
 
 
 def recipe_key(spec: Controller, base_tag: str) -> str:
-    """What the image is made of besides the module version (the Dockerfile, the base,
+    """What the image is besides the module version (its tag, the Dockerfile, the base,
     the package, the flags, a main of ours): any change gives a new cache entry. Facts
     about the manifests (pull policy, group) are not part of it."""
-    made_of = [spec.package, spec.ldflags, spec.module_path, spec.ui_stub, base_tag]
+    made_of = [spec.image, spec.package, spec.ldflags, spec.module_path, spec.ui_stub, base_tag]
     made_of += [spec.links] if spec.links else []
     text = json.dumps([*made_of, dockerfile(spec, base_tag)])
     if spec.main:

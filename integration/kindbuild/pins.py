@@ -68,9 +68,12 @@ CERT_MANAGER_IMAGES = {
 METRICS_SERVER_MODULE, METRICS_SERVER = "sigs.k8s.io/metrics-server", "v0.7.2"
 METRICS_SERVER_IMAGE = f"registry.k8s.io/metrics-server/metrics-server:{METRICS_SERVER}"
 # Argo Workflows: install.yaml names v4.1.2; the proxy refuses every v4 version but v4.0.5
-# (403 on v4.1.2, v4.1.1, v4.1.0, v4.0.0), so v4.0.5 is built and tagged as v4.1.2.
+# (403 on v4.1.2, v4.1.1, v4.1.0, v4.0.0), so v4.0.5 is built and its controller and server
+# are tagged v4.1.2. The executor is not in install.yaml: the controller runs
+# quay.io/argoproj/argoexec:<its own version> (workflow/controller/config.go), so v4.0.5.
 ARGO_MODULE, ARGO, ARGO_TAG = "github.com/argoproj/argo-workflows/v4", "v4.0.5", "v4.1.2"
 ARGO_IMAGES = {
-    name: f"quay.io/argoproj/{name}:{ARGO_TAG}"
-    for name in ("workflow-controller", "argocli", "argoexec")
+    "workflow-controller": f"quay.io/argoproj/workflow-controller:{ARGO_TAG}",
+    "argocli": f"quay.io/argoproj/argocli:{ARGO_TAG}",
+    "argoexec": f"quay.io/argoproj/argoexec:{ARGO}",
 }
