@@ -10,5 +10,12 @@ An entry is complete once its ``build.json`` exists (written last, with the buil
 wall time); a second run finds it and builds nothing. Heavy commands run under
 ``nice -n 19 ionice -c3`` with a small ``go build -p``: these machines have 2 CPUs.
 
-Run: ``python -m integration.kindbuild [STEP ...]`` (``--help`` lists the steps).
+The controllers the standard-mode stack's release manifests run (training operator,
+cert-manager, metrics-server, KServe, kube-rbac-proxy; Argo for ``up --with-argo``) are
+built the same way (:mod:`integration.kindbuild.controllers`), tagged exactly as those
+manifests name them, and ``--load CLUSTER`` puts them into a kind cluster's nodes (with a
+mirror for the ones a manifest pulls ``Always``: :mod:`integration.kindbuild.mirror`).
+
+Run: ``python -m integration.kindbuild [STEP ...] [--load CLUSTER]`` (``--help`` lists
+the steps).
 """

@@ -1,5 +1,9 @@
-"""``python -m integration.kindbuild [STEP ...]``: build (or find cached) each step, in
-order, and print what each took. With no step: everything, ending with the node image."""
+"""``python -m integration.kindbuild [STEP ...] [--load CLUSTER]``: build (or find
+cached) each step, in order, and print what each took. With no step: the node image and
+everything in it, then the standard-mode controllers' images (``controllers``); Argo's
+(``argo-images``, for ``up --with-argo``) only when asked. ``--load CLUSTER`` puts the
+controller images of this run (or, with no controller step, ``controllers``) into every
+node of kind cluster CLUSTER."""
 
 from __future__ import annotations
 
@@ -7,7 +11,15 @@ import argparse
 import sys
 import time
 
-from integration.kindbuild import images, kubernetes, nodebase, nodeimage, rootfs, tools
+from integration.kindbuild import (
+    controllers,
+    images,
+    kubernetes,
+    nodebase,
+    nodeimage,
+    rootfs,
+    tools,
+)
 from integration.kindbuild.run import BuildError
 
 USAGE = """
@@ -31,34 +43,64 @@ STEPS = {
     "local-path-helper": images.local_path_helper,
     "node-image": nodeimage.ensure,
 }
+# Steps that stand for several controller images, and each image as a step of its own.
+GROUPS = {"controllers": "standard", "argo-images": "argo"}
+CONTROLLERS = controllers.by_name()
+DEFAULT = [*STEPS, "controllers"]
+
+
+def plan(steps: list[str]) -> list[str]:
+    """The steps to run, in order, each group expanded into its images' names."""
+    out: list[str] = []
+    for step in steps or DEFAULT:
+        names = [c.name for c in controllers.group(GROUPS[step])] if step in GROUPS else [step]
+        out += [n for n in names if n not in out]
+    return out
+
+
+def run_step(step: str):
+    if step in CONTROLLERS:
+        return controllers.ensure(CONTROLLERS[step])
+    return STEPS[step]()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m integration.kindbuild", description=__doc__)
+    choices = [*STEPS, *GROUPS, *CONTROLLERS]
     parser.add_argument(
-        "steps", nargs="*", metavar="STEP", help=f"what to build (default all): {', '.join(STEPS)}"
+        "steps",
+        nargs="*",
+        metavar="STEP",
+        help=f"what to build (default: {', '.join(DEFAULT)}); one of {', '.join(choices)}",
+    )
+    parser.add_argument(
+        "--load", metavar="CLUSTER", help="load the controller images into this kind cluster"
     )
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.steps) - set(STEPS))
+    unknown = sorted(set(args.steps) - set(choices))
     if unknown:
-        parser.error(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(STEPS)}")
+        parser.error(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(choices)}")
     report = []
     start = time.monotonic()
+    steps = plan(args.steps)
     try:
-        for step in args.steps or list(STEPS):
-            result = STEPS[step]()
+        for step in steps:
+            result = run_step(step)
             how = "built" if result.built else "cached"
             report.append(
                 f"{step:24} {how:6} {result.seconds:7.1f}s (cold {result.cold_seconds:6.0f}s)"
                 f"  {result.path}"
             )
+        if args.load:
+            specs = [CONTROLLERS[s] for s in steps if s in CONTROLLERS]
+            report += controllers.load(args.load, specs or controllers.group("standard"))
     except BuildError as e:
         print(f"kindbuild: {e}", file=sys.stderr)
         return 1
     finally:
         print("\n".join(report))
         print(f"total {time.monotonic() - start:.1f}s")
-    if not args.steps or "node-image" in args.steps:
+    if "node-image" in steps:
         print(
             USAGE.format(
                 kind=tools.kind().path / "bin",

@@ -52,14 +52,29 @@ def inherited_replaces(gomod: Path) -> dict[str, str]:
     return found
 
 
+def go_directive(gomod: Path, floor: str = "1.24.0") -> str:
+    """The ``go`` line a module of ours needs to require ``gomod``'s module: its own
+    ``go`` version, or ``floor`` if that is newer."""
+    m = re.search(r"^go\s+(\S+)", gomod.read_text(), re.M)
+    found = m.group(1) if m else floor
+
+    def key(version: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+    return max(found, floor, key=key)
+
+
 def write_module(
     workdir: Path,
     requires: Mapping[str, str],
     replaces: Mapping[str, str] | None = None,
     go_version: str = "1.24.0",
+    path: str | None = None,
 ) -> None:
-    """A go.mod in ``workdir`` that requires and replaces exactly what is given."""
-    lines = [f"module distml.local/kindbuild/{workdir.name}", "", f"go {go_version}", ""]
+    """A go.mod in ``workdir`` that requires and replaces exactly what is given, named
+    ``path`` (default ``distml.local/kindbuild/<dir>``)."""
+    path = path or f"distml.local/kindbuild/{workdir.name}"
+    lines = [f"module {path}", "", f"go {go_version}", ""]
     lines += [f"require {mod} {ver}" for mod, ver in requires.items()]
     if replaces:
         lines += ["", "replace ("]

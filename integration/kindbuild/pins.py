@@ -46,3 +46,34 @@ CRICTL_MODULE, CRICTL = "sigs.k8s.io/cri-tools", "v1.34.0"
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
+
+# The standard-mode stack's controllers (issue 20, item 2): each module at the version built
+# and the image tag the upstream manifests in ../shared/k8s-upstream name (by tag, never a
+# digest). Their tests hold these tags against those files.
+# training-operator: the overlay names commit 5170a36, the parent of the v1.9.0 tag (same Go
+# code); the proxy refuses the commit (403 on @5170a36), so the v1.9.0 tag is built.
+TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR = "github.com/kubeflow/training-operator", "v1.9.0"
+TRAINING_OPERATOR_IMAGE = "kubeflow/training-operator:v1-5170a36"
+KSERVE_MODULE, KSERVE = "github.com/kserve/kserve", "v0.20.0"
+KSERVE_CONTROLLER_IMAGE = f"kserve/kserve-controller:{KSERVE}"
+KSERVE_LLMISVC_IMAGE = f"kserve/llmisvc-controller:{KSERVE}"
+KSERVE_LOCALMODEL_IMAGE = f"kserve/kserve-localmodel-controller:{KSERVE}"
+RBAC_PROXY_MODULE, RBAC_PROXY = "github.com/brancz/kube-rbac-proxy", "v0.18.0"
+RBAC_PROXY_IMAGE = f"quay.io/brancz/kube-rbac-proxy:{RBAC_PROXY}"
+CERT_MANAGER_MODULE, CERT_MANAGER = "github.com/cert-manager/cert-manager", "v1.17.2"
+CERT_MANAGER_IMAGES = {
+    name: f"quay.io/jetstack/cert-manager-{name}:{CERT_MANAGER}"
+    for name in ("controller", "cainjector", "webhook")
+}
+METRICS_SERVER_MODULE, METRICS_SERVER = "sigs.k8s.io/metrics-server", "v0.7.2"
+METRICS_SERVER_IMAGE = f"registry.k8s.io/metrics-server/metrics-server:{METRICS_SERVER}"
+# Argo Workflows: install.yaml names v4.1.2; the proxy refuses every v4 version but v4.0.5
+# (403 on v4.1.2, v4.1.1, v4.1.0, v4.0.0), so v4.0.5 is built and its controller and server
+# are tagged v4.1.2. The executor is not in install.yaml: the controller runs
+# quay.io/argoproj/argoexec:<its own version> (workflow/controller/config.go), so v4.0.5.
+ARGO_MODULE, ARGO, ARGO_TAG = "github.com/argoproj/argo-workflows/v4", "v4.0.5", "v4.1.2"
+ARGO_IMAGES = {
+    "workflow-controller": f"quay.io/argoproj/workflow-controller:{ARGO_TAG}",
+    "argocli": f"quay.io/argoproj/argocli:{ARGO_TAG}",
+    "argoexec": f"quay.io/argoproj/argoexec:{ARGO}",
+}
