@@ -16,7 +16,7 @@ import yaml
 from integration.kindbuild import __main__ as cli
 from integration.kindbuild import controllers, gomodule, mirror
 from k8s import versions
-from tests import upstream
+from tests.support import upstream
 
 # The URL (or kustomize ref) `up` applies -> the group of images its workloads need.
 MANIFESTS = {
@@ -97,7 +97,7 @@ def test_each_image_is_named_by_the_manifest_it_says():
         if spec.name == "argo-argoexec":
             continue
         url = next(u for u in MANIFESTS if upstream.file_of(u).name == Path(spec.manifest).name)
-        assert upstream.file_of(url) == upstream.UPSTREAM / spec.manifest
+        assert upstream.index()[url].name == spec.manifest
         assert spec.image in {c["image"] for _, _, c in containers(url)}, spec.name
 
 
