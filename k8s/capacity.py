@@ -15,38 +15,15 @@ library only: ``python -m k8s.preflight`` runs before the project's dependencies
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
 from k8s import versions
 from k8s.operators import components
-from k8s.settings import PROVIDERS, SERVING_MODES, Resources, Settings
+from k8s.settings import PROVIDERS, SERVING_MODES, Resources, Settings, quantity
 from ml.contract import MODEL_TYPES
 
-_QUANTITY = re.compile(r"^([0-9.]+(?:[eE][-+]?[0-9]+)?)(m|Ki|Mi|Gi|Ti|k|K|M|G|T)?$")
-_FACTORS = {
-    None: Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10**3),
-    "K": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-}
 MI = Decimal(2**20)
-
-
-def quantity(text: str | int | float) -> Decimal:
-    """A Kubernetes quantity ("250m", "1", "768Mi", "2G") as a number (cores or bytes)."""
-    m = _QUANTITY.match(str(text).strip())
-    if not m:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    return Decimal(m[1]) * _FACTORS[m[2]]
 
 
 @dataclass(frozen=True)

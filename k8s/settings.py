@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 
 from ml import contract
 
@@ -10,6 +13,36 @@ SERVING_MODES = ("knative", "standard")
 PREDICTORS = ("kserve", "tfserving")
 PROVIDERS = ("k3d", "kind", "minikube")
 STORAGE_CLASSES = {"k3d": "local-path", "kind": "standard", "minikube": "standard"}
+# The CPU the scheduler counts for our pods, as cluster settings (``cluster.worker_cpu``,
+# INVOKE_CLUSTER_WORKER_CPU=100m): a small cluster lowers them so the jobs fit
+# (docs/cluster.md, "Resources"); each names the Settings field whose request it sets.
+CPU_REQUEST_SETTINGS = {"worker_cpu": "worker_resources", "predictor_cpu": "predictor_resources"}
+
+
+_QUANTITY = re.compile(
+    r"^((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)(m|Ki|Mi|Gi|Ti|k|K|M|G|T)?$"
+)
+_FACTORS = {
+    None: Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10**3),
+    "K": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+}
+
+
+def quantity(text: str | int | float) -> Decimal:
+    """A Kubernetes quantity ("250m", "1", "768Mi", "2G") as a number (cores or bytes)."""
+    m = _QUANTITY.match(str(text).strip())
+    if not m:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return Decimal(m[1]) * _FACTORS[m[2]]
 
 
 @dataclass(frozen=True)
@@ -79,6 +112,33 @@ class Settings:
     @property
     def threads(self) -> int:
         """TF threads per worker pod: its CPU limit in whole cores, at least 1."""
-        cpu = self.worker_resources.cpu_limit
-        cores = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
-        return max(1, int(cores))
+        return max(1, int(quantity(self.worker_resources.cpu_limit)))
+
+
+def with_cpu_requests(s: Settings, requests: Mapping[str, str]) -> Settings:
+    """``s`` with the CPU requests the cluster settings give (an empty one keeps the
+    default); ValueError, naming the setting, for one no cluster would accept."""
+    changes = {}
+    for key, value in requests.items():
+        if key not in CPU_REQUEST_SETTINGS:
+            raise ValueError(
+                f"unknown setting cluster.{key}; valid: {', '.join(CPU_REQUEST_SETTINGS)}"
+            )
+        value = value.strip()
+        if not value:
+            continue
+        current: Resources = getattr(s, CPU_REQUEST_SETTINGS[key])
+        where = f"cluster.{key} (INVOKE_CLUSTER_{key.upper()})"
+        try:
+            cores = quantity(value)
+        except ValueError:
+            raise ValueError(
+                f"{where} {value!r} is not a CPU quantity (e.g. '100m', '0.5')"
+            ) from None
+        if not 0 < cores <= quantity(current.cpu_limit):
+            raise ValueError(
+                f"{where} {value!r} must be above 0 and at most the pod's CPU limit "
+                f"({current.cpu_limit})"
+            )
+        changes[CPU_REQUEST_SETTINGS[key]] = replace(current, cpu_request=str(value))
+    return replace(s, **changes)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
+from k8s.settings import CPU_REQUEST_SETTINGS
 from ml import contract
 from runtime.cli import call as _call  # noqa: F401  (tests drive a verb as a task does)
 from runtime.requests import DEFAULT_HTTP_PORT
@@ -47,6 +48,11 @@ ns.configure(
         "tensorboard_port": contract.TENSORBOARD_PORT,
         "docker": "",
         # Cluster runtimes: INVOKE_CLUSTER_NAME, INVOKE_CLUSTER_NAMESPACE, ...
-        "cluster": {"name": "dist-ml", "namespace": "kubeflow", "ingress_port": 8080},
+        "cluster": {
+            "name": "dist-ml",
+            "namespace": "kubeflow",
+            "ingress_port": 8080,
+            **dict.fromkeys(CPU_REQUEST_SETTINGS, ""),  # "": the built-in requests
+        },
     }
 )

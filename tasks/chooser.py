@@ -8,7 +8,7 @@ from pathlib import Path
 from invoke import Exit
 
 from common.errors import DistmlError
-from k8s.settings import PROVIDERS
+from k8s.settings import CPU_REQUEST_SETTINGS, PROVIDERS, Settings, with_cpu_requests
 from ml import contract
 from runtime.cli import cluster_config as _cluster_config
 from runtime.cli import service_name as _service
@@ -63,9 +63,20 @@ def cluster_runtime(c, name, wd):
         cluster=str(cluster.name),
         ingress_port=int(cluster.ingress_port),
         docker=str(c.config.docker),
+        cpu_requests=_cpu_requests(cluster),
         out=out,
     )
 
 
 def out(line):
     print(line, flush=True)
+
+
+def _cpu_requests(cluster):
+    """The CPU request settings, checked before anything runs: a bad one exits 2."""
+    requests = {key: str(cluster.get(key) or "") for key in CPU_REQUEST_SETTINGS}
+    try:
+        with_cpu_requests(Settings(image=""), requests)
+    except ValueError as e:
+        raise Exit(f"error: {e}", code=2) from e
+    return requests

@@ -26,7 +26,7 @@ the dry run shows every command and object in order and touches nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,7 @@ class ClusterRuntime:
         cluster: str = "dist-ml",
         ingress_port: int = 8080,
         docker: str = "",
+        cpu_requests: Mapping[str, str] | None = None,
         out: Out = print,
         kube: Kube | None = None,
         clock: Any = time,
@@ -106,6 +107,7 @@ class ClusterRuntime:
             clock=clock,
             image=lambda: self.image,
             given_kube=kube,
+            cpu_requests=dict(cpu_requests or {}),
         )
         self.name = provider_name
         self._preflight = preflight

@@ -4,7 +4,7 @@ step after ``up`` makes. One instance per task, built by ``ClusterRuntime``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from k8s import manifests
 from k8s.kube import DryKube, Kube, KubeError
 from k8s.objects import namespace_refusal
 from k8s.providers import Provider
-from k8s.settings import Settings
+from k8s.settings import Settings, with_cpu_requests
 from runtime.state import State
 from runtime.workdir import Workdir
 
@@ -41,6 +41,7 @@ class ClusterContext:
     clock: Any
     image: Callable[[], str]  # the project image's tag, computed when first asked for
     given_kube: Kube | None = None
+    cpu_requests: Mapping[str, str] = field(default_factory=dict)  # the cluster settings
     _kube: Kube | None = field(default=None, init=False, repr=False)
 
     @property
@@ -75,6 +76,7 @@ class ClusterContext:
         )
         s = replace(base, **{k: v for k, v in changes.items() if v is not None})
         try:
+            s = with_cpu_requests(s, self.cpu_requests)
             manifests.check_settings(s)
         except ValueError as e:
             raise ClusterError(str(e)) from e

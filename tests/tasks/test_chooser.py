@@ -5,6 +5,7 @@ service name that is no DNS label refused."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tests.support.cli import invoke
 
@@ -39,3 +40,44 @@ def test_cluster_settings_live_under_one_namespace(wd):
     assert r.returncode == 0, r.stderr
     assert "k3d cluster create it " in r.stdout
     assert "-p '18080:80@loadbalancer'" in r.stdout
+
+
+def test_the_cpu_request_settings_reach_every_pod_they_name(wd):
+    # A 2-CPU machine: the integration run asks for little CPU (docs/cluster.md).
+    out = wd / "m"
+    r = invoke(
+        wd,
+        "render",
+        "--runtime",
+        "kind",
+        "--out",
+        str(out),
+        INVOKE_CLUSTER_WORKER_CPU="100m",
+        INVOKE_CLUSTER_PREDICTOR_CPU="50m",
+    )
+    assert r.returncode == 0, r.stderr
+    docs = [d for p in sorted(out.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
+    workers = [
+        c["resources"]["requests"]["cpu"]
+        for d in docs
+        if d["kind"] == "TFJob"
+        for c in d["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    ]
+    assert workers and set(workers) == {"100m"}
+    runtimes = [d for d in docs if d["kind"] == "ServingRuntime"]
+    assert runtimes[0]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "50m"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("lots", "cluster.worker_cpu (INVOKE_CLUSTER_WORKER_CPU) 'lots' is not a CPU quantity"),
+        ("3", "'3' must be above 0 and at most the pod's CPU limit (1)"),
+        ("0m", "'0m' must be above 0"),
+    ],
+)
+def test_a_cpu_request_no_cluster_would_accept_exits_2_naming_the_setting(wd, value, message):
+    r = invoke(wd, "render", "--out", str(wd / "m"), INVOKE_CLUSTER_WORKER_CPU=value)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert message in r.stderr
+    assert not (wd / "m").exists()  # refused before anything was written
