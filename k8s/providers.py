@@ -17,7 +17,7 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from k8s import versions
 
@@ -52,6 +52,23 @@ class Provider:
     ingress_port: int = 8080  # host port the cluster's ingress (gateway / LB) answers on
     ingress_node_port: int = 31080
     docker: str = "docker"
+    # ``cluster.node_image`` (INVOKE_CLUSTER_NODE_IMAGE): a node image of the user's, e.g.
+    # one built locally for an offline machine (docs/cluster.md); "" is the pinned one.
+    node_image: str = ""
+    default_node_image: ClassVar[str] = ""
+    takes_node_image: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.node_image and not self.takes_node_image:
+            raise ValueError(
+                f"cluster.node_image applies to kind and k3d, not {self.name}: unset "
+                "INVOKE_CLUSTER_NODE_IMAGE (or node_image in invoke.yaml)"
+            )
+
+    @property
+    def nodes_run(self) -> str:
+        """The image the cluster's nodes run: the user's, else the pinned one."""
+        return self.node_image or self.default_node_image
 
     @property
     def context(self) -> str:
@@ -94,6 +111,8 @@ class Provider:
 
 
 class K3d(Provider):
+    default_node_image = versions.K3S_IMAGE
+
     @property
     def context(self) -> str:
         return f"k3d-{self.cluster}"
@@ -117,7 +136,7 @@ class K3d(Provider):
         # Traefik off: Istio's gateway (knative mode) or our LoadBalancer Service (standard
         # mode) takes port 80 through k3s's ServiceLB, mapped to the host's ingress port.
         c.run(
-            f"k3d cluster create {self.cluster} --image {versions.K3S_IMAGE} "
+            f"k3d cluster create {self.cluster} --image {shlex.quote(self.nodes_run)} "
             "--servers 1 --agents 0 "
             "--k3s-arg '--disable=traefik@server:*' "
             f"-p '{self.ingress_port}:80@loadbalancer' --wait --timeout 300s"
@@ -136,6 +155,8 @@ class K3d(Provider):
 
 
 class Kind(Provider):
+    default_node_image = versions.KIND_NODE_IMAGE
+
     @property
     def context(self) -> str:
         return f"kind-{self.cluster}"
@@ -172,7 +193,7 @@ class Kind(Provider):
             config.parent.mkdir(parents=True, exist_ok=True)
             config.write_text(self.config_yaml())
         c.run(
-            f"kind create cluster --name {self.cluster} --image {versions.KIND_NODE_IMAGE} "
+            f"kind create cluster --name {self.cluster} --image {shlex.quote(self.nodes_run)} "
             f"--config {shlex.quote(str(config))} --wait 300s"
         )
 
@@ -189,6 +210,8 @@ class Kind(Provider):
 
 
 class Minikube(Provider):
+    takes_node_image = False  # it downloads its Kubernetes into its own base image
+
     @property
     def context(self) -> str:
         return self.cluster

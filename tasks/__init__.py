@@ -52,6 +52,7 @@ ns.configure(
             "name": "dist-ml",
             "namespace": "kubeflow",
             "ingress_port": 8080,
+            "node_image": "",  # kind/k3d: the nodes' image ("": the pinned one)
             **dict.fromkeys(CPU_REQUEST_SETTINGS, ""),  # "": the built-in requests
         },
     }

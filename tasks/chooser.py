@@ -53,19 +53,23 @@ def cluster_runtime(c, name, wd):
     from runtime.cluster import ClusterRuntime
 
     cluster = _cluster_config(c)
-    return ClusterRuntime(
-        c,
-        name,
-        wd,
-        ROOT,
-        service=_service(c),
-        namespace=str(cluster.namespace),
-        cluster=str(cluster.name),
-        ingress_port=int(cluster.ingress_port),
-        docker=str(c.config.docker),
-        cpu_requests=_cpu_requests(cluster),
-        out=out,
-    )
+    try:
+        return ClusterRuntime(
+            c,
+            name,
+            wd,
+            ROOT,
+            service=_service(c),
+            namespace=str(cluster.namespace),
+            cluster=str(cluster.name),
+            ingress_port=int(cluster.ingress_port),
+            docker=str(c.config.docker),
+            cpu_requests=_cpu_requests(cluster),
+            node_image=str(cluster.get("node_image") or ""),
+            out=out,
+        )
+    except ValueError as e:  # a setting this provider cannot honour
+        raise Exit(f"error: {e}", code=2) from e
 
 
 def out(line):

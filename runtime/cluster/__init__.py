@@ -86,6 +86,7 @@ class ClusterRuntime:
         ingress_port: int = 8080,
         docker: str = "",
         cpu_requests: Mapping[str, str] | None = None,
+        node_image: str = "",
         out: Out = print,
         kube: Kube | None = None,
         clock: Any = time,
@@ -98,7 +99,11 @@ class ClusterRuntime:
             wd=workdir,
             root=root,
             provider=provider(
-                provider_name, cluster=cluster, ingress_port=ingress_port, docker=docker
+                provider_name,
+                cluster=cluster,
+                ingress_port=ingress_port,
+                docker=docker,
+                node_image=node_image,
             ),
             namespace=namespace,
             service=service,

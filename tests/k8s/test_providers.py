@@ -132,3 +132,18 @@ def test_minikube_is_reached_on_its_ip_and_the_node_port():
     c = ctx({"minikube -p dist-ml ip": Result("192.168.49.2\n")})
     assert provider("minikube").ingress_url(c) == "http://192.168.49.2:31080"
     assert provider("k3d", ingress_port=18080).ingress_url(c) == "http://localhost:18080"
+
+
+@pytest.mark.parametrize(("name", "flag"), [("kind", "--image"), ("k3d", "--image")])
+def test_a_node_image_of_the_users_replaces_the_pinned_one(tmp_path: Path, name, flag):
+    # An offline machine builds its own (integration.kindbuild): cluster.node_image names it.
+    c = MockContext(config=Config(overrides={"run": {"dry": False}}), run=OK, repeat=True)
+    provider(name, node_image="distml-kind/node:v1.33.1").create(c, tmp_path)
+    (command,) = ran(c)
+    assert f"{flag} distml-kind/node:v1.33.1 " in command
+    assert "kindest/node" not in command and "rancher/k3s" not in command
+
+
+def test_minikube_refuses_a_node_image_naming_the_setting():
+    with pytest.raises(ValueError, match=r"cluster\.node_image applies to kind and k3d"):
+        provider("minikube", node_image="distml-kind/node:v1.33.1")

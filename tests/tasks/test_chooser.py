@@ -81,3 +81,12 @@ def test_a_cpu_request_no_cluster_would_accept_exits_2_naming_the_setting(wd, va
     assert r.returncode == 2, r.stdout + r.stderr
     assert message in r.stderr
     assert not (wd / "m").exists()  # refused before anything was written
+
+
+def test_the_node_image_setting_reaches_kind_create_and_minikube_refuses_it(wd):
+    image = {"INVOKE_CLUSTER_NODE_IMAGE": "distml-kind/node:v1.33.1"}
+    kind = invoke(wd, "--dry", "up", "--runtime", "kind", **image)
+    assert "kind create cluster --name dist-ml --image distml-kind/node:v1.33.1 " in kind.stdout
+    minikube = invoke(wd, "--dry", "up", "--runtime", "minikube", **image)
+    assert minikube.returncode == 2
+    assert "cluster.node_image applies to kind and k3d" in minikube.stderr
