@@ -15,16 +15,17 @@ import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from common.poll import Done, Pending, api_note
-from k8s import manifests, versions
+from k8s import manifests, upstream_files, versions
 from k8s.cluster_poll import POLL_S, WaitError, outcome, poll_cluster, retry
 from k8s.kube import Kube, KubeError
 from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.objects import is_true
 from k8s.providers import Provider
-from k8s.settings import Settings
+from k8s.settings import MIRROR_SETTING, Settings
 from k8s.workload_waits import wait_deployments_available
 
 # kubectl failures that go away by themselves: the API server or a webhook is starting or
@@ -136,6 +137,19 @@ class Installer:
     def kubectl(self, args: str, **kwargs: Any) -> Any:
         return self.c.run(self.provider.kubectl(args), **kwargs)
 
+    def source(self, url: str, *, kustomize: bool = False) -> str:
+        """What kubectl is given for a pinned upstream file: its URL (``-k`` for a kustomize
+        ref), or, with ``cluster.manifest_mirror``, the verified copy there (``-f``)."""
+        mirror = self.settings.manifest_mirror
+        if not mirror:
+            return f"{'-k' if kustomize else '-f'} {shlex.quote(url)}"
+        local = upstream_files.mirrored(url, Path(mirror), MIRROR_SETTING)
+        return f"-f {shlex.quote(str(local))}"
+
+    def apply(self, url: str, what: str, flags: str = "") -> None:
+        """``kubectl apply [flags]`` of a pinned upstream file, retried (``source``)."""
+        self.kubectl_retrying(f"apply {flags + ' ' if flags else ''}{self.source(url)}", what)
+
     def kubectl_retrying(self, args: str, what: str) -> None:
         """A kubectl apply or patch, retried through webhook races (a webhook installed a
         moment ago that does not answer yet) until the deadline."""
@@ -188,8 +202,8 @@ class Installer:
         if self.present(label, "kubeflow", "training-operator"):
             return
         # Server-side: client-side apply fails on the CRDs ("annotations: Too long").
-        kustomization = shlex.quote(versions.TRAINING_OPERATOR_KUSTOMIZE)
-        self.kubectl_retrying(f"apply --server-side --force-conflicts -k {kustomization}", label)
+        source = self.source(versions.TRAINING_OPERATOR_KUSTOMIZE, kustomize=True)
+        self.kubectl_retrying(f"apply --server-side --force-conflicts {source}", label)
         self.wait("kubeflow", ["training-operator"])
         if not self.dry:
             # Its validating webhook answers a moment after the Deployment is Available:
@@ -207,14 +221,14 @@ class Installer:
         label = f"cert-manager {versions.CERT_MANAGER_VERSION}"
         if self.present(label, "cert-manager", "cert-manager-webhook"):
             return
-        self.kubectl_retrying(f"apply --server-side -f {versions.CERT_MANAGER_URL}", label)
+        self.apply(versions.CERT_MANAGER_URL, label, "--server-side")
         self.wait("cert-manager")
 
     def istio(self) -> None:
         label = f"Istio {versions.ISTIO_VERSION} (net-istio {versions.KNATIVE_VERSION})"
         installed = self.present(label, "istio-system", "istiod")
         if not installed:
-            self.kubectl_retrying(f"apply -f {versions.ISTIO_URL}", label)
+            self.apply(versions.ISTIO_URL, label)
         self.istiod_requests()
         if not installed:
             self.wait("istio-system")
@@ -273,9 +287,9 @@ class Installer:
     def knative(self) -> None:
         label = f"Knative Serving {versions.KNATIVE_VERSION}"
         if not self.present(label, "knative-serving", "net-istio-controller"):
-            self.kubectl_retrying(f"apply -f {versions.KNATIVE_SERVING_CRDS_URL}", label)
-            self.kubectl_retrying(f"apply -f {versions.KNATIVE_SERVING_CORE_URL}", label)
-            self.kubectl_retrying(f"apply -f {versions.NET_ISTIO_URL}", label)
+            self.apply(versions.KNATIVE_SERVING_CRDS_URL, label)
+            self.apply(versions.KNATIVE_SERVING_CORE_URL, label)
+            self.apply(versions.NET_ISTIO_URL, label)
             self.wait("knative-serving")
         self.configmap("knative-serving", "config-domain", {KNATIVE_DOMAIN: ""})
         self.configmap(
@@ -305,7 +319,7 @@ class Installer:
         if self.provider.name == "minikube":
             self.c.run(f"minikube -p {self.provider.cluster} addons enable metrics-server")
         else:
-            self.kubectl_retrying(f"apply -f {versions.METRICS_SERVER_URL}", label)
+            self.apply(versions.METRICS_SERVER_URL, label)
             # kind's kubelets serve self-signed certificates. Added once, right after the
             # install (a JSON-patch "add" on every `up` would repeat the flag).
             arg = [
@@ -334,18 +348,16 @@ class Installer:
                     "metadata": {"name": "kserve", "labels": manifests.labels()},
                 }
             )
-            self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_CRDS_URL}", label)
+            self.apply(versions.KSERVE_CRDS_URL, label, "--server-side")
             # cert-manager's webhook may still refuse the Certificate objects: retried.
-            self.kubectl_retrying(f"apply --server-side -f {versions.KSERVE_URL}", label)
+            self.apply(versions.KSERVE_URL, label, "--server-side")
         # Checked on every `up`: a run that stopped while waiting applies them next time.
         if self.kube.get(*KSERVE_TF_RUNTIME) is not None:
             return
         # All controllers first: the cluster resources include LLMInferenceServiceConfigs,
         # which llmisvc-controller-manager's webhook admits (failurePolicy Fail).
         self.wait("kserve")
-        self.kubectl_retrying(
-            f"apply --server-side -f {versions.KSERVE_CLUSTER_RESOURCES_URL}", label
-        )
+        self.apply(versions.KSERVE_CLUSTER_RESOURCES_URL, label, "--server-side")
         # No default-mode patch: every InferenceService names its mode in an annotation.
 
     def argo(self) -> None:
@@ -359,9 +371,7 @@ class Installer:
                 "metadata": {"name": ARGO_NAMESPACE, "labels": manifests.labels()},
             }
         )
-        self.kubectl_retrying(
-            f"apply --server-side -n {ARGO_NAMESPACE} -f {versions.ARGO_WORKFLOWS_URL}", label
-        )
+        self.apply(versions.ARGO_WORKFLOWS_URL, label, f"--server-side -n {ARGO_NAMESPACE}")
         self.wait(ARGO_NAMESPACE, list(ARGO_DEPLOYMENTS))
 
     def all(self) -> None:
@@ -377,8 +387,8 @@ class Installer:
         that are still being deleted."""
         label = f"Argo Workflows {versions.ARGO_WORKFLOWS_VERSION}"
         args = (
-            f"delete -n {ARGO_NAMESPACE} -f {versions.ARGO_WORKFLOWS_URL} --ignore-not-found "
-            f"--timeout {ARGO_DELETE_TIMEOUT_S}s"
+            f"delete -n {ARGO_NAMESPACE} {self.source(versions.ARGO_WORKFLOWS_URL)} "
+            f"--ignore-not-found --timeout {ARGO_DELETE_TIMEOUT_S}s"
         )
         result = self.kubectl(args, warn=True)
         if not result.ok:

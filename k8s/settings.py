@@ -16,6 +16,7 @@ STORAGE_CLASSES = {"k3d": "local-path", "kind": "standard", "minikube": "standar
 # The CPU the scheduler counts for our pods, as cluster settings (``cluster.worker_cpu``,
 # INVOKE_CLUSTER_WORKER_CPU=100m): a small cluster lowers them so the jobs fit
 # (docs/cluster.md, "Resources"); each names the Settings field whose request it sets.
+MIRROR_SETTING = "cluster.manifest_mirror (INVOKE_CLUSTER_MANIFEST_MIRROR)"
 CPU_REQUEST_SETTINGS = {"worker_cpu": "worker_resources", "predictor_cpu": "predictor_resources"}
 
 
@@ -104,6 +105,9 @@ class Settings:
         default_factory=lambda: Resources("50m", "1", "256Mi", "1536Mi")
     )
     ingress_node_port: int = 31080  # kind: the node port the host's ingress port maps to
+    # ``cluster.manifest_mirror``: a directory holding the pinned install files, laid out as
+    # k8s/upstream.lock.json names them, applied instead of their URLs (offline machines).
+    manifest_mirror: str = ""
 
     @property
     def storage_class(self) -> str:

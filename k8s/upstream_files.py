@@ -177,12 +177,7 @@ def path(pin: Pin, *, timeout: float = TIMEOUT) -> Path:
     """
     mirror = mirror_dir(pin)
     if mirror is not None:
-        found = mirror / pin.name
-        if not found.is_file():
-            raise Unavailable(f"{pin.name} is not in ${pin.env} ({mirror}): add it there")
-        if why := _wrong_bytes(pin, found):
-            raise UpstreamError(f"{found} is not the pinned file: {why} ({pin.url})")
-        return found
+        return _verified_in(pin, mirror, f"${pin.env}")
     cached = cache_dir() / pin.sha256 / Path(pin.name).name
     if cached.is_file():
         if not _wrong_bytes(pin, cached):
@@ -195,6 +190,25 @@ def path(pin: Pin, *, timeout: float = TIMEOUT) -> Path:
         )
     _download(pin, cached, timeout)
     return cached
+
+
+def _verified_in(pin: Pin, mirror: Path, named_by: str) -> Path:
+    """``pin``'s file in the directory ``mirror``, checked against the pin."""
+    found = mirror / pin.name
+    if not found.is_file():
+        raise Unavailable(f"{pin.name} is not in {named_by} ({mirror}): add it there")
+    if why := _wrong_bytes(pin, found):
+        raise UpstreamError(f"{found} is not the pinned file: {why} ({pin.url})")
+    return found
+
+
+def mirrored(url: str, mirror: Path, named_by: str) -> Path:
+    """The verified copy of the pinned file ``url`` (or kustomize ref) in the directory
+    ``mirror``, laid out as the lock names them; ``named_by`` is the setting that named it."""
+    pin = by_url().get(url)
+    if pin is None:
+        raise UpstreamError(f"{url} is not pinned in {LOCK_FILE.name}")
+    return _verified_in(pin, mirror, named_by)
 
 
 #: Hosts that could not be reached in this process → why: not tried again (one DNS or

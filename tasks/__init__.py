@@ -53,6 +53,7 @@ ns.configure(
             "namespace": "kubeflow",
             "ingress_port": 8080,
             "node_image": "",  # kind/k3d: the nodes' image ("": the pinned one)
+            "manifest_mirror": "",  # the pinned install files, applied instead of URLs
             **dict.fromkeys(CPU_REQUEST_SETTINGS, ""),  # "": the built-in requests
         },
     }

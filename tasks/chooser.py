@@ -8,7 +8,13 @@ from pathlib import Path
 from invoke import Exit
 
 from common.errors import DistmlError
-from k8s.settings import CPU_REQUEST_SETTINGS, PROVIDERS, Settings, with_cpu_requests
+from k8s.settings import (
+    CPU_REQUEST_SETTINGS,
+    MIRROR_SETTING,
+    PROVIDERS,
+    Settings,
+    with_cpu_requests,
+)
 from ml import contract
 from runtime.cli import cluster_config as _cluster_config
 from runtime.cli import service_name as _service
@@ -66,6 +72,7 @@ def cluster_runtime(c, name, wd):
             docker=str(c.config.docker),
             cpu_requests=_cpu_requests(cluster),
             node_image=str(cluster.get("node_image") or ""),
+            manifest_mirror=_manifest_mirror(cluster),
             out=out,
         )
     except ValueError as e:  # a setting this provider cannot honour
@@ -84,3 +91,15 @@ def _cpu_requests(cluster):
     except ValueError as e:
         raise Exit(f"error: {e}", code=2) from e
     return requests
+
+
+def _manifest_mirror(cluster):
+    """``cluster.manifest_mirror`` as an absolute directory ("" when unset); exit 2 when it
+    names no directory."""
+    value = str(cluster.get("manifest_mirror") or "")
+    if not value:
+        return ""
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        raise Exit(f"error: {MIRROR_SETTING} {value!r} is not a directory", code=2)
+    return str(path)

@@ -87,6 +87,7 @@ class ClusterRuntime:
         docker: str = "",
         cpu_requests: Mapping[str, str] | None = None,
         node_image: str = "",
+        manifest_mirror: str = "",
         out: Out = print,
         kube: Kube | None = None,
         clock: Any = time,
@@ -113,6 +114,7 @@ class ClusterRuntime:
             image=lambda: self.image,
             given_kube=kube,
             cpu_requests=dict(cpu_requests or {}),
+            manifest_mirror=manifest_mirror,
         )
         self.name = provider_name
         self._preflight = preflight

@@ -42,6 +42,7 @@ class ClusterContext:
     image: Callable[[], str]  # the project image's tag, computed when first asked for
     given_kube: Kube | None = None
     cpu_requests: Mapping[str, str] = field(default_factory=dict)  # the cluster settings
+    manifest_mirror: str = ""  # cluster.manifest_mirror: the install files, offline
     _kube: Kube | None = field(default=None, init=False, repr=False)
 
     @property
@@ -73,6 +74,7 @@ class ClusterContext:
             serving_mode=state.serving_mode or "knative",
             with_argo=state.argo,
             ingress_node_port=self.provider.ingress_node_port,
+            manifest_mirror=self.manifest_mirror,
         )
         s = replace(base, **{k: v for k, v in changes.items() if v is not None})
         try:
