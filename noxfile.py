@@ -180,6 +180,15 @@ INTEGRATION_WORKDIR = ROOT / ".distml-integration"
 INTEGRATION_CLUSTER = "distml-it"
 INTEGRATION_INGRESS_PORT = "18080"
 KIND_CONTEXT = f"kind-{INTEGRATION_CLUSTER}"
+# Its pods ask for little CPU: a 2-CPU machine holds the control plane, the operators and
+# train-all's jobs only so (docs/cluster.md, "Resources").
+INTEGRATION_CPU_REQUEST = "100m"
+# Offline (no registry, no release URLs): a node image built here and the pinned install
+# files' local mirror, passed on as the cluster settings that take them.
+INTEGRATION_OFFLINE = {
+    "DISTML_KIND_NODE_IMAGE": "INVOKE_CLUSTER_NODE_IMAGE",
+    "DISTML_UPSTREAM_DIR": "INVOKE_CLUSTER_MANIFEST_MIRROR",
+}
 
 
 def _integration_steps(mode: str, data_dir: str | None, argo: bool = False) -> list[list[str]]:
@@ -194,6 +203,25 @@ def _integration_steps(mode: str, data_dir: str | None, argo: bool = False) -> l
         return [[*up, "--with-argo"], ["workflow", "--watch", *budget], load]
     # As many jobs at once as the node's requests allow (k8s.capacity decides).
     return [up, ["train-all", *budget], ["deploy"], load]
+
+
+def _integration_env(data_dir: str | None) -> dict[str, str]:
+    """The settings every step of the integration run gets: its own cluster, work dir and
+    port; small CPU requests; offline, the node image and install files named locally."""
+    env = {
+        "INVOKE_RUNTIME": "kind",
+        "INVOKE_WORKDIR": str(INTEGRATION_WORKDIR),
+        "INVOKE_CLUSTER_NAME": INTEGRATION_CLUSTER,
+        "INVOKE_CLUSTER_INGRESS_PORT": INTEGRATION_INGRESS_PORT,
+        "INVOKE_CLUSTER_WORKER_CPU": INTEGRATION_CPU_REQUEST,
+        "INVOKE_CLUSTER_PREDICTOR_CPU": INTEGRATION_CPU_REQUEST,
+    }
+    if data_dir:
+        env["DISTML_DATA_DIR"] = data_dir
+    for given, setting in INTEGRATION_OFFLINE.items():
+        if os.environ.get(given):
+            env[setting] = os.environ[given]
+    return env
 
 
 def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
@@ -268,14 +296,7 @@ def integration(session: nox.Session) -> None:
 
     _shared_env(session)
     data_dir = os.environ.get("DISTML_DATA_DIR") or None
-    env = {
-        "INVOKE_RUNTIME": "kind",
-        "INVOKE_WORKDIR": str(INTEGRATION_WORKDIR),
-        "INVOKE_CLUSTER_NAME": INTEGRATION_CLUSTER,
-        "INVOKE_CLUSTER_INGRESS_PORT": INTEGRATION_INGRESS_PORT,
-    }
-    if data_dir:
-        env["DISTML_DATA_DIR"] = data_dir
+    env = _integration_env(data_dir)
     passed = False
     try:
         for step in _integration_steps(mode, data_dir, argo="--with-argo" in session.posargs):
