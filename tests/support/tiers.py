@@ -52,6 +52,8 @@ HEAVY: frozenset[str] = frozenset(
         "ml/test_contract.py::test_the_event_file_check_runs_as_a_pod_runs_it",
         "ml/server/test_image_header.py::test_header_parser_reads_real_png_and_jpeg",
         "tools/test_upstream_lock.py",  # hashes every file of the local mirrors
+        "integration/kindbuild/test_controllers.py::"
+        "test_a_module_copy_gets_back_the_symlinks_and_ui_its_zip_dropped",  # runs git
         # Processes: the CLI, workers, Locust, TensorBoard, process groups.
         "common/test_process_group.py",
         "k8s/manifests/test_pods.py::test_commands_parse_with_the_pod_clis",
