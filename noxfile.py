@@ -283,7 +283,8 @@ def integration(session: nox.Session) -> None:
     sys.path.insert(0, str(ROOT))
     from k8s.preflight import preflight
 
-    check = preflight("kind", mode)
+    small = {"worker_cpu": INTEGRATION_CPU_REQUEST, "predictor_cpu": INTEGRATION_CPU_REQUEST}
+    check = preflight("kind", mode, cpu_requests=small)
     for note in check.notes:
         session.log(f"note: {note}")
     if check.problems:

@@ -18,13 +18,13 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from k8s import capacity, versions
 from k8s.capacity import Need
-from k8s.settings import PROVIDERS, SERVING_MODES, Settings
+from k8s.settings import PROVIDERS, SERVING_MODES, Settings, with_cpu_requests
 from ml.contract import MODEL_TYPES
 
 Run = Callable[[Sequence[str]], tuple[int, str, str]]
@@ -111,7 +111,12 @@ def _first_line(text: str, limit: int = 200) -> str:
 
 
 def _check_docker(
-    result: Preflight, run: Run, docker: str, provider: str, serving_mode: str
+    result: Preflight,
+    run: Run,
+    docker: str,
+    provider: str,
+    serving_mode: str,
+    cpu_requests: Mapping[str, str],
 ) -> None:
     rc, out, err = run([docker, "info", "--format", DOCKER_INFO_FORMAT])
     fields = out.strip("\n").split(" ")
@@ -153,17 +158,30 @@ def _check_docker(
     result.versions["docker"] = server
     result.versions["docker_memory_gib"] = f"{mem_total / 2**30:.1f}"
     result.versions["docker_cpus"] = str(ncpu)
-    _check_capacity(result, capacity.node_from_engine(ncpu, mem_total), provider, serving_mode)
+    node = capacity.node_from_engine(ncpu, mem_total)
+    _check_capacity(result, node, provider, serving_mode, cpu_requests)
 
 
-def _check_capacity(result: Preflight, node: Need, provider: str, serving_mode: str) -> None:
-    """Problem: not even one TFJob fits beside the stack. Note: train-all runs in waves."""
-    s = Settings(image="", provider=provider, serving_mode=serving_mode)
+def _check_capacity(
+    result: Preflight,
+    node: Need,
+    provider: str,
+    serving_mode: str,
+    cpu_requests: Mapping[str, str],
+) -> None:
+    """Problem: not even one TFJob fits beside the stack. Note: train-all runs in waves.
+    Our pods count with the CPU requests the cluster settings give (``cpu_requests``)."""
+    base = Settings(image="", provider=provider, serving_mode=serving_mode)
+    s = with_cpu_requests(base, cpu_requests)
     jobs = len(MODEL_TYPES)
     fit = capacity.jobs_at_once(node, s, jobs)
     all_at_once = capacity.requirement(s, jobs)
     if fit == 0:
-        fix = "give Docker more CPUs and memory (Docker Desktop: Settings > Resources)"
+        fix = (
+            "give Docker more CPUs and memory (Docker Desktop: Settings > Resources), or "
+            "lower our pods' CPU requests (INVOKE_CLUSTER_WORKER_CPU, "
+            "INVOKE_CLUSTER_PREDICTOR_CPU; docs/cluster.md, Resources)"
+        )
         standard = replace(s, serving_mode="standard")
         if serving_mode == "knative" and capacity.jobs_at_once(node, standard, jobs):
             fix = (
@@ -236,6 +254,7 @@ def preflight(
     which: Callable[[str], str | None] = shutil.which,
     docker: str = "docker",
     inotify_dir: Path | None = None,
+    cpu_requests: Mapping[str, str] | None = None,
 ) -> Preflight:
     """Check Docker, the provider's CLI, kubectl, Docker's memory/CPUs and inotify limits.
 
@@ -255,7 +274,7 @@ def preflight(
             "Docker Engine or your distribution's docker.io)"
         )
     else:
-        _check_docker(result, run, docker, provider, serving_mode)
+        _check_docker(result, run, docker, provider, serving_mode, cpu_requests or {})
     _check_tool(result, provider, VERSION_COMMANDS[provider], run, which)
     _check_tool(result, "kubectl", ["kubectl", "version", "--client", "-o", "json"], run, which)
     if which("git") is None:

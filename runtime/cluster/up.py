@@ -128,7 +128,7 @@ def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] 
         from k8s.preflight import preflight as run_preflight
     else:
         run_preflight = preflight
-    result = run_preflight(cx.provider.name, mode, docker=cx.docker)
+    result = run_preflight(cx.provider.name, mode, docker=cx.docker, cpu_requests=cx.cpu_requests)
     for name, version in sorted(getattr(result, "versions", {}).items()):
         cx.out(f"found {name} {version}")
     for note in getattr(result, "notes", []):

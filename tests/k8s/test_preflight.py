@@ -313,6 +313,15 @@ def test_too_few_cpus_is_a_problem_that_names_the_cpu_figure(inotify):
     assert m.check("k3d", "standard", inotify).ok
 
 
+def test_smaller_cpu_requests_let_this_2_cpu_machine_run_kind_standard(inotify):
+    # What the integration run does here: our pods ask for 100m each (docs/cluster.md).
+    m = Machine(docker=(0, f"28.2.2 {24 * GIB} 2\n", ""))
+    refused = one(m.check("kind", "standard", inotify).problems)
+    assert "lower our pods' CPU requests (INVOKE_CLUSTER_WORKER_CPU" in refused
+    small = {"worker_cpu": "100m", "predictor_cpu": "100m"}
+    assert m.check("kind", "standard", inotify, cpu_requests=small).ok
+
+
 def test_unreadable_docker_info_is_a_note(inotify):
     m = Machine(docker=(0, "28.2.2 lots many\n", ""))
     result = m.check("kind", "knative", inotify)
