@@ -174,54 +174,21 @@ def bench(session: nox.Session) -> None:
     )
 
 
-INTEGRATION_WORKDIR = ROOT / ".distml-integration"
-# Its own cluster and host port: a developer's `dist-ml` cluster (k3d or kind) or a local
-# model server on 8080 is neither reused nor deleted by the integration run.
-INTEGRATION_CLUSTER = "distml-it"
-INTEGRATION_INGRESS_PORT = "18080"
-KIND_CONTEXT = f"kind-{INTEGRATION_CLUSTER}"
-# Its pods ask for little CPU: a 2-CPU machine holds the control plane, the operators and
-# train-all's jobs only so (docs/cluster.md, "Resources").
-INTEGRATION_CPU_REQUEST = "100m"
-# Offline (no registry, no release URLs): a node image built here and the pinned install
-# files' local mirror, passed on as the cluster settings that take them.
-INTEGRATION_OFFLINE = {
-    "DISTML_KIND_NODE_IMAGE": "INVOKE_CLUSTER_NODE_IMAGE",
-    "DISTML_UPSTREAM_DIR": "INVOKE_CLUSTER_MANIFEST_MIRROR",
-}
+INTEGRATION_USAGE = (
+    "usage: nox -s integration -- [knative|standard] [--offline] [--with-argo] [--keep-cluster]"
+)
 
 
-def _integration_steps(mode: str, data_dir: str | None, argo: bool = False) -> list[list[str]]:
-    """The lifecycle, as ``invoke`` argument lists, in order: the task chain, or (``argo``)
-    the same pipeline as one Argo Workflow."""
-    source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
-    up = ["up", "--runtime", "kind", "--serving-mode", mode, *source]
-    budget = ["--epochs", "1", "--steps-per-epoch", "5"]
-    # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
-    load = ["loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
-    if argo:  # ingest -> TFJobs in parallel -> select -> serve, watched to the end
-        return [[*up, "--with-argo"], ["workflow", "--watch", *budget], load]
-    # As many jobs at once as the node's requests allow (k8s.capacity decides).
-    return [up, ["train-all", *budget], ["deploy"], load]
+def _offline_node(session: nox.Session) -> str:
+    """``--offline``: build (or find cached) the node image with every controller in it
+    (``python -m integration.kindbuild``: hours cold, seconds warm), put the kind and
+    kubectl it built first on PATH, and return the image's tag."""
+    session.run(_bin("python"), "-m", "integration.kindbuild", external=True)
+    from integration.kindbuild import kubernetes, stacknode, tools
 
-
-def _integration_env(data_dir: str | None) -> dict[str, str]:
-    """The settings every step of the integration run gets: its own cluster, work dir and
-    port; small CPU requests; offline, the node image and install files named locally."""
-    env = {
-        "INVOKE_RUNTIME": "kind",
-        "INVOKE_WORKDIR": str(INTEGRATION_WORKDIR),
-        "INVOKE_CLUSTER_NAME": INTEGRATION_CLUSTER,
-        "INVOKE_CLUSTER_INGRESS_PORT": INTEGRATION_INGRESS_PORT,
-        "INVOKE_CLUSTER_WORKER_CPU": INTEGRATION_CPU_REQUEST,
-        "INVOKE_CLUSTER_PREDICTOR_CPU": INTEGRATION_CPU_REQUEST,
-    }
-    if data_dir:
-        env["DISTML_DATA_DIR"] = data_dir
-    for given, setting in INTEGRATION_OFFLINE.items():
-        if os.environ.get(given):
-            env[setting] = os.environ[given]
-    return env
+    bins = [tools.kind().path / "bin", kubernetes.ensure().path / "bin"]
+    os.environ["PATH"] = os.pathsep.join([*map(str, bins), os.environ["PATH"]])
+    return stacknode.TAG
 
 
 def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
@@ -230,21 +197,11 @@ def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
     Every command is tolerant (any exit code, even a missing program), so diagnostics
     never mask the error that brought us here.
     """
-    out_dir = INTEGRATION_WORKDIR / "diagnostics"
+    from integration import kind_run
+
+    out_dir = kind_run.workdir() / "diagnostics"
     out_dir.mkdir(parents=True, exist_ok=True)
-    kubectl = ["kubectl", "--context", KIND_CONTEXT]
-    commands = {
-        "invoke-status": ([_bin("invoke"), "status"], None),
-        "pods": ([*kubectl, "get", "pods", "-A", "-o", "wide"], None),
-        "events": ([*kubectl, "get", "events", "-A", "--sort-by=.lastTimestamp"], 100),
-        "describe": ([*kubectl, "describe", "tfjobs,inferenceservices", "-n", "kubeflow"], None),
-        "workflows": ([*kubectl, "get", "workflows", "-n", "kubeflow", "-o", "yaml"], None),
-        "kind-export-logs": (
-            ["kind", "export", "logs", str(out_dir / "kind-logs"), "--name", INTEGRATION_CLUSTER],
-            None,
-        ),
-    }
-    for name, (cmd, tail) in commands.items():
+    for name, (cmd, tail) in kind_run.diagnostics(_bin("invoke"), out_dir).items():
         try:
             text = session.run(*cmd, env=env, external=True, silent=True, success_codes=range(256))
         except Exception as e:  # a diagnostic must never raise
@@ -257,57 +214,71 @@ def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
     session.log(f"diagnostics kept in {out_dir}")
 
 
-@nox.session(venv_backend="none", default=False, tags=["cluster"])
-def integration(session: nox.Session) -> None:
-    """The lifecycle on a kind cluster (Docker + kind + kubectl; tens of minutes).
-
-    ``nox -s integration -- [knative|standard] [--with-argo] [--keep-cluster]``; the serving
-    mode also comes from DISTML_SERVING_MODE (default knative); ``--with-argo`` runs the
-    pipeline as one Argo Workflow (``up --with-argo``, ``workflow --watch``) instead of the
-    task chain. Fails, never skips, when a piece is missing.
-    """
-    flags = ("--keep-cluster", "--with-argo")
+def _integration_args(session: nox.Session) -> tuple[str, set[str]]:
+    """The serving mode and the flags, or a usage error."""
+    flags = {"--keep-cluster", "--with-argo", "--offline"}
     modes = [a for a in session.posargs if a in ("knative", "standard")]
     unknown = [a for a in session.posargs if a not in ("knative", "standard", *flags)]
     if unknown or len(modes) > 1:
-        session.error(
-            f"unknown arguments {' '.join(unknown or modes)}: "
-            "usage: nox -s integration -- [knative|standard] [--with-argo] [--keep-cluster]"
-        )
+        session.error(f"unknown arguments {' '.join(unknown or modes)}: {INTEGRATION_USAGE}")
     mode = modes[0] if modes else os.environ.get("DISTML_SERVING_MODE") or "knative"
     if mode not in ("knative", "standard"):
         session.error(f"DISTML_SERVING_MODE={mode!r}: use knative or standard")
-    keep = "--keep-cluster" in session.posargs
+    return mode, set(session.posargs) & flags
 
-    # Before any install or cluster: Docker (daemon), kind, kubectl, memory (stdlib only).
-    sys.path.insert(0, str(ROOT))
+
+def _integration_preflight(session: nox.Session, mode: str) -> None:
+    """Docker (daemon), kind, kubectl, memory, before any cluster (stdlib only)."""
+    from integration import kind_run
     from k8s.preflight import preflight
 
-    small = {"worker_cpu": INTEGRATION_CPU_REQUEST, "predictor_cpu": INTEGRATION_CPU_REQUEST}
+    small = {"worker_cpu": kind_run.CPU_REQUEST, "predictor_cpu": kind_run.CPU_REQUEST}
     check = preflight("kind", mode, cpu_requests=small)
     for note in check.notes:
         session.log(f"note: {note}")
     if check.problems:
         session.error(
-            "the integration tier needs Docker, kind and kubectl on this machine; it never "
-            "installs them itself. Missing or insufficient:\n"
+            "the integration tier needs Docker, kind and kubectl on this machine (--offline "
+            "builds kind and kubectl); it never installs them itself. Missing or insufficient:\n"
             + "\n".join(f"  - {p}" for p in check.problems)
         )
     session.log("found: " + ", ".join(f"{k} {v}" for k, v in check.versions.items()))
 
+
+def _step(argv: list[str]) -> list[str]:
+    """A lifecycle step's command, its program from the shared venv."""
+    return [_bin(argv[0]), *argv[1:]]
+
+
+@nox.session(venv_backend="none", default=False, tags=["cluster"])
+def integration(session: nox.Session) -> None:
+    """The lifecycle on a kind cluster (Docker + kind + kubectl; tens of minutes).
+
+    ``nox -s integration -- [knative|standard] [--offline] [--with-argo] [--keep-cluster]``;
+    the serving mode also comes from DISTML_SERVING_MODE (default knative). ``--offline``
+    builds the node image with every controller in it (no registry needed); ``--with-argo``
+    runs the pipeline as one Argo Workflow instead of the task chain. Steps:
+    integration/kind_run.py. Fails, never skips, when a piece is missing.
+    """
+    mode, flags = _integration_args(session)
+    sys.path.insert(0, str(ROOT))
+    from integration import kind_run
+
     _shared_env(session)
+    node_image = _offline_node(session) if "--offline" in flags else None
+    _integration_preflight(session, mode)
     data_dir = os.environ.get("DISTML_DATA_DIR") or None
-    env = _integration_env(data_dir)
+    env = kind_run.env(data_dir, node_image)
     passed = False
     try:
-        for step in _integration_steps(mode, data_dir, argo="--with-argo" in session.posargs):
-            session.run(_bin("invoke"), *step, env=env, external=True)
+        for step in kind_run.steps(mode, data_dir, argo="--with-argo" in flags):
+            session.run(*_step(step), env=env, external=True)
         passed = True
     except CommandFailed:
         _integration_diagnostics(session, env)
         raise
     finally:  # always: tear down (keep the cluster on --keep-cluster)
-        down = ["down", "--keep-cluster"] if keep else ["down"]
+        down = ["down", "--keep-cluster"] if "--keep-cluster" in flags else ["down"]
         if passed:
             session.run(_bin("invoke"), *down, env=env, external=True)
         else:  # clean up, but never hide the original failure

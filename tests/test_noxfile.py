@@ -55,20 +55,3 @@ def test_the_bench_session_stops_when_the_data_is_missing(tmp_path, monkeypatch)
     with pytest.raises(_Stop, match="bench needs the Fashion-MNIST files: set DISTML_DATA_DIR"):
         _noxfile().bench(session)
     assert session.ran == []
-
-
-def test_the_integration_run_asks_for_small_cpu_requests_and_passes_local_copies_on(
-    monkeypatch,
-):
-    monkeypatch.delenv("DISTML_KIND_NODE_IMAGE", raising=False)
-    monkeypatch.delenv("DISTML_UPSTREAM_DIR", raising=False)
-    online = _noxfile()._integration_env(None)
-    assert online["INVOKE_CLUSTER_WORKER_CPU"] == online["INVOKE_CLUSTER_PREDICTOR_CPU"] == "100m"
-    assert "INVOKE_CLUSTER_NODE_IMAGE" not in online
-    assert "INVOKE_CLUSTER_MANIFEST_MIRROR" not in online
-    monkeypatch.setenv("DISTML_KIND_NODE_IMAGE", "distml-kind/node:v1.33.1")
-    monkeypatch.setenv("DISTML_UPSTREAM_DIR", "/mirror")
-    offline = _noxfile()._integration_env("/data")
-    assert offline["INVOKE_CLUSTER_NODE_IMAGE"] == "distml-kind/node:v1.33.1"
-    assert offline["INVOKE_CLUSTER_MANIFEST_MIRROR"] == "/mirror"
-    assert offline["DISTML_DATA_DIR"] == "/data"

@@ -13,9 +13,9 @@ wall time); a second run finds it and builds nothing. Heavy commands run under
 The controllers the standard-mode stack's release manifests run (training operator,
 cert-manager, metrics-server, KServe, kube-rbac-proxy; Argo for ``up --with-argo``) are
 built the same way (:mod:`integration.kindbuild.controllers`), tagged exactly as those
-manifests name them, and ``--load CLUSTER`` puts them into a kind cluster's nodes (with a
-mirror for the ones a manifest pulls ``Always``: :mod:`integration.kindbuild.mirror`).
+manifests name them, and baked into the offline node (:mod:`integration.kindbuild.stacknode`,
+with a mirror inside for the ones a manifest pulls ``Always``).
 
-Run: ``python -m integration.kindbuild [STEP ...] [--load CLUSTER]`` (``--help`` lists
+Run: ``python -m integration.kindbuild [STEP ...]`` (``--help`` lists
 the steps).
 """

@@ -1,9 +1,7 @@
-"""``python -m integration.kindbuild [STEP ...] [--load CLUSTER]``: build (or find
-cached) each step, in order, and print what each took. With no step: the node image and
-everything in it, then the standard-mode controllers' images (``controllers``); Argo's
-(``argo-images``, for ``up --with-argo``) only when asked. ``--load CLUSTER`` puts the
-controller images of this run (or, with no controller step, ``controllers``) into every
-node of kind cluster CLUSTER."""
+"""``python -m integration.kindbuild [STEP ...]``: build (or find cached) each step, in
+order, and print what each took. With no step: the offline node (``node-stack``) and
+everything in it: kind's node image, the standard-mode controllers' images
+(``controllers``) and Argo's (``argo-images``)."""
 
 from __future__ import annotations
 
@@ -18,6 +16,7 @@ from integration.kindbuild import (
     nodebase,
     nodeimage,
     rootfs,
+    stacknode,
     tools,
 )
 from integration.kindbuild.run import BuildError
@@ -26,6 +25,7 @@ USAGE = """
 To use them:
   export PATH={kind}:{kube}:/usr/bin:$PATH
   kind create cluster --image {image}
+or, for distml's commands: INVOKE_CLUSTER_NODE_IMAGE={image}
 """
 
 STEPS = {
@@ -42,11 +42,12 @@ STEPS = {
     "local-path-provisioner": images.local_path_provisioner,
     "local-path-helper": images.local_path_helper,
     "node-image": nodeimage.ensure,
+    "node-stack": stacknode.ensure,
 }
 # Steps that stand for several controller images, and each image as a step of its own.
 GROUPS = {"controllers": "standard", "argo-images": "argo"}
 CONTROLLERS = controllers.by_name()
-DEFAULT = [*STEPS, "controllers"]
+DEFAULT = [*[s for s in STEPS if s != "node-stack"], "controllers", "argo-images", "node-stack"]
 
 
 def plan(steps: list[str]) -> list[str]:
@@ -73,9 +74,6 @@ def main(argv: list[str] | None = None) -> int:
         metavar="STEP",
         help=f"what to build (default: {', '.join(DEFAULT)}); one of {', '.join(choices)}",
     )
-    parser.add_argument(
-        "--load", metavar="CLUSTER", help="load the controller images into this kind cluster"
-    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.steps) - set(choices))
     if unknown:
@@ -91,21 +89,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"{step:24} {how:6} {result.seconds:7.1f}s (cold {result.cold_seconds:6.0f}s)"
                 f"  {result.path}"
             )
-        if args.load:
-            specs = [CONTROLLERS[s] for s in steps if s in CONTROLLERS]
-            report += controllers.load(args.load, specs or controllers.group("standard"))
     except BuildError as e:
         print(f"kindbuild: {e}", file=sys.stderr)
         return 1
     finally:
         print("\n".join(report))
         print(f"total {time.monotonic() - start:.1f}s")
-    if "node-image" in steps:
+    if {"node-image", "node-stack"} & set(steps):
         print(
             USAGE.format(
                 kind=tools.kind().path / "bin",
                 kube=kubernetes.ensure().path / "bin",
-                image=nodeimage.TAG,
+                image=stacknode.TAG if "node-stack" in steps else nodeimage.TAG,
             )
         )
     return 0

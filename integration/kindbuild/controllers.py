@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from integration.kindbuild import cache, docker, gomodule, images, mirror, pins, tools
+from integration.kindbuild import cache, docker, gomodule, images, pins
 from integration.kindbuild.run import run
 
 HERE = Path(__file__).parent
@@ -327,23 +327,3 @@ def ensure(spec: Controller) -> cache.Result:
 
 def group(name: str) -> list[Controller]:
     return [c for c in controllers() if c.group == name]
-
-
-def load(cluster: str, specs: list[Controller]) -> list[str]:
-    """Each image into every node of kind cluster ``cluster`` (``kind load
-    image-archive``, straight from the cache); the ones a manifest pulls ``Always`` into a
-    mirror the nodes ask first (see mirror). Returns what was done, one line each."""
-    kind = str(tools.kind().path / "bin" / "kind")
-    archives = {spec.image: ensure(spec).path / "image.tar" for spec in specs}
-    for archive in archives.values():
-        run([kind, "load", "image-archive", str(archive), "--name", cluster], heavy=True)
-    done = [f"loaded {len(archives)} images into kind cluster {cluster}"]
-    always = {s.image: archives[s.image] for s in specs if s.pull_always}
-    if always:
-        nodes = run([kind, "get", "nodes", "--name", cluster], capture=True).split()
-        info = mirror.serve(cluster, nodes, always)
-        done.append(
-            f"mirror {info['mirror']} serves {len(always)} images pulled Always, for "
-            f"{', '.join(info['registries'])} in {len(nodes)} node(s)"
-        )
-    return done

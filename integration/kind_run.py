@@ -1,0 +1,94 @@
+"""What ``nox -s integration`` runs, as data: its settings and its steps, in order.
+
+The session (noxfile.py) runs each step as a command and tears down after; this module
+only says what they are, so a test can read the plan without a cluster. Stdlib only:
+nox imports it before any virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Its own cluster and host port: a developer's `dist-ml` cluster (k3d or kind) or a local
+# model server on 8080 is neither reused nor deleted by the integration run.
+CLUSTER = "distml-it"
+INGRESS_PORT = "18080"
+CONTEXT = f"kind-{CLUSTER}"
+# Its pods ask for little CPU: a 2-CPU machine holds the control plane, the operators and
+# train-all's jobs only so (docs/cluster.md, "Resources").
+CPU_REQUEST = "100m"
+# Offline (no registry, no release URLs): a node image built here and the pinned install
+# files' local mirror, passed on as the cluster settings that take them.
+OFFLINE = {
+    "DISTML_KIND_NODE_IMAGE": "INVOKE_CLUSTER_NODE_IMAGE",
+    "DISTML_UPSTREAM_DIR": "INVOKE_CLUSTER_MANIFEST_MIRROR",
+}
+# The faults the run recovers from (python -m integration.recovery), each on its own model.
+RECOVERY = (("delete-pod", "cnn"), ("sigterm", "cnn_dropout"))
+BUDGET = ["--epochs", "1", "--steps-per-epoch", "5"]
+
+
+def steps(mode: str, data_dir: str | None, argo: bool = False) -> list[list[str]]:
+    """The lifecycle, in order: each step an ``invoke`` argument list, or a ``python -m``
+    module's (``["python", "-m", ...]``). The task chain, or (``argo``) the pipeline as
+    one Argo Workflow."""
+    source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
+    up = ["invoke", "up", "--runtime", "kind", "--serving-mode", mode, *source]
+    # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
+    load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
+    if argo:  # ingest -> TFJobs in parallel -> select -> serve, watched to the end
+        return [[*up, "--with-argo"], ["invoke", "workflow", "--watch", *BUDGET], load]
+    recover = [["python", "-m", "integration.recovery", *fault] for fault in RECOVERY]
+    return [
+        up,
+        ["invoke", "train-all", *BUDGET],  # as many jobs at once as the node holds
+        ["invoke", "deploy"],
+        load,
+        *recover,
+        ["invoke", "deploy"],  # the recovered models trained longest: a new version
+        ["invoke", "rollback"],  # and back to the first one
+        ["invoke", "status"],
+    ]
+
+
+def env(data_dir: str | None, node_image: str | None = None) -> dict[str, str]:
+    """The settings every step gets: its own cluster, work dir and port; small CPU
+    requests; offline, the node image and install files named locally (``node_image``,
+    the one ``--offline`` built, before ``DISTML_KIND_NODE_IMAGE``)."""
+    out = {
+        "INVOKE_RUNTIME": "kind",
+        "INVOKE_WORKDIR": str(workdir()),
+        "INVOKE_CLUSTER_NAME": CLUSTER,
+        "INVOKE_CLUSTER_INGRESS_PORT": INGRESS_PORT,
+        "INVOKE_CLUSTER_WORKER_CPU": CPU_REQUEST,
+        "INVOKE_CLUSTER_PREDICTOR_CPU": CPU_REQUEST,
+    }
+    if data_dir:
+        out["DISTML_DATA_DIR"] = data_dir
+    for given, setting in OFFLINE.items():
+        if os.environ.get(given):
+            out[setting] = os.environ[given]
+    if node_image:
+        out["INVOKE_CLUSTER_NODE_IMAGE"] = node_image
+    return out
+
+
+def workdir() -> Path:
+    """The run's work dir (state, reports, diagnostics), in the checkout."""
+    return Path(__file__).resolve().parents[1] / ".distml-integration"
+
+
+def diagnostics(invoke: str, out_dir: Path) -> dict[str, tuple[list[str], int | None]]:
+    """After a failure: name -> (command, lines to print or None for all)."""
+    kubectl = ["kubectl", "--context", CONTEXT]
+    export = ["kind", "export", "logs", str(out_dir / "kind-logs"), "--name", CLUSTER]
+    return {
+        "invoke-status": ([invoke, "status"], None),
+        "pods": ([*kubectl, "get", "pods", "-A", "-o", "wide"], None),
+        "events": ([*kubectl, "get", "events", "-A", "--sort-by=.lastTimestamp"], 100),
+        "describe": ([*kubectl, "describe", "tfjobs,inferenceservices", "-n", "kubeflow"], None),
+        "hpa": ([*kubectl, "describe", "hpa", "-n", "kubeflow"], None),
+        "workflows": ([*kubectl, "get", "workflows", "-n", "kubeflow", "-o", "yaml"], None),
+        "kind-export-logs": (export, None),
+    }

@@ -1,0 +1,159 @@
+"""``python -m integration.recovery FAULT MODEL``: one fault in a real cluster's TFJob,
+and the proof that the job still ends ``Succeeded``, resumed from its saved step.
+
+Run by ``nox -s integration`` after ``train-all``, with the same settings (environment).
+It starts ``invoke train --model MODEL`` (two epochs), waits until the job's first
+epoch has ended (the chief's progress line), then injects FAULT into worker 1:
+
+- ``delete-pod``: ``kubectl delete pod`` (what a drain, an eviction or a user does);
+  training-operator v1.9.0 fails the whole job for it and ``invoke train`` resubmits it.
+- ``sigterm``: SIGTERM to the worker's process inside its container (what a preempting
+  node sends); the workers save the agreed step and the operator restarts them in place.
+
+It passes when ``invoke train`` exits 0, the TFJob is ``Succeeded``, and a worker's log
+has the trainer's ``resumed`` progress line. Exit 1 with what was seen otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from k8s.manifests.names import tfjob_name
+from k8s.objects import TFJOB_LABELS
+from ml.contract import PROGRESS_PREFIX
+
+FAULTS = ("delete-pod", "sigterm")
+# Epoch 2 must outlast the poll that sees epoch 1 end: the fault has to land mid-run.
+EPOCHS, STEPS = 2, 150
+NAMESPACE = "kubeflow"  # k8s.settings.Settings.namespace's default: the run does not change it
+POLL_S = 2.0
+
+
+class RecoveryFailed(RuntimeError):
+    """The fault was not recovered from; the message says what was seen."""
+
+
+def progress(log: str) -> list[dict]:
+    """The trainer's progress events in a worker's log, in order."""
+    events = []
+    for line in log.splitlines():
+        if line.startswith(PROGRESS_PREFIX):
+            try:
+                event = json.loads(line[len(PROGRESS_PREFIX) :])
+            except json.JSONDecodeError:
+                continue  # a line cut by a container's end
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def fault_argv(fault: str, pod: str) -> list[str]:
+    """The kubectl arguments that inject ``fault`` into ``pod``."""
+    if fault == "delete-pod":
+        return ["delete", "pod", pod, "--wait=false"]
+    # The container's command is python itself (the Dockerfile's CMD; no init): PID 1.
+    return ["exec", pod, "--", "kill", "-TERM", "1"]
+
+
+class Cluster:
+    """kubectl against the run's cluster and namespace."""
+
+    def __init__(self, context: str, namespace: str = NAMESPACE) -> None:
+        self.base = ["kubectl", "--context", context, "-n", namespace]
+
+    def run(self, *args: str, check: bool = True) -> str:
+        done = subprocess.run([*self.base, *args], capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            raise RecoveryFailed(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def pod(self, job: str, index: int) -> str:
+        selector = f"{TFJOB_LABELS[0]}={job},training.kubeflow.org/replica-index={index}"
+        return self.run("get", "pods", "-l", selector, "-o", "name").strip().removeprefix("pod/")
+
+    def logs(self, pod: str) -> str:
+        return self.run("logs", pod, check=False) if pod else ""
+
+    def job_state(self, job: str) -> str:
+        path = '{.status.conditions[?(@.status=="True")].type}'
+        return self.run("get", "tfjob", job, "-o", f"jsonpath={path}", check=False)
+
+
+def _wait(what: str, ready, deadline_s: float, train: subprocess.Popen) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not ready():
+        if train.poll() is not None:
+            raise RecoveryFailed(f"invoke train exited {train.returncode} before {what}")
+        if time.monotonic() > deadline:
+            raise RecoveryFailed(f"no {what} within {deadline_s:.0f} s")
+        time.sleep(POLL_S)
+
+
+def check(fault: str, model: str, context: str, deadline_s: float = 1200) -> str:
+    """Run the check; the resumed worker's progress event, as proof."""
+    kube, job = Cluster(context), tfjob_name(model)
+    argv = [sys.executable, "-m", "invoke", "train", "--model", model, "--epochs", str(EPOCHS)]
+    train = subprocess.Popen([*argv, "--steps-per-epoch", str(STEPS)])
+    try:
+
+        def first_epoch_done() -> bool:
+            events = progress(kube.logs(kube.pod(job, 0)))
+            return any(e.get("event") == "epoch" for e in events)
+
+        _wait("first epoch's end", first_epoch_done, deadline_s, train)
+        if _resumed(kube, job):  # the proof below must be this fault's
+            raise RecoveryFailed(f"TFJob {job} resumed before any fault: stale backup?")
+        target = kube.pod(job, 1)
+        print(f"recovery: {fault} on {target} (epoch 1 of {EPOCHS} done)", flush=True)
+        kube.run(*fault_argv(fault, target))
+        code = train.wait(timeout=deadline_s)
+    except BaseException:
+        train.terminate()
+        train.wait()
+        raise
+    if code != 0:
+        raise RecoveryFailed(f"invoke train exited {code} after {fault}")
+    state = kube.job_state(job)
+    if "Succeeded" not in state.split():
+        raise RecoveryFailed(f"TFJob {job} ended {state!r}, not Succeeded, after {fault}")
+    resumed = _resumed(kube, job)
+    if not resumed:
+        raise RecoveryFailed(f"TFJob {job} succeeded but no worker's log says it resumed")
+    return json.dumps(resumed)
+
+
+def _resumed(kube: Cluster, job: str) -> dict | None:
+    """A worker's last ``resumed`` progress event, if any worker has one."""
+    for index in (0, 1):
+        events = progress(kube.logs(kube.pod(job, index)))
+        resumed = [e for e in events if e.get("event") == "resumed"]
+        if resumed:
+            return resumed[-1]
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m integration.recovery", description=__doc__)
+    parser.add_argument("fault", choices=FAULTS)
+    parser.add_argument("model")
+    cluster = os.environ.get("INVOKE_CLUSTER_NAME", "distml-it")
+    parser.add_argument("--context", default=f"kind-{cluster}")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    try:
+        proof = check(args.fault, args.model, args.context)
+    except RecoveryFailed as e:
+        print(f"recovery: FAILED: {e}", file=sys.stderr)
+        return 1
+    took = time.monotonic() - start
+    print(f"recovery: {args.fault}: TFJob Succeeded in {took:.0f} s; resumed: {proof}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""The integration run's plan (integration/kind_run.py): its settings and its steps."""
+
+from __future__ import annotations
+
+from integration import kind_run
+from ml.contract import MODEL_TYPES
+
+
+def test_the_run_asks_for_small_cpu_requests_and_passes_local_copies_on(monkeypatch):
+    monkeypatch.delenv("DISTML_KIND_NODE_IMAGE", raising=False)
+    monkeypatch.delenv("DISTML_UPSTREAM_DIR", raising=False)
+    online = kind_run.env(None)
+    assert online["INVOKE_CLUSTER_WORKER_CPU"] == online["INVOKE_CLUSTER_PREDICTOR_CPU"] == "100m"
+    assert "INVOKE_CLUSTER_NODE_IMAGE" not in online
+    assert "INVOKE_CLUSTER_MANIFEST_MIRROR" not in online
+    monkeypatch.setenv("DISTML_KIND_NODE_IMAGE", "distml-kind/node:v1.33.1")
+    monkeypatch.setenv("DISTML_UPSTREAM_DIR", "/mirror")
+    offline = kind_run.env("/data")
+    assert offline["INVOKE_CLUSTER_NODE_IMAGE"] == "distml-kind/node:v1.33.1"
+    assert offline["INVOKE_CLUSTER_MANIFEST_MIRROR"] == "/mirror"
+    assert offline["DISTML_DATA_DIR"] == "/data"
+    # --offline's own node image wins over the variable.
+    built = kind_run.env(None, "distml-kind/node:v1.33.1-stack")
+    assert built["INVOKE_CLUSTER_NODE_IMAGE"] == "distml-kind/node:v1.33.1-stack"
+
+
+def test_the_chain_trains_serves_loads_recovers_and_rolls_back_in_that_order():
+    plan = kind_run.steps("standard", "/data")
+    names = [s[1] if s[0] == "invoke" else s[2].rsplit(".", 1)[1] for s in plan]
+    assert names == [
+        "up",
+        "train-all",
+        "deploy",
+        "loadtest",
+        "recovery",
+        "recovery",
+        "deploy",
+        "rollback",
+        "status",
+    ]
+    assert plan[0][-2:] == ["--source-dir", "/data"]
+    assert "--expect-scale-out" in plan[3]
+    faults = {tuple(s[3:]) for s in plan if s[0] == "python"}
+    assert {f for f, _ in faults} == {"delete-pod", "sigterm"}
+    assert {m for _, m in faults} <= set(MODEL_TYPES)  # models the image knows
+    assert len({m for _, m in faults}) == 2  # one job per fault: neither sees the other's
+
+
+def test_the_argo_run_is_one_workflow_between_up_and_the_load():
+    plan = kind_run.steps("standard", None, argo=True)
+    assert [s[1] for s in plan] == ["up", "workflow", "loadtest"]
+    assert "--with-argo" in plan[0] and "--watch" in plan[1]
