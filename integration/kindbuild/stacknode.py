@@ -7,6 +7,15 @@ applies the release manifests unchanged, and their pods name images by tag. This
 containerd and pinned, and the ones a manifest pulls ``Always`` also in a registry mirror
 inside the node (:mod:`integration.kindbuild.mirror`). A cluster made from it
 (``cluster.node_image``) needs no load step and leaves nothing behind when deleted.
+
+One more unit is for these machines' network: their egress answers *any* outbound TCP
+443, even to a Service's ClusterIP. A connection the API server opens to a Service
+before kube-proxy has programmed it (metrics-server's APIService, installed with its
+Service in one apply) leaves the node and is answered 404 by that proxy, and the API
+server keeps the HTTP/2 connection: the metrics API stays ``FailedDiscoveryCheck`` and
+the HPA never scales. ``distml-service-guard`` rejects (TCP reset) what is still addressed
+to the Service range after kube-proxy's DNAT, as a network without that proxy would
+refuse it, so the API server retries and reaches the Service once it is programmed.
 """
 
 from __future__ import annotations
@@ -14,8 +23,34 @@ from __future__ import annotations
 from pathlib import Path
 
 from integration.kindbuild import cache, controllers, docker, mirror, nodeimage, pins
+from integration.kindbuild.run import run
 
 TAG = f"{nodeimage.TAG}-stack"
+# kind v0.29's default serviceSubnet (pkg/apis/config/v1alpha4/default.go); distml's kind
+# config keeps it.
+SERVICE_SUBNET = "10.96.0.0/16"
+REJECT = f"-d {SERVICE_SUBNET} -p tcp -j REJECT --reject-with tcp-reset"
+GUARD_NAME = "distml-service-guard.service"
+GUARD = f"""[Unit]
+Description=distml: refuse connections to unprogrammed Service IPs (see stacknode.py)
+Before=containerd.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/sbin/iptables -A OUTPUT {REJECT}
+ExecStart=/usr/sbin/iptables -A FORWARD {REJECT}
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def _guard(container: str) -> None:
+    path = f"/etc/systemd/system/{GUARD_NAME}"
+    run([docker.DOCKER, "exec", "-i", container, "tee", path], stdin=GUARD.encode(), capture=True)
+    wants = "/etc/systemd/system/multi-user.target.wants"
+    nodeimage.exec_in(container, f"ln -sf ../{GUARD_NAME} {wants}/{GUARD_NAME}")
 
 
 def _fill(container: str, archives: list[Path], always: list[str]) -> None:
@@ -23,6 +58,7 @@ def _fill(container: str, archives: list[Path], always: list[str]) -> None:
     nodeimage.import_archives(container, archives)
     mirror.bake(container, nodeimage.exec_in, always)
     nodeimage.stop_containerd(container)
+    _guard(container)
 
 
 def ensure() -> cache.Result:

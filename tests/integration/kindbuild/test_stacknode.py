@@ -1,0 +1,29 @@
+"""integration.kindbuild.stacknode: the offline node's service guard against this network's
+egress proxy (it answers any TCP 443, ClusterIPs included)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from integration.kindbuild import pins, stacknode
+
+
+def test_the_guard_refuses_only_tcp_still_addressed_to_the_service_range():
+    starts = [line for line in stacknode.GUARD.splitlines() if line.startswith("ExecStart=")]
+    # Host-network processes (the API server) and pods: OUTPUT and FORWARD.
+    assert [s.split()[1:3] for s in starts] == [["-A", "OUTPUT"], ["-A", "FORWARD"]]
+    for start in starts:
+        # -A: after kube-proxy's own jumps; its DNAT (nat table) has already run by then.
+        assert f"-d {stacknode.SERVICE_SUBNET} -p tcp -j REJECT --reject-with tcp-reset" in start
+    assert "Before=containerd.service kubelet.service" in stacknode.GUARD
+
+
+def test_the_guarded_range_is_kinds_default_service_subnet():
+    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go/pkg/mod")
+    default = Path(cache, f"sigs.k8s.io/kind@{pins.KIND}/pkg/apis/config/v1alpha4/default.go")
+    if not default.is_file():
+        pytest.skip(f"kind's source is not in the Go module cache ({default}): build kind first")
+    assert f'obj.Networking.ServiceSubnet = "{stacknode.SERVICE_SUBNET}"' in default.read_text()
