@@ -65,6 +65,7 @@ class Cluster:
 
     def __init__(self, context: str, namespace: str = NAMESPACE) -> None:
         self.base = ["kubectl", "--context", context, "-n", namespace]
+        self.stale: set[str] = set()  # uids of pods an earlier run of the job left
 
     def run(self, *args: str, check: bool = True) -> str:
         done = subprocess.run([*self.base, *args], capture_output=True, text=True, check=False)
@@ -72,9 +73,20 @@ class Cluster:
             raise RecoveryFailed(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
-    def pod(self, job: str, index: int) -> str:
+    def pods(self, job: str, index: int) -> dict[str, str]:
+        """uid -> name of the job's worker ``index`` pods."""
         selector = f"{TFJOB_LABELS[0]}={job},training.kubeflow.org/replica-index={index}"
-        return self.run("get", "pods", "-l", selector, "-o", "name").strip().removeprefix("pod/")
+        items = json.loads(self.run("get", "pods", "-l", selector, "-o", "json"))["items"]
+        return {p["metadata"]["uid"]: p["metadata"]["name"] for p in items}
+
+    def forget_existing(self, job: str) -> None:
+        """Pods there now are an earlier run's (train-all's): never read as this one's."""
+        self.stale = {uid for index in (0, 1) for uid in self.pods(job, index)}
+
+    def pod(self, job: str, index: int) -> str:
+        """This run's worker ``index`` pod, or "" while it has none."""
+        fresh = [n for uid, n in self.pods(job, index).items() if uid not in self.stale]
+        return fresh[0] if fresh else ""
 
     def logs(self, pod: str) -> str:
         return self.run("logs", pod, check=False) if pod else ""
@@ -86,18 +98,19 @@ class Cluster:
 
 def _wait(what: str, ready, deadline_s: float, train: subprocess.Popen) -> None:
     deadline = time.monotonic() + deadline_s
-    while not ready():
-        if train.poll() is not None:
-            raise RecoveryFailed(f"invoke train exited {train.returncode} before {what}")
+    while train.poll() is None and not ready():
         if time.monotonic() > deadline:
             raise RecoveryFailed(f"no {what} within {deadline_s:.0f} s")
         time.sleep(POLL_S)
+    if train.returncode is not None:
+        raise RecoveryFailed(f"invoke train exited {train.returncode} before {what}")
 
 
 def check(fault: str, model: str, context: str, deadline_s: float = 1200) -> str:
     """Run the check; the resumed worker's progress event, as proof."""
     kube, job = Cluster(context), tfjob_name(model)
-    argv = [sys.executable, "-m", "invoke", "train", "--model", model, "--epochs", str(EPOCHS)]
+    kube.forget_existing(job)
+    argv = [sys.executable, "-m", "invoke", "train", "--model-type", model, "--epochs", str(EPOCHS)]
     train = subprocess.Popen([*argv, "--steps-per-epoch", str(STEPS)])
     try:
 
