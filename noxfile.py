@@ -13,6 +13,7 @@ import os
 import shlex
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import nox
@@ -269,10 +270,12 @@ def integration(session: nox.Session) -> None:
     _integration_preflight(session, mode)
     data_dir = os.environ.get("DISTML_DATA_DIR") or None
     env = kind_run.env(data_dir, node_image)
-    passed = False
+    passed, times = False, []
     try:
         for step in kind_run.steps(mode, data_dir, argo="--with-argo" in flags):
+            start = time.monotonic()
             session.run(*_step(step), env=env, external=True)
+            times.append((" ".join(step[:5]), time.monotonic() - start))
         passed = True
     except CommandFailed:
         _integration_diagnostics(session, env)
@@ -280,7 +283,10 @@ def integration(session: nox.Session) -> None:
     finally:  # always: tear down (keep the cluster on --keep-cluster)
         down = ["down", "--keep-cluster"] if "--keep-cluster" in flags else ["down"]
         if passed:
+            start = time.monotonic()
             session.run(_bin("invoke"), *down, env=env, external=True)
+            times.append((f"invoke {' '.join(down)}", time.monotonic() - start))
+            session.log("step times:\n" + "\n".join(f"  {t:6.0f} s  {n}" for n, t in times))
         else:  # clean up, but never hide the original failure
             try:
                 session.run(_bin("invoke"), *down, env=env, external=True, success_codes=range(256))
