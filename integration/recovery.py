@@ -32,6 +32,7 @@ FAULTS = ("delete-pod", "sigterm")
 EPOCHS, STEPS = 2, 150
 NAMESPACE = "kubeflow"  # k8s.settings.Settings.namespace's default: the run does not change it
 POLL_S = 2.0
+SIGTERM_PID_1 = "import os, signal; os.kill(1, signal.SIGTERM)"
 
 
 class RecoveryFailed(RuntimeError):
@@ -56,8 +57,9 @@ def fault_argv(fault: str, pod: str) -> list[str]:
     """The kubectl arguments that inject ``fault`` into ``pod``."""
     if fault == "delete-pod":
         return ["delete", "pod", pod, "--wait=false"]
-    # The container's command is python itself (the Dockerfile's CMD; no init): PID 1.
-    return ["exec", pod, "--", "kill", "-TERM", "1"]
+    # The container's command is python itself (the Dockerfile's CMD; no init): PID 1. The
+    # image has no kill(1) (no procps): its python sends the signal.
+    return ["exec", pod, "--", "python", "-c", SIGTERM_PID_1]
 
 
 class Cluster:

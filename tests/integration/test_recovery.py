@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 
 from hypothesis import given
@@ -43,7 +44,12 @@ def test_the_faults_are_a_pod_deletion_and_a_sigterm_to_the_workers_process():
         "train-cnn-worker-1",
         "--wait=false",
     ]
-    assert recovery.fault_argv("sigterm", "p") == ["exec", "p", "--", "kill", "-TERM", "1"]
+    argv = recovery.fault_argv("sigterm", "p")
+    assert argv[:5] == ["exec", "p", "--", "python", "-c"]
+    # The snippet is exactly one os.kill(1, signal.SIGTERM), after its imports.
+    body = ast.parse(argv[5]).body
+    assert [type(n) for n in body] == [ast.Import, ast.Expr]
+    assert ast.unparse(body[1]) == "os.kill(1, signal.SIGTERM)"
 
 
 def test_the_image_runs_python_as_pid_1_so_sigterm_reaches_the_trainer():
