@@ -51,6 +51,7 @@ from k8s.manifests.inference import (
     serving_runtime,
 )
 from k8s.manifests.names import (
+    ARGO_NAMESPACE,
     COMMON_LABELS,
     COMPONENT_LABEL,
     HPA_CPU_TARGET_PERCENT,
@@ -156,6 +157,7 @@ def cluster_objects(
 
 
 __all__ = [
+    "ARGO_NAMESPACE",
     "CACHE_LABEL",
     "COMMON_LABELS",
     "COMPONENT_LABEL",

@@ -5,13 +5,17 @@ Roles only: no ClusterRole, nothing beyond what is used.
 - The steps' ServiceAccount (``WORKFLOW_SA``), its Role and RoleBinding: ``workflow_rbac``.
 - Argo's workflow-controller (ServiceAccount ``ARGO_CONTROLLER_SA`` in ``ARGO_NAMESPACE``,
   as install.yaml defines it) keeps the ingestion step's memoization entries in the
-  ConfigMap ``WORKFLOW_CACHE``, and install.yaml's ``argo-cluster-role`` grants it only
-  get/list/watch on configmaps. Argo v4.1.2 workflow/controller/cache/configmap_cache.go
-  GETs that ConfigMap and UPDATEs it both to save an entry (``save``: without the write
-  the controller marks the step Error, operator.go: ``c.Save`` ... ``NodeError``) and on
-  every cache hit (``load`` records the hit time). It CREATEs the ConfigMap only when it
-  is absent, and `invoke workflow` applies it before every submission: no ``create``
-  (which a ``resourceNames`` rule could not limit anyway). ``cache_writer_rbac``.
+  ConfigMap ``WORKFLOW_CACHE`` **in its own namespace**, not the Workflow's: v4.1.2
+  workflow/controller/controller.go:235 builds its cache factory with the controller's
+  namespace, and cache/cache.go:98 opens every ConfigMap cache there (seen in the first
+  real run: "cannot create resource configmaps ... in the namespace argo").
+  install.yaml's ``argo-cluster-role`` grants it only get/list/watch on configmaps.
+  cache/configmap_cache.go GETs that ConfigMap and UPDATEs it both to save an entry
+  (``save``: without the write the controller marks the step Error, operator.go:
+  ``c.Save`` ... ``NodeError``) and on every cache hit (``load`` records the hit time). It
+  CREATEs the ConfigMap only when it is absent, and `invoke workflow` applies it before
+  every submission: no ``create`` (which a ``resourceNames`` rule could not limit
+  anyway). ``cache_writer_rbac``: a Role and RoleBinding in ``ARGO_NAMESPACE``.
 """
 
 from __future__ import annotations
@@ -69,19 +73,19 @@ def workflow_rules(s: Settings) -> list[dict[str, Any]]:
 
 
 def _role_and_binding(
-    name: str, s: Settings, rules: list[dict[str, Any]], subject: dict[str, str]
+    name: str, namespace: str, rules: list[dict[str, Any]], subject: dict[str, str]
 ) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": f"{RBAC_GROUP}/v1",
             "kind": "Role",
-            "metadata": meta(name, s.namespace, WORKFLOW_COMPONENT),
+            "metadata": meta(name, namespace, WORKFLOW_COMPONENT),
             "rules": rules,
         },
         {
             "apiVersion": f"{RBAC_GROUP}/v1",
             "kind": "RoleBinding",
-            "metadata": meta(name, s.namespace, WORKFLOW_COMPONENT),
+            "metadata": meta(name, namespace, WORKFLOW_COMPONENT),
             "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
             "subjects": [{"kind": "ServiceAccount", **subject}],
         },
@@ -98,13 +102,13 @@ def workflow_rbac(s: Settings) -> list[dict[str, Any]]:
         "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
     }
     subject = {"name": WORKFLOW_SA, "namespace": s.namespace}
-    return [sa, *_role_and_binding(WORKFLOW_SA, s, workflow_rules(s), subject)]
+    return [sa, *_role_and_binding(WORKFLOW_SA, s.namespace, workflow_rules(s), subject)]
 
 
 def cache_writer_rbac(s: Settings) -> list[dict[str, Any]]:
-    """A Role in the project namespace letting Argo's controller read and update the
-    memoization ConfigMap (that one only), and its RoleBinding to the controller's
-    ServiceAccount in Argo's namespace."""
+    """A Role in Argo's namespace (where the controller keeps its caches) letting Argo's
+    controller read and update the memoization ConfigMap (that one only), and its
+    RoleBinding to the controller's ServiceAccount."""
     check_settings(s)
     rules = [
         {
@@ -115,4 +119,4 @@ def cache_writer_rbac(s: Settings) -> list[dict[str, Any]]:
         }
     ]
     subject = {"name": ARGO_CONTROLLER_SA, "namespace": ARGO_NAMESPACE}
-    return _role_and_binding(WORKFLOW_CACHE_WRITER, s, rules, subject)
+    return _role_and_binding(WORKFLOW_CACHE_WRITER, ARGO_NAMESPACE, rules, subject)

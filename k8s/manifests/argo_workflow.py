@@ -51,6 +51,7 @@ from k8s.manifests.argo_rbac import cache_writer_rbac, workflow_rbac
 from k8s.manifests.checks import check_min_accuracy, check_models, check_settings
 from k8s.manifests.inference import inference_service, ingress_service, serving_runtime
 from k8s.manifests.names import (
+    ARGO_NAMESPACE,
     WORKFLOW_CACHE,
     WORKFLOW_COMPONENT,
     WORKFLOW_NAME,
@@ -111,11 +112,15 @@ def memo_key(image: str, data_checksums: Sequence[str]) -> str:
 
 
 def workflow_cache(s: Settings) -> dict[str, Any]:
-    """The ConfigMap Argo keeps the ingestion step's memoization entries in."""
+    """The ConfigMap Argo keeps the ingestion step's memoization entries in: in Argo's own
+    namespace, where the controller looks for it (see k8s.manifests.argo_rbac)."""
+    check_settings(s)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": meta(WORKFLOW_CACHE, s.namespace, WORKFLOW_COMPONENT, extra_labels=CACHE_LABEL),
+        "metadata": meta(
+            WORKFLOW_CACHE, ARGO_NAMESPACE, WORKFLOW_COMPONENT, extra_labels=CACHE_LABEL
+        ),
     }
 
 

@@ -86,9 +86,16 @@ def _delete_objects(cx: ClusterContext) -> None:
             if cx.kube.delete(api, kind, name, ns):
                 gone.append(f"{kind} {name}")
     # Argo relabels its cache ConfigMap (k8s.manifests.argo_workflow): deleted by name, and with
-    # the volume, or the next workflow would skip ingestion into an empty volume.
-    if cx.kube.delete("v1", "ConfigMap", manifests.WORKFLOW_CACHE, ns):
-        gone.append(f"ConfigMap {manifests.WORKFLOW_CACHE}")
+    # the volume, or the next workflow would skip ingestion into an empty volume. It and the
+    # Role that lets Argo's controller write it live in Argo's namespace.
+    argo = manifests.ARGO_NAMESPACE
+    for api, kind, name in (
+        ("v1", "ConfigMap", manifests.WORKFLOW_CACHE),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding", manifests.WORKFLOW_CACHE_WRITER),
+        ("rbac.authorization.k8s.io/v1", "Role", manifests.WORKFLOW_CACHE_WRITER),
+    ):
+        if cx.kube.delete(api, kind, name, argo):
+            gone.append(f"{kind} {argo}/{name}")
     if cx.get("v1", "PersistentVolumeClaim", s.volume) is not None:
         # Waited for: an `up` right after must not re-apply a claim that is going away.
         delete_and_wait(cx, "v1", "PersistentVolumeClaim", s.volume, timeout=PVC_DELETE_TIMEOUT_S)

@@ -55,7 +55,9 @@ def run_plan(
     s = settings(provider, mode, with_argo)
     p = make_provider(provider)
     Installer(plan_context(cluster), cluster.kube, p, s, lambda _: None, FakeClock()).all()
-    ours = [o for _, o in manifests.cluster_objects(s, models=MODEL_TYPES, source_dir=True)]
+    # `invoke workflow` runs only after `up --with-argo` (its objects need Argo's namespace).
+    lifecycle = manifests.cluster_objects(s, models=MODEL_TYPES, source_dir=True)
+    ours = [o for step, o in lifecycle if with_argo or step != manifests.WORKFLOW_STEP]
     cluster.ours(ours + our_pods(s, ours), "up, train-all, deploy")
     cluster.mode, cluster.with_argo = mode, with_argo
     return cluster

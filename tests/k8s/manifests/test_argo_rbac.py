@@ -61,8 +61,10 @@ def needed(wf: dict[str, Any]) -> set[tuple[str, str, str]]:
     return out
 
 
-# What Argo's controller does to a memoization ConfigMap (argo-workflows v4.1.2
-# workflow/controller/cache/configmap_cache.go): ``load`` (every cache lookup) GETs it
+# What Argo's controller does to a memoization ConfigMap, in its own namespace (argo-workflows
+# v4.1.2 workflow/controller/controller.go:235 gives the cache factory the controller's
+# namespace; cache/cache.go:98 opens each ConfigMap cache there), per
+# workflow/controller/cache/configmap_cache.go: ``load`` (every cache lookup) GETs it
 # (:93) and, on a hit, UPDATEs it to record the hit time (:128); ``save`` (after the step
 # succeeds; operator.go:1261-1265 marks the step Error when it fails) GETs it (:164) and
 # UPDATEs it (:203). It CREATEs it (:166) only when absent, and `invoke workflow` applies
@@ -71,7 +73,7 @@ CACHE_VERBS = ("get", "update")
 
 
 def controller_needs(wf: dict[str, Any]) -> set[Grant]:
-    """What the controller does in the Workflow's namespace for its memoized templates."""
+    """What the controller does in its own namespace for the Workflow's memoized templates."""
     return {
         ("", "configmaps", verb, t["memoize"]["cache"]["configMap"]["name"])
         for t in wf["spec"]["templates"]
@@ -157,7 +159,10 @@ def test_the_workflow_runs_as_its_own_namespaced_service_account() -> None:
     assert not {"ClusterRole", "ClusterRoleBinding"} & set(kinds)
     sa, role, binding = objs[:3]
     assert sa["metadata"]["name"] == role["metadata"]["name"] == m.WORKFLOW_SA
-    assert all(o["metadata"]["namespace"] == S.namespace for o in objs)
+    in_argo = {m.WORKFLOW_CACHE, m.WORKFLOW_CACHE_WRITER}  # where Argo's controller looks
+    for o in objs:
+        want = ARGO_NAMESPACE if o["metadata"]["name"] in in_argo else S.namespace
+        assert o["metadata"]["namespace"] == want, o["metadata"]["name"]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "Role",
@@ -197,10 +202,14 @@ def test_the_controller_may_do_exactly_what_memoization_needs(s: Settings) -> No
     objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY)
     need = controller_needs(objs[-1])
     assert need, "no memoized template: the derivation sees nothing"
-    ours = grants(objs, ARGO_CONTROLLER_SA, ARGO_NAMESPACE, s.namespace)
+    ours = grants(objs, ARGO_CONTROLLER_SA, ARGO_NAMESPACE, ARGO_NAMESPACE)
     assert ours == need  # that ConfigMap only, those verbs only
-    both = ours | grants(install_yaml(), ARGO_CONTROLLER_SA, ARGO_NAMESPACE, s.namespace)
+    both = ours | grants(install_yaml(), ARGO_CONTROLLER_SA, ARGO_NAMESPACE, ARGO_NAMESPACE)
     assert all(covers(both, n) for n in need)
+    # Nothing for the controller in the project namespace: it never looks there.
+    assert not grants(objs, ARGO_CONTROLLER_SA, ARGO_NAMESPACE, s.namespace)
+    (cache,) = [o for o in objs if o["metadata"]["name"] == m.WORKFLOW_CACHE]
+    assert cache["metadata"]["namespace"] == ARGO_NAMESPACE
     # The cache exists before the Workflow does: the controller never has to create it.
     kinds_names = [(o["kind"], o["metadata"]["name"]) for o in objs]
     assert kinds_names.index(("ConfigMap", m.WORKFLOW_CACHE)) < kinds_names.index(
@@ -214,7 +223,7 @@ def test_without_the_cache_role_the_controller_cannot_save_an_entry() -> None:
     objs = m.workflow_objects(S, models=MODEL_TYPES, cache_key=KEY)
     dropped = [o for o in objs if o["metadata"]["name"] != m.WORKFLOW_CACHE_WRITER]
     assert len(dropped) == len(objs) - 2
-    have = grants(dropped + install_yaml(), ARGO_CONTROLLER_SA, ARGO_NAMESPACE, S.namespace)
+    have = grants(dropped + install_yaml(), ARGO_CONTROLLER_SA, ARGO_NAMESPACE, ARGO_NAMESPACE)
     missing = {n for n in controller_needs(objs[-1]) if not covers(have, n)}
     assert missing == {("", "configmaps", "update", m.WORKFLOW_CACHE)}
 
@@ -222,7 +231,7 @@ def test_without_the_cache_role_the_controller_cannot_save_an_entry() -> None:
 def test_the_cache_role_is_namespaced_and_bound_to_the_controller_only() -> None:
     role, binding = m.cache_writer_rbac(S)
     assert (role["kind"], binding["kind"]) == ("Role", "RoleBinding")
-    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == S.namespace
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == ARGO_NAMESPACE
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "Role",

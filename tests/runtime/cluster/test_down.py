@@ -59,7 +59,8 @@ def test_down_keep_cluster_deletes_the_workflow_its_rbac_and_its_relabelled_cach
     set_up(wd, fake)
     wd.update_state(argo=True)
     runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
-    cache = fake.obj("v1", "ConfigMap", manifests.WORKFLOW_CACHE, "kubeflow")
+    # In Argo's namespace, where its controller keeps caches (k8s.manifests.argo_rbac).
+    cache = fake.obj("v1", "ConfigMap", manifests.WORKFLOW_CACHE, manifests.ARGO_NAMESPACE)
     cache["metadata"]["labels"] = dict(manifests.CACHE_LABEL)  # what Argo's controller does
     c = make_ctx(fake, {re.compile(r"^kubectl .*"): OK})  # removing Argo itself, if asked
     runtime(c, wd, fake).down(DownRequest(keep_cluster=True))
@@ -67,7 +68,12 @@ def test_down_keep_cluster_deletes_the_workflow_its_rbac_and_its_relabelled_cach
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
         assert (kind, manifests.WORKFLOW_SA) in deleted
     assert ("Workflow", manifests.WORKFLOW_NAME) in deleted
-    assert ("ConfigMap", manifests.WORKFLOW_CACHE) in deleted
+    in_argo = {(k[1], k[3]) for k in fake.deleted if k[2] == manifests.ARGO_NAMESPACE}
+    assert in_argo >= {
+        ("ConfigMap", manifests.WORKFLOW_CACHE),
+        ("Role", manifests.WORKFLOW_CACHE_WRITER),
+        ("RoleBinding", manifests.WORKFLOW_CACHE_WRITER),
+    }
     assert deleted.index(("Workflow", manifests.WORKFLOW_NAME)) == 0  # its TFJobs go with it
 
 

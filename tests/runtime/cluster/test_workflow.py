@@ -351,7 +351,8 @@ def test_dry_run_prints_every_object_and_applies_nothing(wd, fake):
     assert fake.applied == []
     text = "\n".join(lines)
     for obj in expected_objects(rt):
-        assert f"would apply {obj['kind']} {NS}/{obj['metadata']['name']}" in text
+        where = obj["metadata"]["namespace"]  # the cache and its Role: Argo's namespace
+        assert f"would apply {obj['kind']} {where}/{obj['metadata']['name']}" in text
     assert "kind: Workflow" in text
 
 
