@@ -111,8 +111,8 @@ from ml import contract
 
 def data_cache_key(s: Settings) -> str:
     """The Workflow's ingestion cache key for this deployment: its image (the code
-    version) and the dataset files' checksums (``ml.contract.RAW_SHA256``)."""
-    return memo_key(s.image, contract.RAW_SHA256)
+    version), the dataset files' checksums (``ml.contract.RAW_SHA256``) and its volume."""
+    return memo_key(s.image, contract.RAW_SHA256, volume=f"{s.namespace}/{s.volume}")
 
 
 def cluster_objects(

@@ -93,10 +93,12 @@ TFJOB_CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succe
 # -- the memoization key and cache ------------------------------------------------------
 
 
-def memo_key(image: str, data_checksums: Sequence[str]) -> str:
+def memo_key(image: str, data_checksums: Sequence[str], volume: str = "") -> str:
     """The ingestion step's cache key: a hash of the project image (its tag is the code
-    version) and the dataset files' SHA-256 (order does not matter). The same inputs give
-    the same key, so a second run with nothing changed skips ingestion."""
+    version), the dataset files' SHA-256 (order does not matter) and, when given, the
+    volume ingested into (``namespace/claim``: Argo keeps one cache for every namespace,
+    and another deployment's entry must not skip ingestion into this one's volume). The
+    same inputs give the same key, so a second run with nothing changed skips ingestion."""
     if not isinstance(image, str) or not image.strip():
         raise ValueError(f"memo_key needs the project image reference, got {image!r}")
     if isinstance(data_checksums, str):
@@ -107,7 +109,8 @@ def memo_key(image: str, data_checksums: Sequence[str]) -> str:
     bad = [c for c in checksums if not isinstance(c, str) or not _SHA256.match(c)]
     if bad:
         raise ValueError(f"not SHA-256 hex digests (64 lower-case hex characters): {bad}")
-    digest = hashlib.sha256(json.dumps({"image": image, "data": checksums}).encode()).hexdigest()
+    inputs = {"image": image, "data": checksums, **({"volume": volume} if volume else {})}
+    digest = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
     return f"ingest-{digest}"
 
 

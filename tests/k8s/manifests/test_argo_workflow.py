@@ -292,6 +292,11 @@ def test_memo_key_is_stable_and_tracks_both_inputs() -> None:
     assert m.memo_key(IMAGE, changed) != KEY
     assert m.memo_key("distml:fedcba987654", sums) != KEY
     assert len({m.memo_key(IMAGE, sums[:i]) for i in range(1, 5)}) == 4
+    # One cache serves every namespace (it lives in Argo's): the volume is an input too.
+    here, there = (
+        m.memo_key(IMAGE, sums, volume=v) for v in ("a/strategy-volume", "b/strategy-volume")
+    )
+    assert len({here, there, KEY}) == 3
 
 
 def test_memo_key_is_a_valid_argo_cache_key_and_configmap_key() -> None:

@@ -133,7 +133,8 @@ def test_the_submitted_cache_key_is_the_builders_key_of_the_image_and_the_checks
     with_argo(wd, fake)
     runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
     (param,) = submitted(fake)["spec"]["arguments"]["parameters"]
-    assert param["value"] == manifests.memo_key(TAG, contract.RAW_SHA256)
+    volume = "kubeflow/strategy-volume"
+    assert param["value"] == manifests.memo_key(TAG, contract.RAW_SHA256, volume=volume)
 
 
 def test_the_flags_reach_the_submitted_workflow(wd, fake):
