@@ -1,7 +1,8 @@
 """``python -m integration.kindbuild [STEP ...]``: build (or find cached) each step, in
 order, and print what each took. With no step: the offline node (``node-stack``) and
 everything in it: kind's node image, the standard-mode controllers' images
-(``controllers``) and Argo's (``argo-images``)."""
+(``controllers``) and Argo's (``argo-images``). ``--prune`` then deletes every cache
+entry that build did not use (older versions, interrupted builds)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 
 from integration.kindbuild import (
+    cache,
     controllers,
     images,
     kubernetes,
@@ -74,7 +76,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="STEP",
         help=f"what to build (default: {', '.join(DEFAULT)}); one of {', '.join(choices)}",
     )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="after the full build, delete every cache entry it did not use",
+    )
     args = parser.parse_args(argv)
+    if args.prune and args.steps:
+        parser.error("--prune needs the full build (no STEP): only it knows every entry in use")
     unknown = sorted(set(args.steps) - set(choices))
     if unknown:
         parser.error(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(choices)}")
@@ -89,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{step:24} {how:6} {result.seconds:7.1f}s (cold {result.cold_seconds:6.0f}s)"
                 f"  {result.path}"
             )
+        if args.prune:
+            gone = cache.prune(set(cache.USED))
+            report.append(f"pruned {len(gone)} unused cache entries: {', '.join(gone) or '-'}")
     except BuildError as e:
         print(f"kindbuild: {e}", file=sys.stderr)
         return 1

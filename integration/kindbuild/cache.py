@@ -18,6 +18,9 @@ from pathlib import Path
 
 DEFAULT_ROOT = "/var/cache/distml-kind"
 STAMP = "build.json"
+PARTIAL = ".partial"
+# Every entry this process built or found: what ``prune`` keeps.
+USED: set[Path] = set()
 
 
 def root() -> Path:
@@ -42,9 +45,41 @@ def cached(component: str, version: str, build: Callable[[Path], None]) -> Resul
     Two runs wanting the same entry take turns (a lock file beside it)."""
     final = entry(component, version)
     final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.with_name(f".{final.name}.lock"), "w") as lock:
+    with open(_lock_path(final), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _cached(final, component, version, build)
+        result = _cached(final, component, version, build)
+    USED.add(final)
+    return result
+
+
+def _lock_path(final: Path) -> Path:
+    return final.with_name(f".{final.name}.lock")
+
+
+def _entry_of(path: Path) -> Path:
+    """The entry a cache root's child belongs to: itself, its ``.partial``, its lock."""
+    name = path.name
+    if name.startswith(".") and name.endswith(".lock"):
+        name = name[1 : -len(".lock")]
+    return path.with_name(name.removesuffix(PARTIAL))
+
+
+def prune(keep: set[Path]) -> list[str]:
+    """Remove every entry under the root not in ``keep`` (with its partial build and lock):
+    old versions, builds a kill interrupted. An entry whose lock another process holds (a
+    build under way) is left alone. Returns the names removed."""
+    removed = []
+    for entry in sorted({_entry_of(p) for p in root().iterdir()} - keep):
+        with open(_lock_path(entry), "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            for path in (entry, entry.with_name(entry.name + PARTIAL)):
+                shutil.rmtree(path, ignore_errors=True)
+            _lock_path(entry).unlink()
+        removed.append(entry.name)
+    return removed
 
 
 def _cached(final: Path, component: str, version: str, build: Callable[[Path], None]) -> Result:
@@ -54,7 +89,7 @@ def _cached(final: Path, component: str, version: str, build: Callable[[Path], N
         cold = json.loads(stamp.read_text())["seconds"]
         print(f"= {final.name}: cached (built in {cold:.0f}s)", flush=True)
         return Result(final, time.monotonic() - start, False, cold)
-    partial = final.with_name(final.name + ".partial")
+    partial = final.with_name(final.name + PARTIAL)
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(final, ignore_errors=True)
     partial.mkdir(parents=True)

@@ -30,3 +30,23 @@ def test_an_entry_is_built_once_and_a_failed_build_leaves_nothing(tmp_path, monk
     with pytest.raises(RuntimeError):
         cache.cached("tool", "v2", broken)
     assert not (tmp_path / "tool-v2").exists()
+
+
+def test_prune_removes_what_was_not_used_and_leaves_builds_under_way(tmp_path, monkeypatch):
+    import fcntl
+
+    monkeypatch.setenv("DISTML_KIND_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "USED", set())
+    cache.cached("tool", "v1", lambda out: None)
+    cache.USED.clear()  # v1 is an older version: this run only used v2
+    kept = cache.cached("tool", "v2", lambda out: None).path
+    (tmp_path / "tool-v3.partial").mkdir()  # a build a kill interrupted
+    (tmp_path / ".tool-v0.lock").touch()  # a lock with nothing left
+    busy = tmp_path / "other-v9.partial"  # a build another process is running
+    busy.mkdir()
+    with open(tmp_path / ".other-v9.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        removed = cache.prune(set(cache.USED))
+    assert removed == ["tool-v0", "tool-v1", "tool-v3"]
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [".other-v9.lock", ".tool-v2.lock", "other-v9.partial", kept.name]
