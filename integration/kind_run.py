@@ -15,6 +15,7 @@ from pathlib import Path
 CLUSTER = "distml-it"
 INGRESS_PORT = "18080"
 CONTEXT = f"kind-{CLUSTER}"
+NAMESPACE = "kubeflow"
 # Its pods ask for little CPU: a 2-CPU machine holds the control plane, the operators and
 # train-all's jobs only so (docs/cluster.md, "Resources").
 CPU_REQUEST = "100m"
@@ -63,6 +64,7 @@ def env(data_dir: str | None, node_image: str | None = None) -> dict[str, str]:
         "INVOKE_RUNTIME": "kind",
         "INVOKE_WORKDIR": str(workdir()),
         "INVOKE_CLUSTER_NAME": CLUSTER,
+        "INVOKE_CLUSTER_NAMESPACE": NAMESPACE,  # the one recovery.py and diagnostics read
         "INVOKE_CLUSTER_INGRESS_PORT": INGRESS_PORT,
         "INVOKE_CLUSTER_WORKER_CPU": CPU_REQUEST,
         "INVOKE_CLUSTER_PREDICTOR_CPU": CPU_REQUEST,
@@ -90,8 +92,8 @@ def diagnostics(invoke: str, out_dir: Path) -> dict[str, tuple[list[str], int | 
         "invoke-status": ([invoke, "status"], None),
         "pods": ([*kubectl, "get", "pods", "-A", "-o", "wide"], None),
         "events": ([*kubectl, "get", "events", "-A", "--sort-by=.lastTimestamp"], 100),
-        "describe": ([*kubectl, "describe", "tfjobs,inferenceservices", "-n", "kubeflow"], None),
-        "hpa": ([*kubectl, "describe", "hpa", "-n", "kubeflow"], None),
-        "workflows": ([*kubectl, "get", "workflows", "-n", "kubeflow", "-o", "yaml"], None),
+        "describe": ([*kubectl, "describe", "tfjobs,inferenceservices", "-n", NAMESPACE], None),
+        "hpa": ([*kubectl, "describe", "hpa", "-n", NAMESPACE], None),
+        "workflows": ([*kubectl, "get", "workflows", "-n", NAMESPACE, "-o", "yaml"], None),
         "kind-export-logs": (export, None),
     }

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 
+from integration.kind_run import NAMESPACE
 from k8s.manifests.names import tfjob_name
 from k8s.objects import TFJOB_LABELS
 from ml.contract import PROGRESS_PREFIX
@@ -30,7 +31,6 @@ from ml.contract import PROGRESS_PREFIX
 FAULTS = ("delete-pod", "sigterm")
 # Epoch 2 must outlast the poll that sees epoch 1 end: the fault has to land mid-run.
 EPOCHS, STEPS = 2, 150
-NAMESPACE = "kubeflow"  # k8s.settings.Settings.namespace's default: the run does not change it
 POLL_S = 2.0
 SIGTERM_PID_1 = "import os, signal; os.kill(1, signal.SIGTERM)"
 
@@ -57,8 +57,8 @@ def fault_argv(fault: str, pod: str) -> list[str]:
     """The kubectl arguments that inject ``fault`` into ``pod``."""
     if fault == "delete-pod":
         return ["delete", "pod", pod, "--wait=false"]
-    # The container's command is python itself (the Dockerfile's CMD; no init): PID 1. The
-    # image has no kill(1) (no procps): its python sends the signal.
+    # The worker's command is python itself (ml.contract's train command, no shell, no
+    # init): PID 1. The image has no kill(1) (no procps): its python sends the signal.
     return ["exec", pod, "--", "python", "-c", SIGTERM_PID_1]
 
 
@@ -76,9 +76,14 @@ class Cluster:
         return done.stdout
 
     def pods(self, job: str, index: int) -> dict[str, str]:
-        """uid -> name of the job's worker ``index`` pods."""
+        """uid -> name of the job's worker ``index`` pods (none while the API server does
+        not answer: a busy 2-CPU control plane times out now and then; the waits retry)."""
         selector = f"{TFJOB_LABELS[0]}={job},training.kubeflow.org/replica-index={index}"
-        items = json.loads(self.run("get", "pods", "-l", selector, "-o", "json"))["items"]
+        out = self.run("get", "pods", "-l", selector, "-o", "json", check=False)
+        try:
+            items = json.loads(out)["items"]
+        except (ValueError, KeyError):
+            return {}
         return {p["metadata"]["uid"]: p["metadata"]["name"] for p in items}
 
     def forget_existing(self, job: str) -> None:
@@ -95,7 +100,7 @@ class Cluster:
 
     def job_state(self, job: str) -> str:
         path = '{.status.conditions[?(@.status=="True")].type}'
-        return self.run("get", "tfjob", job, "-o", f"jsonpath={path}", check=False)
+        return self.run("get", "tfjob", job, "-o", f"jsonpath={path}")
 
 
 def _wait(what: str, ready, deadline_s: float, train: subprocess.Popen) -> None:
@@ -127,9 +132,13 @@ def check(fault: str, model: str, context: str, deadline_s: float = 1200) -> str
         print(f"recovery: {fault} on {target} (epoch 1 of {EPOCHS} done)", flush=True)
         kube.run(*fault_argv(fault, target))
         code = train.wait(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        _stop(train)
+        raise RecoveryFailed(
+            f"invoke train still running {deadline_s:.0f} s after {fault}"
+        ) from None
     except BaseException:
-        train.terminate()
-        train.wait()
+        _stop(train)
         raise
     if code != 0:
         raise RecoveryFailed(f"invoke train exited {code} after {fault}")
@@ -140,6 +149,16 @@ def check(fault: str, model: str, context: str, deadline_s: float = 1200) -> str
     if not resumed:
         raise RecoveryFailed(f"TFJob {job} succeeded but no worker's log says it resumed")
     return json.dumps(resumed)
+
+
+def _stop(train: subprocess.Popen, grace_s: float = 30) -> None:
+    """Stop ``invoke train`` as Ctrl-C would (it deletes nothing; `down` does), then kill."""
+    train.terminate()
+    try:
+        train.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        train.kill()
+        train.wait()
 
 
 def _resumed(kube: Cluster, job: str) -> dict | None:

@@ -65,11 +65,13 @@ def _entry_of(path: Path) -> Path:
 
 
 def prune(keep: set[Path]) -> list[str]:
-    """Remove every entry under the root not in ``keep`` (with its partial build and lock):
+    """Remove every entry under the root not in ``keep`` (with its partial build):
     old versions, builds a kill interrupted. An entry whose lock another process holds (a
     build under way) is left alone. Returns the names removed."""
     removed = []
     for entry in sorted({_entry_of(p) for p in root().iterdir()} - keep):
+        if not (entry.exists() or entry.with_name(entry.name + PARTIAL).exists()):
+            continue  # a lock file alone
         with open(_lock_path(entry), "w") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -77,7 +79,8 @@ def prune(keep: set[Path]) -> list[str]:
                 continue
             for path in (entry, entry.with_name(entry.name + PARTIAL)):
                 shutil.rmtree(path, ignore_errors=True)
-            _lock_path(entry).unlink()
+        # The lock file stays: a build waiting on it must not end up holding an unlinked
+        # file while a newer one takes a fresh lock for the same entry.
         removed.append(entry.name)
     return removed
 

@@ -3,10 +3,12 @@ reachable, so every image here is imported, built ``FROM`` a local image, or loa
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 from integration.kindbuild.run import BuildError, run
@@ -24,8 +26,32 @@ DOCKER = (
 
 
 def has_image(tag: str) -> bool:
-    argv = [DOCKER, "image", "inspect", tag]
-    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+    return image_id(tag) is not None
+
+
+def image_id(tag: str) -> str | None:
+    """The engine's image id for ``tag`` (``sha256:…``), or None when it has no such tag."""
+    argv = [DOCKER, "image", "inspect", "-f", "{{.Id}}", tag]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def archive_ids(archive: Path) -> dict[str, str]:
+    """tag -> image id of each image in a ``docker save`` archive (its manifest.json)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("manifest.json")
+        manifest = json.load(member) if member is not None else []
+    ids = {}
+    for entry in manifest:
+        # "<hex>.json" (docker's own layout) or "blobs/sha256/<hex>" (the OCI layout)
+        hexid = entry["Config"].rsplit("/", 1)[-1].removesuffix(".json")
+        ids.update({short(tag): f"sha256:{hexid}" for tag in entry.get("RepoTags") or []})
+    return ids
+
+
+def short(tag: str) -> str:
+    """A tag as ``docker save`` records it: Docker Hub's names without ``docker.io/``."""
+    return tag.removeprefix("docker.io/").removeprefix("library/")
 
 
 def import_rootfs(rootfs: Path, tag: str, changes: list[str]) -> None:
@@ -47,8 +73,11 @@ def save(tags: list[str], archive: Path) -> None:
 
 
 def ensure_loaded(tags: list[str], archive: Path) -> None:
-    """Load ``archive`` unless every tag is already in the engine."""
-    if not all(has_image(t) for t in tags):
+    """Load ``archive`` unless every tag is already in the engine *as that archive's image*:
+    the tags stay the same from build to build (``distml-kind/node:v1.33.1``), so a tag
+    alone could name an older build than the cache entry asked for."""
+    want = archive_ids(archive)
+    if any(image_id(t) is None or image_id(t) != want.get(short(t)) for t in tags):
         run([DOCKER, "load", "-i", str(archive)], heavy=True)
 
 

@@ -16,8 +16,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from integration.kindbuild import cache, docker
-from integration.kindbuild.run import BuildError, run
+from integration.kindbuild import cache, docker, pins
+from integration.kindbuild.run import run
 
 ADDRESS = "127.0.0.1:5000"
 STORAGE = "/var/lib/distml-mirror"
@@ -64,28 +64,21 @@ def split(image: str) -> tuple[str, str]:
     return "docker.io", image
 
 
-def _deb_version() -> str:
-    out = run(["apt-cache", "policy", "docker-registry"], capture=True)
-    for line in out.splitlines():
-        if line.strip().startswith("Candidate:"):
-            return line.split()[1]
-    raise BuildError("no docker-registry package in apt's lists: apt-get update")
-
-
 def binary() -> cache.Result:
-    """``<cache>/mirror-bin-<deb version>/docker-registry``: Debian's registry (dynamically
-    linked against glibc only, which kind's Debian node has)."""
-    version = _deb_version().replace(":", "_").replace("+", "_")
+    """``<cache>/mirror-bin-<deb version>/docker-registry``: Debian's registry at
+    ``pins.MIRROR_REGISTRY_DEB`` (dynamically linked against glibc only, which kind's
+    Debian node has). apt is asked only when the entry is built."""
+    version = pins.MIRROR_REGISTRY_DEB
 
     def build(out: Path) -> None:
-        run(["apt-get", "download", "docker-registry"], cwd=out)
+        run(["apt-get", "download", f"docker-registry={version}"], cwd=out)
         (deb,) = out.glob("docker-registry_*.deb")
         run(["dpkg-deb", "-x", str(deb), str(out / "pkg")])
         shutil.copy2(out / "pkg/usr/bin/docker-registry", out / "docker-registry")
         shutil.rmtree(out / "pkg")
         deb.unlink()
 
-    return cache.cached("mirror-bin", version, build)
+    return cache.cached("mirror-bin", version.replace(":", "_").replace("+", "_"), build)
 
 
 def bake(container: str, exec_in: Callable[[str, str], str], images: list[str]) -> None:

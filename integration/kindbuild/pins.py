@@ -77,3 +77,6 @@ ARGO_IMAGES = {
     "argocli": f"quay.io/argoproj/argocli:{ARGO_TAG}",
     "argoexec": f"quay.io/argoproj/argoexec:{ARGO}",
 }
+# The registry inside the offline node (integration.kindbuild.mirror): Debian bookworm's
+# docker-registry package, pinned so a warm run never asks apt.
+MIRROR_REGISTRY_DEB = "2.8.2+ds1-1"

@@ -69,7 +69,13 @@ def ensure() -> cache.Result:
     always = sorted(s.image for s in specs if s.pull_always)
     registry = mirror.binary()
     stamps = [node.path / "image.tar", registry.path / "docker-registry", *archives]
-    key = nodeimage.inputs_key(nodeimage.TAG, stamps, Path(__file__), Path(mirror.__file__))
+    # Which images the mirror holds is an input too (a recipe key leaves pull policy out).
+    key = nodeimage.inputs_key(
+        f"{nodeimage.TAG} always={','.join(always)}",
+        stamps,
+        Path(__file__),
+        Path(mirror.__file__),
+    )
 
     def build(out: Path) -> None:
         docker.ensure_loaded([nodeimage.TAG], node.path / "image.tar")

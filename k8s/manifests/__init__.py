@@ -109,10 +109,14 @@ from k8s.settings import Settings
 from ml import contract
 
 
-def data_cache_key(s: Settings) -> str:
+def data_cache_key(s: Settings, volume_uid: str = "") -> str:
     """The Workflow's ingestion cache key for this deployment: its image (the code
-    version), the dataset files' checksums (``ml.contract.RAW_SHA256``) and its volume."""
-    return memo_key(s.image, contract.RAW_SHA256, volume=f"{s.namespace}/{s.volume}")
+    version), the dataset files' checksums (``ml.contract.RAW_SHA256``) and its volume,
+    down to the claim's uid when known: a claim deleted and made again (``down
+    --keep-cluster``, then ``up``) is empty, and its new uid makes a new key, so an old
+    entry in Argo's shared cache never skips its ingestion."""
+    volume = f"{s.namespace}/{s.volume}" + (f"@{volume_uid}" if volume_uid else "")
+    return memo_key(s.image, contract.RAW_SHA256, volume=volume)
 
 
 def cluster_objects(

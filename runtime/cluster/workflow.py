@@ -57,10 +57,11 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
     for model in request.models:
         replace_tfjob(cx, manifests.tfjob_name(model))
     fit = jobs_that_fit(cx, s, len(request.models))
+    claim = cx.get("v1", "PersistentVolumeClaim", s.volume) or {}
     objects = manifests.workflow_objects(
         s,
         models=request.models,
-        cache_key=manifests.data_cache_key(s),
+        cache_key=manifests.data_cache_key(s, claim.get("metadata", {}).get("uid", "")),
         cache_max_age=request.cache_max_age,
         min_accuracy=request.min_accuracy,
         source_dir=bool(state.source_dir),

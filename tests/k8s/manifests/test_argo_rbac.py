@@ -181,6 +181,13 @@ def install_yaml() -> list[dict[str, Any]]:
     return upstream.objects(versions.ARGO_WORKFLOWS_URL)
 
 
+def test_the_cache_namespace_was_read_at_the_pinned_argo_version() -> None:
+    """Where the controller keeps caches is read from v4.1.2's source (controller.go:235,
+    cache/cache.go:98; unchanged on the default branch of 2026-08-21). A new pin must
+    re-read it, and move the cache and its Role (k8s.manifests.argo_rbac) if it moved."""
+    assert "/v4.1.2/" in versions.ARGO_WORKFLOWS_URL, "re-read Argo's cache namespace"
+
+
 def test_the_controller_service_account_is_install_yaml_s() -> None:
     (controller,) = [
         o

@@ -34,9 +34,14 @@ def with_argo(wd, fake) -> None:
 def expected_objects(rt, models=contract.MODEL_TYPES, parallelism=None):
     """What the builder makes for this deployment (the settings `up` left)."""
     s = rt.cx.settings(profile=contract.DEFAULT_PROFILE)
-    return manifests.workflow_objects(
-        s, models=models, cache_key=manifests.data_cache_key(s), parallelism=parallelism
-    )
+    key = manifests.data_cache_key(s, _claim_uid(rt, s))
+    return manifests.workflow_objects(s, models=models, cache_key=key, parallelism=parallelism)
+
+
+def _claim_uid(rt, s) -> str:
+    """The volume claim's uid, as `invoke workflow` reads it ("" with no claim)."""
+    claim = rt.cx.get("v1", "PersistentVolumeClaim", s.volume) or {}
+    return claim.get("metadata", {}).get("uid", "")
 
 
 def workflow_name(rt) -> str:
@@ -133,8 +138,21 @@ def test_the_submitted_cache_key_is_the_builders_key_of_the_image_and_the_checks
     with_argo(wd, fake)
     runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
     (param,) = submitted(fake)["spec"]["arguments"]["parameters"]
-    volume = "kubeflow/strategy-volume"
+    claim = fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")
+    volume = f"kubeflow/strategy-volume@{claim['metadata']['uid']}"
     assert param["value"] == manifests.memo_key(TAG, contract.RAW_SHA256, volume=volume)
+
+
+def test_a_claim_made_again_gets_a_new_cache_key(wd, fake):
+    """down --keep-cluster deletes the claim; up makes an empty one: Argo's shared cache
+    must not skip ingesting into it."""
+    with_argo(wd, fake)
+    runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    (first,) = submitted(fake)["spec"]["arguments"]["parameters"]
+    claim = fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")
+    claim["metadata"]["uid"] = "uid-of-the-new-claim"
+    s = runtime(make_ctx(fake, {}), wd, fake).cx.settings()
+    assert manifests.data_cache_key(s, "uid-of-the-new-claim") != first["value"]
 
 
 def test_the_flags_reach_the_submitted_workflow(wd, fake):
@@ -147,7 +165,7 @@ def test_the_flags_reach_the_submitted_workflow(wd, fake):
     expected = manifests.workflow_objects(
         s,
         models=("cnn",),
-        cache_key=manifests.data_cache_key(s),
+        cache_key=manifests.data_cache_key(s, _claim_uid(rt, s)),
         cache_max_age="30m",
         min_accuracy=0.85,
     )
