@@ -77,7 +77,8 @@ def ensure_loaded(tags: list[str], archive: Path) -> None:
     the tags stay the same from build to build (``distml-kind/node:v1.33.1``), so a tag
     alone could name an older build than the cache entry asked for."""
     want = archive_ids(archive)
-    if any(image_id(t) is None or image_id(t) != want.get(short(t)) for t in tags):
+    have = {t: image_id(t) for t in tags}  # one inspect per tag
+    if any(have[t] is None or have[t] != want.get(short(t)) for t in tags):
         run([DOCKER, "load", "-i", str(archive)], heavy=True)
 
 
