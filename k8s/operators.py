@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from k8s.cluster_poll import POLL_S, WaitError, outcome, poll_cluster, retry
 from k8s.kube import Kube, KubeError
 from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.objects import is_true
+from k8s.operator_check import PROBES, MissingOperators, missing_message, version_note
 from k8s.providers import Provider
 from k8s.settings import MIRROR_SETTING, Settings
 from k8s.workload_waits import wait_deployments_available
@@ -110,7 +111,9 @@ def components(provider: str, serving_mode: str, with_argo: bool = False) -> tup
     steps = ["training_operator", "cert_manager"]
     if serving_mode == "knative":
         # k3d: k3s's ServiceLB gives the gateway's LoadBalancer port 80; elsewhere a NodePort.
-        steps += ["istio", *([] if provider == "k3d" else ["gateway_node_port"]), "knative"]
+        # An existing cluster: reached through its own ingress or a port-forward, never patched.
+        node_port = provider not in ("k3d", "existing")
+        steps += ["istio", *(["gateway_node_port"] if node_port else []), "knative"]
     elif provider != "k3d":  # k3s bundles metrics-server
         steps.append("metrics_server")
     return (*steps, "kserve", *(["argo"] if with_argo else []))
@@ -129,10 +132,20 @@ class Installer:
     out: Callable[[str], None]
     clock: Any
     timeout: float = 600.0
+    # False on a cluster distml did not create, unless `up --install-operators`: what is
+    # missing is collected and reported (``all``), not installed.
+    install_missing: bool = True
+    missing: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def dry(self) -> bool:
         return bool(self.c.config.run.dry)
+
+    @property
+    def owned(self) -> bool:
+        """distml made the cluster: its cluster-wide tuning (istiod's requests, Knative's
+        domain and tag resolution, metrics-server's kubelet TLS) applies."""
+        return self.settings.owns_cluster
 
     def kubectl(self, args: str, **kwargs: Any) -> Any:
         return self.c.run(self.provider.kubectl(args), **kwargs)
@@ -188,10 +201,20 @@ class Installer:
                 out=self.out,
             )
 
-    def present(self, label: str, namespace: str, *deployments: str) -> bool:
-        """True (and says so) when every one of ``deployments`` is Available."""
+    def present(self, step: str, label: str, namespace: str, *deployments: str) -> bool:
+        """True when there is nothing to install: every one of ``deployments`` is
+        Available (said, with the version found on a cluster distml did not create), or
+        it is missing and not to be installed (collected for ``all``'s report)."""
         if all(deployment_available(self.kube, namespace, d) for d in deployments):
-            self.out(f"{label}: already installed")
+            if self.owned:
+                self.out(f"{label}: already installed")
+            else:
+                probe = PROBES[step]
+                found = self.kube.get("apps/v1", "Deployment", probe.deployment, probe.namespace)
+                self.out(version_note(step, label, found or {}))
+            return True
+        if not self.install_missing:
+            self.missing.append((step, label))
             return True
         self.out(f"{label}: installing")
         return False
@@ -199,7 +222,7 @@ class Installer:
     # ------------------------------------------------------------------ steps
     def training_operator(self) -> None:
         label = f"Kubeflow training operator {versions.TRAINING_OPERATOR_REF}"
-        if self.present(label, "kubeflow", "training-operator"):
+        if self.present("training_operator", label, "kubeflow", "training-operator"):
             return
         # Server-side: client-side apply fails on the CRDs ("annotations: Too long").
         source = self.source(versions.TRAINING_OPERATOR_KUSTOMIZE, kustomize=True)
@@ -219,17 +242,18 @@ class Installer:
 
     def cert_manager(self) -> None:
         label = f"cert-manager {versions.CERT_MANAGER_VERSION}"
-        if self.present(label, "cert-manager", "cert-manager-webhook"):
+        if self.present("cert_manager", label, "cert-manager", "cert-manager-webhook"):
             return
         self.apply(versions.CERT_MANAGER_URL, label, "--server-side")
         self.wait("cert-manager")
 
     def istio(self) -> None:
         label = f"Istio {versions.ISTIO_VERSION} (net-istio {versions.KNATIVE_VERSION})"
-        installed = self.present(label, "istio-system", "istiod")
+        installed = self.present("istio", label, "istio-system", "istiod")
         if not installed:
             self.apply(versions.ISTIO_URL, label)
-        self.istiod_requests()
+        if self.owned:
+            self.istiod_requests()
         if not installed:
             self.wait("istio-system")
 
@@ -286,11 +310,13 @@ class Installer:
 
     def knative(self) -> None:
         label = f"Knative Serving {versions.KNATIVE_VERSION}"
-        if not self.present(label, "knative-serving", "net-istio-controller"):
+        if not self.present("knative", label, "knative-serving", "net-istio-controller"):
             self.apply(versions.KNATIVE_SERVING_CRDS_URL, label)
             self.apply(versions.KNATIVE_SERVING_CORE_URL, label)
             self.apply(versions.NET_ISTIO_URL, label)
             self.wait("knative-serving")
+        if not self.owned:
+            return  # its domain and tag resolution are the cluster admin's
         self.configmap("knative-serving", "config-domain", {KNATIVE_DOMAIN: ""})
         self.configmap(
             "knative-serving",
@@ -314,10 +340,17 @@ class Installer:
 
     def metrics_server(self) -> None:
         label = f"metrics-server {versions.METRICS_SERVER_VERSION}"
-        if self.present(label, "kube-system", "metrics-server"):
+        if self.present("metrics_server", label, "kube-system", "metrics-server"):
             return
         if self.provider.name == "minikube":
             self.c.run(f"minikube -p {self.provider.cluster} addons enable metrics-server")
+        elif not self.owned:
+            self.apply(versions.METRICS_SERVER_URL, label)
+            self.out(
+                "metrics-server: installed as released; on kubelets with self-signed "
+                "certificates (kind, minikube) it stays unready until the cluster's admin "
+                "adds --kubelet-insecure-tls (docs/cluster.md)"
+            )
         else:
             self.apply(versions.METRICS_SERVER_URL, label)
             # kind's kubelets serve self-signed certificates. Added once, right after the
@@ -338,7 +371,10 @@ class Installer:
 
     def kserve(self) -> None:
         label = f"KServe {versions.KSERVE_VERSION}"
-        if not self.present(label, "kserve", "kserve-controller-manager"):
+        installed = self.present("kserve", label, "kserve", "kserve-controller-manager")
+        if installed and not self.owned:
+            return  # its cluster resources are the admin's (only `--predictor tfserving` uses them)
+        if not installed:
             # The release's kserve.yaml leaves out its Namespace (it is made for Helm-style
             # installs), and its CRDs are published on their own.
             self.kube.apply(
@@ -362,7 +398,7 @@ class Installer:
 
     def argo(self) -> None:
         label = f"Argo Workflows {versions.ARGO_WORKFLOWS_VERSION}"
-        if self.present(label, ARGO_NAMESPACE, *ARGO_DEPLOYMENTS):
+        if self.present("argo", label, ARGO_NAMESPACE, *ARGO_DEPLOYMENTS):
             return
         self.kube.apply(
             {
@@ -378,6 +414,9 @@ class Installer:
         s = self.settings
         for step in components(self.provider.name, s.serving_mode, s.with_argo):
             getattr(self, step)()
+        if self.missing:
+            kubectl = self.provider.kubectl("").strip()
+            raise MissingOperators(missing_message(self.missing, self.provider.context, kubectl))
 
     # ------------------------------------------------------------------ removal
     def remove_argo(self) -> None:

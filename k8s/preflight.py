@@ -24,7 +24,14 @@ from pathlib import Path
 
 from k8s import capacity, versions
 from k8s.capacity import Need
-from k8s.settings import PROVIDERS, SERVING_MODES, Settings, with_cpu_requests
+from k8s.settings import (
+    CLUSTER_RUNTIMES,
+    EXISTING,
+    PROVIDERS,
+    SERVING_MODES,
+    Settings,
+    with_cpu_requests,
+)
 from ml.contract import MODEL_TYPES
 
 Run = Callable[[Sequence[str]], tuple[int, str, str]]
@@ -158,6 +165,8 @@ def _check_docker(
     result.versions["docker"] = server
     result.versions["docker_memory_gib"] = f"{mem_total / 2**30:.1f}"
     result.versions["docker_cpus"] = str(ncpu)
+    if provider == EXISTING:
+        return  # the engine only builds and pushes; the cluster's nodes are elsewhere
     node = capacity.node_from_engine(ncpu, mem_total)
     _check_capacity(result, node, provider, serving_mode, cpu_requests)
 
@@ -256,13 +265,15 @@ def preflight(
     inotify_dir: Path | None = None,
     cpu_requests: Mapping[str, str] | None = None,
 ) -> Preflight:
-    """Check Docker, the provider's CLI, kubectl, Docker's memory/CPUs and inotify limits.
+    """Check Docker, the provider's CLI, kubectl, Docker's memory/CPUs and inotify limits
+    (an existing cluster: Docker, kubectl and git; its nodes are not this machine's).
 
     ``run(cmd) -> (returncode, stdout, stderr)`` and ``which`` are seams for tests;
     ``inotify_dir`` defaults to /proc/sys/fs/inotify on Linux (skipped elsewhere).
     """
-    if provider not in PROVIDERS:
-        raise ValueError(f"unknown provider {provider!r}; valid: {', '.join(PROVIDERS)}")
+    if provider not in CLUSTER_RUNTIMES:
+        valid = ", ".join(CLUSTER_RUNTIMES)
+        raise ValueError(f"unknown provider {provider!r}; valid: {valid}")
     if serving_mode not in SERVING_MODES:
         raise ValueError(
             f"unknown serving mode {serving_mode!r}; valid: {', '.join(SERVING_MODES)}"
@@ -275,7 +286,8 @@ def preflight(
         )
     else:
         _check_docker(result, run, docker, provider, serving_mode, cpu_requests or {})
-    _check_tool(result, provider, VERSION_COMMANDS[provider], run, which)
+    if provider in PROVIDERS:
+        _check_tool(result, provider, VERSION_COMMANDS[provider], run, which)
     _check_tool(result, "kubectl", ["kubectl", "version", "--client", "-o", "json"], run, which)
     if which("git") is None:
         # `kubectl apply -k github.com/...?ref=` (the training operator) clones with git.
@@ -283,6 +295,8 @@ def preflight(
             "git: not found on PATH: `kubectl apply -k` fetches the training operator's "
             "kustomization with git; install git (https://git-scm.com/downloads)"
         )
+    if provider == EXISTING:
+        return result  # inotify limits matter to nodes on this machine
     if inotify_dir is None and sys.platform.startswith("linux"):
         inotify_dir = INOTIFY_DIR
     if inotify_dir is not None:

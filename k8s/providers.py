@@ -256,8 +256,13 @@ PROVIDERS = {"k3d": K3d, "kind": Kind, "minikube": Minikube}
 
 
 def provider(name: str, **kwargs: Any) -> Provider:
-    try:
-        return PROVIDERS[name](name=name, **kwargs)
-    except KeyError:
-        valid = ", ".join(PROVIDERS)
-        raise ValueError(f"unknown cluster provider {name!r}; valid: {valid}") from None
+    """The provider ``name``; ``existing`` takes ``kube_context`` (k8s.existing)."""
+    from k8s.existing import Existing
+
+    kinds: dict[str, type[Provider]] = {**PROVIDERS, "existing": Existing}
+    if name not in kinds:
+        valid = ", ".join(kinds)
+        raise ValueError(f"unknown cluster provider {name!r}; valid: {valid}")
+    if name != "existing":
+        kwargs.pop("kube_context", None)
+    return kinds[name](name=name, **kwargs)

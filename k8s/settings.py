@@ -11,8 +11,13 @@ from ml import contract
 
 SERVING_MODES = ("knative", "standard")
 PREDICTORS = ("kserve", "tfserving")
-PROVIDERS = ("k3d", "kind", "minikube")
+PROVIDERS = ("k3d", "kind", "minikube")  # the clusters distml creates (and deletes)
+# A cluster distml did not create, reached through a kubeconfig context: never created or
+# deleted, nothing cluster-wide changed on it (docs/cluster.md, "Bring your own cluster").
+EXISTING = "existing"
+CLUSTER_RUNTIMES = (*PROVIDERS, EXISTING)
 STORAGE_CLASSES = {"k3d": "local-path", "kind": "standard", "minikube": "standard"}
+ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")
 # The CPU the scheduler counts for our pods, as cluster settings (``cluster.worker_cpu``,
 # INVOKE_CLUSTER_WORKER_CPU=100m): a small cluster lowers them so the jobs fit
 # (docs/cluster.md, "Resources"); each names the Settings field whose request it sets.
@@ -73,6 +78,13 @@ class Settings:
     service: str = contract.DEFAULT_SERVICE
     volume: str = "strategy-volume"  # the PVC
     volume_size: str = "5Gi"
+    # ``cluster.storage_class``: "" is the provider's (existing clusters: their default).
+    storage_class_name: str = ""
+    # ReadWriteOnce: every pod that mounts the volume runs on one node (pod affinity);
+    # ReadWriteMany: they spread (a TFJob's workers over nodes). `up` decides (k8s.storage).
+    volume_access: str = "ReadWriteOnce"
+    # ``cluster.image_pull_secret``: a Secret in the namespace for a registry that needs one.
+    image_pull_secret: str = ""
     mount_path: str = "/trained_model"
     serving_mode: str = "knative"
     with_argo: bool = False  # Argo Workflows installed too (`invoke up --with-argo`)
@@ -111,7 +123,13 @@ class Settings:
 
     @property
     def storage_class(self) -> str:
-        return STORAGE_CLASSES[self.provider]
+        """The PVC's class ("": the cluster's default class)."""
+        return self.storage_class_name or STORAGE_CLASSES.get(self.provider, "")
+
+    @property
+    def owns_cluster(self) -> bool:
+        """distml created the cluster: it may tune what runs cluster-wide on it."""
+        return self.provider != EXISTING
 
     @property
     def threads(self) -> int:

@@ -1,4 +1,5 @@
-"""Runtimes: where the pod contract runs: local processes, or a k3d/kind/minikube cluster.
+"""Runtimes: where the pod contract runs: local processes, a k3d/kind/minikube cluster
+distml makes, or an existing cluster (a kubeconfig context).
 
 Nothing here imports TensorFlow or ``ml`` at import time: ``invoke --list`` stays fast.
 """
@@ -10,9 +11,9 @@ import subprocess
 from collections.abc import Callable
 
 from common.errors import DistmlError
-from k8s.settings import PROVIDERS
+from k8s.settings import CLUSTER_RUNTIMES
 
-RUNTIMES = ("auto", "local", *PROVIDERS)
+RUNTIMES = ("auto", "local", *CLUSTER_RUNTIMES)
 # A switch kept for forks that want to ship without the cluster path: when False, ``auto``
 # never picks a cluster and asking for one is refused with a clear message.
 CLUSTER_RUNTIMES_READY = True
@@ -41,7 +42,7 @@ def select_runtime(
     ready = CLUSTER_RUNTIMES_READY if cluster_ready is None else cluster_ready
     if requested not in RUNTIMES:
         raise DistmlError(f"unknown runtime {requested!r}; valid: {', '.join(RUNTIMES)}")
-    if requested in PROVIDERS:
+    if requested in CLUSTER_RUNTIMES:
         if not ready:
             raise DistmlError(
                 f"the {requested} runtime is not available in this version of distml yet; "

@@ -13,6 +13,7 @@ from typing import Any
 
 from common.errors import DistmlError
 from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE, is_duration
+from k8s.manifests.names import is_dns_subdomain
 from k8s.settings import PREDICTORS, SERVING_MODES
 from ml import contract
 
@@ -62,6 +63,22 @@ def _port(flag: str, value: int) -> None:
         raise RequestError(f"{flag} must be a TCP port between 1 and 65535, got {value}")
 
 
+def _check_url(url: str) -> None:
+    """``loadtest --url``: an http(s) URL with a host, no query or fragment."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port out of range)
+    except ValueError as e:
+        raise RequestError(f"--url {url!r} is not a URL: {e}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise RequestError(
+            f"--url {url!r} must be the service's base URL: http(s)://HOST[:PORT][/PATH], "
+            "no query (e.g. http://localhost:8080)"
+        )
+
+
 def _fraction(flag: str, value: float) -> None:
     if not 0.0 <= value <= 1.0:
         hint = f" (did you mean {value / 100:g}?)" if value > 1 else ""
@@ -86,9 +103,16 @@ class UpRequest:
     base: str | None = _needs("cluster", "--base")
     base_image: str | None = _needs("cluster", "--base-image")
     with_argo: bool = _needs("cluster", "--with-argo", False)
+    install_operators: bool = _needs("cluster", "--install-operators", False)
+    storage_class: str | None = _needs("cluster", "--storage-class")
 
     def __post_init__(self) -> None:
         _one_of("--serving-mode", self.serving_mode, SERVING_MODES)
+        if self.storage_class is not None and not is_dns_subdomain(self.storage_class):
+            raise RequestError(
+                f"--storage-class {self.storage_class!r} is not a StorageClass name "
+                "(a-z, 0-9, '-', '.')"
+            )
 
 
 @dataclass(frozen=True)
@@ -142,9 +166,13 @@ class LoadtestRequest:
     spawn_rate: float | None = None
     max_failure_ratio: float = 0.0
     expect_scale_out: bool = True
+    url: str | None = _needs("cluster", "--url")  # the service's base URL, as the user reaches it
 
     def __post_init__(self) -> None:
         from loadtest.plan import check_flags
+
+        if self.url is not None:
+            _check_url(self.url)
 
         try:
             check_flags(self.concurrency, self.duration, self.max_failure_ratio)

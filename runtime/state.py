@@ -61,6 +61,11 @@ class State:
     deployed: bool = False  # `deploy` made the InferenceService Ready
     target: int | None = None  # `deploy`'s autoscaling target, for the load test's plan
     max_replicas: int | None = None  # `deploy`'s replica cap, for the load test's plan
+    # -- an existing cluster (`--runtime existing`)
+    context: str | None = None  # the kubeconfig context `up` set up: later tasks use it
+    registry: str | None = None  # `build --push REGISTRY[/REPO]`: where pods pull the image
+    storage_class: str | None = None  # the volume's class, as `up` found it
+    volume_access: str | None = None  # ReadWriteOnce or ReadWriteMany, as `up` decided
 
 
 _BAD = object()  # a value of the wrong type
@@ -122,6 +127,10 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "deployed": _bool,
     "target": _int,
     "max_replicas": _int,
+    "context": _str,
+    "registry": _str,
+    "storage_class": _str,
+    "volume_access": _str,
 }
 _DEFAULTS = {f.name: f.default for f in fields(State) if f.default is not MISSING}
 

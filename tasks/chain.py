@@ -27,6 +27,12 @@ from tasks.chooser import runtime as _runtime
         "base-image": "cluster: base image for the project image",
         "with-argo": "cluster: also install Argo Workflows (pinned; namespace argo) for "
         "`invoke workflow`; kept by later `up`s, removed by `down --keep-cluster`",
+        "context": "existing runtime: the kubeconfig context (default: cluster.context, "
+        "else kubectl's current one); recorded for the later tasks",
+        "install-operators": "existing runtime: install the operators that are missing "
+        "(pinned versions); without it `up` lists them and stops",
+        "storage-class": "cluster: the volume's StorageClass (default: the provider's; an "
+        "existing cluster: its default class)",
     }
 )
 def up(
@@ -37,6 +43,9 @@ def up(
     base=None,
     base_image=None,
     with_argo=False,
+    context=None,
+    install_operators=False,
+    storage_class=None,
 ):
     """Set up the runtime: cluster, operators, image, volume, dataset (idempotent)."""
     from runtime.requests import UpRequest
@@ -48,8 +57,10 @@ def up(
         base=base,
         base_image=base_image,
         with_argo=with_argo,
+        install_operators=install_operators,
+        storage_class=storage_class,
     )
-    rt = _runtime(c, runtime, for_up=True)
+    rt = _runtime(c, runtime, for_up=True, context=context)
     _call(rt.up, _checked(rt, request))
 
 
@@ -191,6 +202,8 @@ def rollback(c, runtime=None):
         "max-failure-ratio": "fail when more than this share of requests fail (default 0)",
         "expect-scale-out": "cluster runtimes: fail unless ready predictor replicas rose "
         "(default on; --no-expect-scale-out turns it off; the local runtime never scales)",
+        "url": "cluster runtimes: the service's base URL as this machine reaches it (e.g. "
+        "the cluster's ingress); default: the ingress, or a port-forward",
     }
 )
 def loadtest(
@@ -201,6 +214,7 @@ def loadtest(
     spawn_rate=None,
     max_failure_ratio=None,
     expect_scale_out=True,
+    url=None,
 ):
     """Load-test the served model with Locust; report and chart."""
     from runtime.requests import DEFAULT_CONCURRENCY, DEFAULT_DURATION, LoadtestRequest
@@ -212,6 +226,7 @@ def loadtest(
         spawn_rate=_float("--spawn-rate", spawn_rate),
         max_failure_ratio=_float("--max-failure-ratio", max_failure_ratio, 0.0),
         expect_scale_out=bool(expect_scale_out),
+        url=url or None,
     )
     rt = _runtime(c, runtime)
     _call(rt.loadtest, _checked(rt, request))

@@ -9,9 +9,10 @@ from invoke import Exit
 
 from common.errors import DistmlError
 from k8s.settings import (
+    CLUSTER_RUNTIMES,
     CPU_REQUEST_SETTINGS,
+    EXISTING,
     MIRROR_SETTING,
-    PROVIDERS,
     Settings,
     with_cpu_requests,
 )
@@ -22,7 +23,8 @@ from runtime.cli import service_name as _service
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_HELP = ", ".join(contract.MODEL_TYPES)
 RUNTIME_HELP = (
-    "auto (default: k3d when Docker + k3d are there, else local), local, k3d, kind, minikube"
+    "auto (default: k3d when Docker + k3d are there, else local), local, k3d, kind, "
+    "minikube, existing (a cluster distml did not create: a kubeconfig context)"
 )
 
 
@@ -33,7 +35,7 @@ def workdir(c):
     return Workdir.at(path if path.is_absolute() else ROOT / path)
 
 
-def runtime(c, requested, *, for_up=False):
+def runtime(c, requested, *, for_up=False, context=None):
     """Pick the runtime (one line says which and why) and return its implementation."""
     from runtime import select_runtime
 
@@ -48,17 +50,18 @@ def runtime(c, requested, *, for_up=False):
     except DistmlError as e:
         raise Exit(f"error: {e}", code=2) from e
     print(f"runtime: {name} ({why})", flush=True)
-    if name in PROVIDERS:
-        return cluster_runtime(c, name, wd)
+    if name in CLUSTER_RUNTIMES:
+        return cluster_runtime(c, name, wd, for_up=for_up, context=context)
     from runtime.local import LocalRuntime
 
     return LocalRuntime(wd, service=_service(c), out=out, dry=bool(c.config.run.dry))
 
 
-def cluster_runtime(c, name, wd):
+def cluster_runtime(c, name, wd, *, for_up=False, context=None):
     from runtime.cluster import ClusterRuntime
 
     cluster = _cluster_config(c)
+    kube_context = _kube_context(c, name, wd, cluster, for_up, context)
     try:
         return ClusterRuntime(
             c,
@@ -73,6 +76,11 @@ def cluster_runtime(c, name, wd):
             cpu_requests=_cpu_requests(cluster),
             node_image=str(cluster.get("node_image") or ""),
             manifest_mirror=_manifest_mirror(cluster),
+            kube_context=kube_context,
+            registry=_registry(cluster),
+            storage_class=str(cluster.get("storage_class") or ""),
+            volume_access=str(cluster.get("volume_access") or ""),
+            image_pull_secret=str(cluster.get("image_pull_secret") or ""),
             out=out,
         )
     except ValueError as e:  # a setting this provider cannot honour
@@ -103,3 +111,33 @@ def _manifest_mirror(cluster):
     if not path.is_dir():
         raise Exit(f"error: {MIRROR_SETTING} {value!r} is not a directory", code=2)
     return str(path)
+
+
+def _kube_context(c, name, wd, cluster, for_up, asked):
+    """The existing runtime's kubeconfig context (one line says which and why)."""
+    if name != EXISTING:
+        if asked:
+            raise Exit("error: --context applies to --runtime existing", code=2)
+        return ""
+    from k8s.existing import ExistingClusterError, choose_context
+
+    asked = asked or str(cluster.get("context") or "")
+    try:
+        context, why = choose_context(c, asked=asked, recorded=wd.state().context, for_up=for_up)
+    except ExistingClusterError as e:
+        raise Exit(f"error: {e}", code=2) from e
+    print(f"context: {context} ({why})", flush=True)
+    return context
+
+
+def _registry(cluster):
+    """``cluster.registry``, checked ("" when unset)."""
+    from runtime.registry import REGISTRY_SETTING, check_registry
+
+    value = str(cluster.get("registry") or "")
+    if not value:
+        return ""
+    try:
+        return check_registry(value)
+    except ValueError as e:
+        raise Exit(f"error: {REGISTRY_SETTING}: {e}", code=2) from e

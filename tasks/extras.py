@@ -143,12 +143,15 @@ def _image_call(fn, *args, **kwargs):
         "base": "'local': make the base from Debian packages (debootstrap + docker import; "
         "root, no registry needed), reused when present",
         "docker": "Docker client to use (default: the first that can do BuildKit builds)",
+        "push": "REGISTRY[/REPO]: also push the image there (e.g. localhost:5001); "
+        "`--runtime existing` pods then run the pushed name",
     }
 )
-def build(c, base_image=None, base=None, docker=None):
-    """Build the project image (content-hash tag), print tag and size."""
+def build(c, base_image=None, base=None, docker=None, push=None):
+    """Build the project image (content-hash tag), print tag and size; --push pushes it."""
     from runtime.image import build as build_image
 
+    registry = _push_registry(push)
     tag = _image_call(
         build_image,
         c,
@@ -159,7 +162,31 @@ def build(c, base_image=None, base=None, docker=None):
         docker=docker or str(c.config.docker),
         out=_out,
     )
+    if registry:
+        from runtime.registry import push as push_image
+
+        docker = docker or str(c.config.docker) or "docker"
+        tag = _image_call(push_image, c, docker, tag, registry, _out)
+        wd = _workdir(c)
+        if not c.config.run.dry:
+            wd.create()
+            wd.update_state(registry=registry)
+        _out(f"recorded: `--runtime existing` pods in {wd.root} run {tag}")
     print(tag)
+
+
+def _push_registry(value):
+    """``build --push``'s REGISTRY[/REPO], checked before the build (exit 2 when bad)."""
+    if value is None or value is True:
+        if value is True:
+            raise Exit("error: --push needs REGISTRY[/REPO], e.g. --push localhost:5001", 2)
+        return ""
+    from runtime.registry import check_registry
+
+    try:
+        return check_registry(str(value))
+    except ValueError as e:
+        raise Exit(f"error: --push: {e}", code=2) from e
 
 
 @task(help={"base-image": "image to resolve in (default: the local base)"})

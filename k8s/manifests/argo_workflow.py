@@ -59,6 +59,7 @@ from k8s.manifests.names import (
     raw_data_dir,
     tfjob_name,
 )
+from k8s.manifests.placement import pull_secrets
 from k8s.manifests.pods import ingest_job, meta, selection_job, tfjob
 from k8s.objects import WORKFLOW_API, WORKFLOW_KIND
 from k8s.settings import Settings
@@ -186,6 +187,8 @@ def _container_template(
     # Argo names the container "main"; the volume is the Workflow's (spec.volumes).
     template["container"] = {k: v for k, v in container.items() if k != "name"}
     template["securityContext"] = pod["spec"]["securityContext"]
+    if "affinity" in pod["spec"]:  # next to the volume (k8s.manifests.placement)
+        template["affinity"] = pod["spec"]["affinity"]
     if job["spec"]["backoffLimit"]:
         template["retryStrategy"] = {
             "limit": job["spec"]["backoffLimit"],
@@ -377,6 +380,7 @@ def workflow(
             # Failed pods stay (their logs explain the failure); finished ones go.
             "podGC": {"strategy": "OnPodSuccess"},
             "volumes": volumes,
+            **pull_secrets(s),
             "templates": templates,
         },
     }

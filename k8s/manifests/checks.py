@@ -5,8 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from k8s.manifests.names import K8S_NODE_PORT_RANGE, MAX_SERVICE_NAME, is_dns_label
-from k8s.settings import PREDICTORS, PROVIDERS, SERVING_MODES, Resources, Settings
+from k8s.manifests.names import (
+    K8S_NODE_PORT_RANGE,
+    MAX_SERVICE_NAME,
+    is_dns_label,
+    is_dns_subdomain,
+)
+from k8s.settings import (
+    ACCESS_MODES,
+    CLUSTER_RUNTIMES,
+    PREDICTORS,
+    SERVING_MODES,
+    Resources,
+    Settings,
+)
 from ml import contract
 from ml.contract import MODEL_TYPES
 
@@ -76,7 +88,8 @@ def _check_image(image: str) -> None:
 
 def check_settings(s: Settings) -> None:
     """Raise ValueError, saying what to change, for settings no cluster could run."""
-    _check_choice("provider", s.provider, PROVIDERS)
+    _check_choice("provider", s.provider, CLUSTER_RUNTIMES)
+    _check_choice("volume access mode", s.volume_access, ACCESS_MODES)
     _check_choice("serving mode", s.serving_mode, SERVING_MODES)
     _check_choice("predictor", s.predictor, PREDICTORS)
     _check_choice("profile", s.profile, contract.PROFILES)
@@ -94,6 +107,12 @@ def _check_names(s: Settings) -> None:
         raise ValueError(
             f"namespace {s.namespace!r} is not a DNS-1123 label (a-z, 0-9, '-', at most 63)"
         )
+    for what, name in (
+        ("storage class", s.storage_class_name),
+        ("image pull secret", s.image_pull_secret),
+    ):
+        if name and not is_dns_subdomain(name):
+            raise ValueError(f"{what} {name!r} is not a DNS-1123 subdomain (a-z, 0-9, '-', '.')")
     if not is_dns_label(s.volume):
         raise ValueError(f"volume {s.volume!r} is not a DNS-1123 label (a-z, 0-9, '-')")
     if not (

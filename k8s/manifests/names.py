@@ -14,6 +14,8 @@ COMMON_LABELS = {
     "app.kubernetes.io/managed-by": MANAGED_BY,
 }
 MODEL_LABEL = "distml/model"
+# On every pod that mounts the volume: ReadWriteOnce pods are placed next to each other by it.
+VOLUME_LABEL = "distml/volume"
 IMAGE_ANNOTATION = "distml/image"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # The label KServe puts on every predictor pod of an InferenceService.
@@ -87,6 +89,15 @@ def is_dns_label(name: str, *, max_len: int = 63) -> bool:
     """True when ``name`` is a DNS-1123 label (lower-case alphanumerics and '-', no
     leading or trailing '-', at most ``max_len`` characters)."""
     return isinstance(name, str) and 0 < len(name) <= max_len and bool(_DNS_LABEL.match(name))
+
+
+def is_dns_subdomain(name: str) -> bool:
+    """True when ``name`` is a DNS-1123 subdomain: dot-separated labels, at most 253."""
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 253
+        and all(is_dns_label(part) for part in name.split("."))
+    )
 
 
 def dns_name(text: str, *, max_len: int = 63) -> str:

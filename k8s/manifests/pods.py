@@ -24,6 +24,7 @@ from k8s.manifests.names import (
     raw_data_dir,
     tfjob_name,
 )
+from k8s.manifests.placement import placement, volume_labels
 from k8s.settings import Resources, Settings
 from ml import contract
 
@@ -118,14 +119,20 @@ def _project_container(
 
 
 def _project_pod_spec(
-    s: Settings, container: dict[str, Any], *, restart_policy: str | None
+    s: Settings,
+    container: dict[str, Any],
+    *,
+    restart_policy: str | None,
+    spread_by: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A pod spec that mounts the volume; its pod must carry ``volume_labels(s)``."""
     spec: dict[str, Any] = {}
     if restart_policy is not None:
         spec["restartPolicy"] = restart_policy
     spec["securityContext"] = _pod_security_context()
     spec["containers"] = [container]
     spec["volumes"] = [_volume(s)]
+    spec.update(placement(s, spread_by))
     return spec
 
 
@@ -140,7 +147,7 @@ def _job(
         "spec": {
             "backoffLimit": backoff_limit,
             "template": {
-                "metadata": {"labels": labels(component)},
+                "metadata": {"labels": labels(component, **volume_labels(s))},
                 # Never: a failed attempt's pod (and its log) stays; the Job makes a new one.
                 "spec": _project_pod_spec(s, container, restart_policy="Never"),
             },
@@ -157,16 +164,17 @@ def namespace(s: Settings) -> dict[str, Any]:
 
 
 def pvc(s: Settings) -> dict[str, Any]:
-    """The shared volume (ReadWriteOnce: every pod that mounts it must share its node)."""
+    """The shared volume (``s.volume_access``; k8s.manifests.placement places its pods).
+    No class named: the cluster's default class."""
+    spec: dict[str, Any] = {"accessModes": [s.volume_access]}
+    if s.storage_class:
+        spec["storageClassName"] = s.storage_class
+    spec["resources"] = {"requests": {"storage": s.volume_size}}
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": meta(s.volume, s.namespace, "storage"),
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": s.storage_class,
-            "resources": {"requests": {"storage": s.volume_size}},
-        },
+        "spec": spec,
     }
 
 
@@ -186,7 +194,7 @@ def loader_pod(s: Settings) -> dict[str, Any]:
     spec = _project_pod_spec(s, container, restart_policy="Never")
     # python as PID 1 ignores SIGTERM: do not make `kubectl delete` wait 30 s for nothing.
     spec["terminationGracePeriodSeconds"] = 1
-    return _pod(meta(LOADER_POD, s.namespace, "loader"), spec)
+    return _pod(meta(LOADER_POD, s.namespace, "loader", extra_labels=volume_labels(s)), spec)
 
 
 def tensorboard_pod(s: Settings) -> dict[str, Any]:
@@ -207,7 +215,8 @@ def tensorboard_pod(s: Settings) -> dict[str, Any]:
     spec = _project_pod_spec(s, container, restart_policy="Never")
     spec["volumes"] = [_volume(s, read_only=True)]
     spec["terminationGracePeriodSeconds"] = 5
-    return _pod(meta(TENSORBOARD_POD, s.namespace, "tensorboard"), spec)
+    metadata = meta(TENSORBOARD_POD, s.namespace, "tensorboard", extra_labels=volume_labels(s))
+    return _pod(metadata, spec)
 
 
 def _pod(metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
@@ -273,12 +282,17 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
                     "restartPolicy": "OnFailure",
                     "template": {
                         "metadata": {
-                            "labels": labels("train", **model_labels),
+                            "labels": labels("train", **model_labels, **volume_labels(s)),
                             "annotations": {"sidecar.istio.io/inject": "false"},
                         },
                         # restartPolicy: the operator sets it from the replica spec.
                         "spec": {
-                            **_project_pod_spec(s, container, restart_policy=None),
+                            **_project_pod_spec(
+                                s,
+                                container,
+                                restart_policy=None,
+                                spread_by=labels("train", **model_labels),
+                            ),
                             "terminationGracePeriodSeconds": WORKER_GRACE_S,
                         },
                     },

@@ -61,7 +61,7 @@ __all__ = ["ClusterError", "ClusterRuntime", "expected_replicas"]
 
 
 class ClusterRuntime:
-    """One distml deployment on one local cluster."""
+    """One distml deployment on one cluster: one distml made, or an existing one."""
 
     capabilities = Capabilities(
         cluster=True, scales_out=True, gpus=True, predictors=True, local_port=False, workflows=True
@@ -88,6 +88,11 @@ class ClusterRuntime:
         cpu_requests: Mapping[str, str] | None = None,
         node_image: str = "",
         manifest_mirror: str = "",
+        kube_context: str = "",
+        registry: str = "",
+        storage_class: str = "",
+        volume_access: str = "",
+        image_pull_secret: str = "",
         out: Out = print,
         kube: Kube | None = None,
         clock: Any = time,
@@ -105,6 +110,7 @@ class ClusterRuntime:
                 ingress_port=ingress_port,
                 docker=docker,
                 node_image=node_image,
+                kube_context=kube_context,
             ),
             namespace=namespace,
             service=service,
@@ -115,17 +121,25 @@ class ClusterRuntime:
             given_kube=kube,
             cpu_requests=dict(cpu_requests or {}),
             manifest_mirror=manifest_mirror,
+            storage_class=storage_class,
+            volume_access=volume_access,
+            image_pull_secret=image_pull_secret,
         )
         self.name = provider_name
+        self.registry = registry
         self._preflight = preflight
         self._port_free = port_free
 
     @cached_property
     def image(self) -> str:
-        """The project image's tag: a hash of the build context, computed once per task."""
+        """The project image's tag: a hash of the build context, computed once per task;
+        with a registry (``build --push``, ``cluster.registry``), the name pushed there."""
         from runtime.image import image_tag
+        from runtime.registry import pushed_name
 
-        return image_tag(self.cx.root)
+        tag = image_tag(self.cx.root)
+        registry = self.registry or self.cx.wd.state().registry or ""
+        return pushed_name(registry, tag) if registry else tag
 
     def up(self, request: UpRequest) -> int:
         return _up.up(
@@ -135,6 +149,8 @@ class ClusterRuntime:
             base=request.base,
             base_image=request.base_image,
             with_argo=request.with_argo,
+            install_operators=request.install_operators,
+            storage_class=request.storage_class,
             preflight=self._preflight,
             port_free=self._port_free,
         )

@@ -43,6 +43,9 @@ class ClusterContext:
     given_kube: Kube | None = None
     cpu_requests: Mapping[str, str] = field(default_factory=dict)  # the cluster settings
     manifest_mirror: str = ""  # cluster.manifest_mirror: the install files, offline
+    storage_class: str = ""  # cluster.storage_class ("" the provider's, or the default class)
+    volume_access: str = ""  # cluster.volume_access ("" decided from the class: k8s.storage)
+    image_pull_secret: str = ""  # cluster.image_pull_secret
     _kube: Kube | None = field(default=None, init=False, repr=False)
 
     @property
@@ -75,6 +78,10 @@ class ClusterContext:
             with_argo=state.argo,
             ingress_node_port=self.provider.ingress_node_port,
             manifest_mirror=self.manifest_mirror,
+            # What `up` made the volume with wins: a claim's spec cannot change.
+            storage_class_name=state.storage_class or self.storage_class,
+            volume_access=state.volume_access or self.volume_access or "ReadWriteOnce",
+            image_pull_secret=self.image_pull_secret,
         )
         s = replace(base, **{k: v for k, v in changes.items() if v is not None})
         try:

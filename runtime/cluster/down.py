@@ -37,7 +37,11 @@ PVC_DELETE_TIMEOUT_S = 300
 def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
     p = cx.provider
     state = cx.wd.state()
-    if keep_cluster:
+    owned = cx.settings().owns_cluster
+    if not owned:
+        # Never the cluster, its operators or CRDs (Argo's included), or anyone else's objects.
+        _delete_objects(cx)
+    elif keep_cluster:
         _delete_objects(cx)
         if state.argo:
             Installer(cx.c, cx.kube, p, cx.settings(), cx.out, cx.clock).remove_argo()
@@ -55,7 +59,11 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
             up=False,
             deployed=False,
             argo=None,  # removed above, or gone with the cluster
-            serving_mode=state.serving_mode if keep_cluster else None,
+            serving_mode=state.serving_mode if keep_cluster or not owned else None,
+            # The next `up` may choose another context, class and access mode.
+            context=None,
+            storage_class=None,
+            volume_access=None,
         )
     return 0
 
@@ -104,4 +112,5 @@ def _delete_objects(cx: ClusterContext) -> None:
     cx.out(
         f"kept the cluster {cx.provider.cluster} and its operators; `invoke up` makes "
         "the volume and dataset again"
+        + ("" if s.owns_cluster else f" (namespace {ns} is left as it is)")
     )

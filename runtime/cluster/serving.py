@@ -4,7 +4,9 @@ autoscaler should reach."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from k8s.objects import ISVC_API, ReplicaCounter
 from k8s.settings import Settings
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
+from runtime.cluster.reach import Way, forward_target, way_in
 from runtime.requests import DeployRequest, LoadtestRequest
 
 SELECTION_TIMEOUT_S = 1200
@@ -93,7 +96,8 @@ def _apply_serving(cx: ClusterContext, s: Settings) -> None:
             else "created"
         )
     )
-    if s.serving_mode == "standard":
+    if s.serving_mode == "standard" and s.owns_cluster:
+        # Not on a cluster distml did not create: its node ports are not ours to take.
         apply_reporting(cx, manifests.ingress_service(s))
 
 
@@ -120,7 +124,27 @@ def _sample_request(cx: ClusterContext) -> Path:
     return write_sample_request(cx.wd.root, source_dir, cx.out, synthetic_ok=True)
 
 
+@contextlib.contextmanager
+def _way(cx: ClusterContext, s: Settings, isvc_url: str | None, url: str | None) -> Iterator[Way]:
+    """Where requests go: ``--url``; the ingress the cluster distml made maps to a host
+    port; an existing cluster's way in is found (runtime.cluster.reach)."""
+    if s.owns_cluster and not url:
+        base, host = _endpoint(cx, s, isvc_url)
+        yield Way(base, host, "the ingress")
+        return
+    with way_in(cx, s.serving_mode, s.service, isvc_url, url) as way:
+        yield way
+
+
 def _print_access(cx: ClusterContext, s: Settings, isvc_url: str) -> None:
+    if not s.owns_cluster:
+        ns, target = forward_target(cx, s.serving_mode, s.service)
+        cx.out(f"serving {s.service} at {isvc_url}")
+        cx.out(
+            "`invoke loadtest` sends to that URL when it answers from this machine, else "
+            f"through a port-forward to {ns}/{target}; `--url` names the cluster's ingress"
+        )
+        return
     base, host = _endpoint(cx, s, isvc_url)
     sample = _sample_request(cx)
     cx.out(f"serving {s.service} at {isvc_url}")
@@ -158,13 +182,18 @@ def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     from loadtest.summary import check
 
     s = cx.settings(target=state.target, max_replicas=state.max_replicas)
-    target = _target(cx, s, request.concurrency)
-    _say_plan(cx, s, request.concurrency, target)
-    if cx.dry:
-        return 0
-    counter = ReplicaCounter(cx.kube, cx.namespace, s.service)
-    out_dir = cx.wd.reports / "loadtest"
-    summary = _run(cx, s, request, target, counter, out_dir)
+    isvc = cx.get(ISVC_API, "InferenceService", s.service)
+    if isvc is None and not cx.dry:
+        raise ClusterError(f"no InferenceService {s.service}; run `invoke deploy` first")
+    isvc_url = ((isvc or {}).get("status") or {}).get("url")
+    with _way(cx, s, isvc_url, request.url) as way:
+        target = _target(s, request.concurrency, way)
+        _say_plan(cx, s, request.concurrency, target)
+        if cx.dry:
+            return 0
+        counter = ReplicaCounter(cx.kube, cx.namespace, s.service)
+        out_dir = cx.wd.reports / "loadtest"
+        summary = _run(cx, s, request, target, counter, out_dir)
     _report(cx, summary, counter, target.expected)
     cx.out(f"results: {out_dir} (summary.json, chart.png, Locust CSVs)")
     cx.wd.update_state(last_loadtest=str(out_dir / "summary.json"))
@@ -178,18 +207,13 @@ def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     return 1 if problems else 0
 
 
-def _target(cx: ClusterContext, s: Settings, concurrency: int) -> Target:
-    isvc = cx.get(ISVC_API, "InferenceService", s.service)
-    if isvc is None and not cx.dry:
-        raise ClusterError(f"no InferenceService {s.service}; run `invoke deploy` first")
-    isvc_url = ((isvc or {}).get("status") or {}).get("url")
-    base, host = _endpoint(cx, s, isvc_url)
+def _target(s: Settings, concurrency: int, way: Way) -> Target:
     expected = (
         expected_replicas(concurrency, s.target, s.max_replicas)
         if s.serving_mode == "knative"
         else None
     )
-    return Target(base, host, expected)
+    return Target(way.base, way.host, expected)
 
 
 def _say_plan(cx: ClusterContext, s: Settings, concurrency: int, t: Target) -> None:

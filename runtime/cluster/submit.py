@@ -4,7 +4,7 @@ same name goes first (saying what it replaces), and how many of them the node ru
 
 from __future__ import annotations
 
-from k8s import capacity
+from k8s import capacity, node_capacity
 from k8s.objects import TERMINAL, TFJOB_API, tfjob_state
 from k8s.settings import Settings
 from runtime.cluster.apply import delete_and_wait
@@ -32,6 +32,8 @@ def jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
     """All jobs at once, unless the node's allocatable CPU/memory cannot hold their
     workers next to the stack (k8s.capacity): then as many as fit (at least one)."""
     nodes = cx.kube.list("v1", "Node")
+    if len(nodes) > 1 or not s.owns_cluster:
+        return _fit_on_nodes(cx, s, nodes, jobs)
     node = capacity.node_allocatable(nodes[0]) if len(nodes) == 1 else None
     if node is None:
         return jobs
@@ -40,6 +42,24 @@ def jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
         cx.out(
             f"the node offers pods {node}; {jobs} TFJobs at once need "
             f"{capacity.requirement(s, jobs)} of requests: running {max(fit, 1)} at a time"
+            + ("" if fit else " (even one may not fit: its workers may stay Pending)")
+        )
+    return max(fit, 1)
+
+
+def _fit_on_nodes(cx: ClusterContext, s: Settings, nodes: list, jobs: int) -> int:
+    """A cluster of several nodes (or one distml did not make): the room each node has
+    left now, job by job (k8s.node_capacity)."""
+    free = node_capacity.free_by_node(nodes, cx.kube.list("v1", "Pod"))
+    worker = capacity.request_of(s.worker_resources)
+    colocated = s.volume_access == "ReadWriteOnce"
+    fit = node_capacity.jobs_that_fit(free, worker, s.workers, jobs, colocated=colocated)
+    if fit < jobs:
+        where = "on the volume's one node (ReadWriteOnce)" if colocated else "over the nodes"
+        cx.out(
+            f"the nodes have room for {node_capacity.describe(free)}; {jobs} TFJobs of "
+            f"{s.workers} workers ({worker} each) fit {fit} at a time {where}: running "
+            f"{max(fit, 1)} at a time"
             + ("" if fit else " (even one may not fit: its workers may stay Pending)")
         )
     return max(fit, 1)

@@ -4,6 +4,7 @@ image, the volume and the dataset, each step skipped when already done."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from k8s.objects import JOB_API, is_true
 from k8s.operators import Installer
 from k8s.settings import SERVING_MODES, Settings
 from ml.contract import RAW_FILES
+from runtime.cluster import existing_up
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.volume import Volume
@@ -30,6 +32,8 @@ def up(
     preflight: Callable[..., Any] | None,
     port_free: Callable[[int], bool] | None,
     with_argo: bool = False,
+    install_operators: bool = False,
+    storage_class: str | None = None,
 ) -> int:
     mode = _serving_mode(cx, serving_mode)
     source = _check_source_dir(source_dir)
@@ -42,16 +46,34 @@ def up(
         cx.wd.update_state(serving_mode=mode, **({"argo": True} if argo else {}))
     s = cx.settings(serving_mode=mode, with_argo=argo)
     p = cx.provider
+    existing = not s.owns_cluster
 
-    _cluster(cx, port_free)
+    if existing:
+        existing_up.reach(cx)
+        existing_up.require_registry(cx, s)
+    else:
+        _cluster(cx, port_free)
     cx.out(f"== namespace {s.namespace}")
     cx.check_namespace()
-    apply_reporting(cx, manifests.namespace(s))
+    if existing:
+        existing_up.namespace(cx, s)
+        existing_up.check_pull_secret(cx, s)
+    else:
+        apply_reporting(cx, manifests.namespace(s))
     cx.out(f"== operators ({mode} serving mode{', with Argo Workflows' if argo else ''})")
-    Installer(cx.c, cx.kube, p, s, cx.out, cx.clock).all()
+    install = not existing or install_operators
+    Installer(cx.c, cx.kube, p, s, cx.out, cx.clock, install_missing=install).all()
     cx.out(f"== image {s.image}")
-    _image(cx, s.image, base=base, base_image=base_image)
-    cx.out(f"== volume {s.volume} ({s.storage_class})")
+    _image(cx, s, base=base, base_image=base_image)
+    if existing:
+        cx.out(f"== volume {s.volume}")
+        s = existing_up.storage(cx, s, storage_class)
+    else:
+        if storage_class:
+            s = replace(s, storage_class_name=storage_class)
+            if not cx.dry:
+                cx.wd.update_state(storage_class=storage_class)
+        cx.out(f"== volume {s.volume} ({s.storage_class})")
     apply_reporting(
         cx, manifests.pvc(s), note="it binds when its first pod mounts it: WaitForFirstConsumer"
     )
@@ -59,7 +81,8 @@ def up(
     ingest(cx, s, source)
     if not cx.dry:
         cx.wd.update_state(up=True, runtime=p.name, image=s.image, source_dir=source)
-    cx.out(f"{p.name} cluster {p.cluster} ready; next: invoke train-all")
+    where = f"context {p.context}" if existing else f"{p.name} cluster {p.cluster}"
+    cx.out(f"{where} ready; next: invoke train-all")
     return 0
 
 
@@ -140,8 +163,10 @@ def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] 
         cx.out(f"preflight (a real run would stop here): {problem}")
 
 
-def _image(cx: ClusterContext, image: str, *, base: str | None, base_image: str | None) -> None:
-    """Build the project image unless Docker has it; import it unless the node has it."""
+def _image(cx: ClusterContext, s: Settings, *, base: str | None, base_image: str | None) -> None:
+    """Build the project image unless Docker has it; import it unless the node has it (an
+    existing cluster: push it to the registry its pods pull from)."""
+    image = s.image.rsplit("/", 1)[-1]  # distml:<hash>, as built (s.image may be pushed)
     built = cx.c.run(
         f"{cx.docker} image inspect --format '{{{{.Id}}}}' {image}",
         hide=True,
@@ -152,6 +177,9 @@ def _image(cx: ClusterContext, image: str, *, base: str | None, base_image: str 
         cx.out(f"image {image}: already built")
     else:
         _build(cx, image, base=base, base_image=base_image)
+    if not s.owns_cluster:
+        existing_up.push_image(cx, s, image)
+        return
     if cx.provider.has_image(cx.c, image):
         cx.out(f"image {image}: already imported into the cluster")
     else:

@@ -1,0 +1,132 @@
+"""What `up` finds installed on a cluster it did not create: each operator's Deployment,
+the version it runs (against the version distml pins), and, for what is missing, the
+exact command that installs it.
+
+The versions below are what the pinned install files deploy (the Deployment's
+``app.kubernetes.io/version`` label where it has one, else its image tag);
+``tests/k8s/test_operator_check.py`` reads them out of ``../shared/k8s-upstream``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from common.errors import DistmlError
+from k8s import versions
+from k8s.manifests.names import ARGO_NAMESPACE
+
+VERSION_LABEL = "app.kubernetes.io/version"
+
+
+class MissingOperators(DistmlError):
+    """An existing cluster lacks operators distml needs; the message says how to add them."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The Deployment that says an install step is there, and the version pinned."""
+
+    namespace: str
+    deployment: str
+    pinned: str  # as ``found_version`` reads it from the pinned install file
+    install: tuple[str, ...]  # the kubectl commands' arguments that install it by hand
+
+
+PROBES: dict[str, Probe] = {
+    "training_operator": Probe(
+        "kubeflow",
+        "training-operator",
+        "v1-5170a36",  # the image tag of training-operator v1.9.0's standalone overlay
+        (f"apply --server-side -k '{versions.TRAINING_OPERATOR_KUSTOMIZE}'",),
+    ),
+    "cert_manager": Probe(
+        "cert-manager",
+        "cert-manager-webhook",
+        versions.CERT_MANAGER_VERSION,
+        (f"apply --server-side -f {versions.CERT_MANAGER_URL}",),
+    ),
+    "istio": Probe(
+        "istio-system", "istiod", versions.ISTIO_VERSION, (f"apply -f {versions.ISTIO_URL}",)
+    ),
+    "knative": Probe(
+        "knative-serving",
+        "net-istio-controller",
+        versions.KNATIVE_VERSION.removeprefix("knative-v"),
+        (
+            f"apply -f {versions.KNATIVE_SERVING_CRDS_URL}",
+            f"apply -f {versions.KNATIVE_SERVING_CORE_URL}",
+            f"apply -f {versions.NET_ISTIO_URL}",
+        ),
+    ),
+    "metrics_server": Probe(
+        "kube-system",
+        "metrics-server",
+        versions.METRICS_SERVER_VERSION,
+        (f"apply -f {versions.METRICS_SERVER_URL}",),
+    ),
+    "kserve": Probe(
+        "kserve",
+        "kserve-controller-manager",
+        versions.KSERVE_VERSION,
+        (
+            "create namespace kserve",
+            f"apply --server-side -f {versions.KSERVE_CRDS_URL}",
+            f"apply --server-side -f {versions.KSERVE_URL}",
+        ),
+    ),
+    "argo": Probe(
+        ARGO_NAMESPACE,
+        "workflow-controller",
+        versions.ARGO_WORKFLOWS_VERSION,
+        (
+            f"create namespace {ARGO_NAMESPACE}",
+            f"apply --server-side -n {ARGO_NAMESPACE} -f {versions.ARGO_WORKFLOWS_URL}",
+        ),
+    ),
+}
+
+
+def found_version(deployment: dict[str, Any]) -> str:
+    """The version a Deployment runs: its version label, else its first image's tag
+    ("" when neither says)."""
+    metadata = deployment.get("metadata") or {}
+    label = (metadata.get("labels") or {}).get(VERSION_LABEL)
+    if label:
+        return str(label)
+    spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = spec.get("containers") or [{}]
+    image = str(containers[0].get("image") or "").split("@", 1)[0]
+    last = image.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else ""
+
+
+def version_note(step: str, label: str, deployment: dict[str, Any]) -> str:
+    """One line: what was found, and whether it is the version distml pins."""
+    probe = PROBES[step]
+    have = found_version(deployment)
+    where = f"{probe.namespace}/{probe.deployment}"
+    if have == probe.pinned:
+        return f"{label}: found ({where}, {have}), the version distml pins"
+    return (
+        f"{label}: found ({where}, {have or 'version unknown'}); distml pins {probe.pinned} "
+        "and uses it as it is (a different version may differ in behaviour)"
+    )
+
+
+def missing_message(steps: list[tuple[str, str]], context: str, kubectl: str) -> str:
+    """What is missing on the cluster and how to install it: distml, asked, or by hand."""
+    lines = [f"the cluster of context {context!r} lacks what distml needs:"]
+    for step, label in steps:
+        probe = PROBES[step]
+        by_hand = "; ".join(f"`{kubectl} {args}`" for args in probe.install)
+        lines.append(
+            f"  - {label} (no Available Deployment {probe.namespace}/{probe.deployment}); "
+            f"by hand: {by_hand}"
+        )
+    lines.append(
+        "install them all with `invoke up --runtime existing --install-operators` (it "
+        "applies the pinned files above and changes nothing else cluster-wide), or ask the "
+        "cluster's admin"
+    )
+    return "\n".join(lines)
