@@ -292,3 +292,60 @@ def integration(session: nox.Session) -> None:
                 session.run(_bin("invoke"), *down, env=env, external=True, success_codes=range(256))
             except Exception as e:
                 session.warn(f"invoke {' '.join(down)} failed too: {e}")
+
+
+@nox.session(venv_backend="none", default=False, tags=["cluster"])
+def integration_existing(session: nox.Session) -> None:
+    """distml on a cluster it did not create (integration/byo.py): a 3-node kind cluster
+    and a registry made as a user's admin would, then build --push, up --runtime existing
+    (--install-operators, then again without), train-all, deploy, loadtest, status, down,
+    and the checks that down kept the cluster, its operators and an unrelated Deployment.
+
+    ``nox -s integration_existing -- [--offline] [--keep-cluster]``."""
+    flags = set(session.posargs)
+    if flags - {"--offline", "--keep-cluster"}:
+        session.error("usage: nox -s integration_existing -- [--offline] [--keep-cluster]")
+    sys.path.insert(0, str(ROOT))
+    from integration import byo
+
+    _shared_env(session)
+    node_image = _offline_node(session) if "--offline" in flags else ""
+    if not node_image:
+        from k8s import versions
+
+        node_image = versions.KIND_NODE_IMAGE
+    from integration.kindbuild import mirror
+
+    mirror_dir = os.environ.get("DISTML_UPSTREAM_DIR", "")
+    data_dir = os.environ.get("DISTML_DATA_DIR") or None
+    env = byo.env(data_dir, mirror_dir or None)
+    byo_cmd = [_bin("python"), "-m", "integration.byo"]
+    times = []
+    try:
+        registry = str(mirror.binary().path / "docker-registry")
+        start = time.monotonic()
+        session.run(*byo_cmd, "setup", node_image, registry, mirror_dir, external=True)
+        times.append(("the admin's cluster, registry, metrics-server", time.monotonic() - start))
+        for step in byo.steps(data_dir):
+            start = time.monotonic()
+            session.run(*_step(step), env=env, external=True)
+            times.append((" ".join(step[:6]), time.monotonic() - start))
+        session.log("step times:\n" + "\n".join(f"  {t:6.0f} s  {n}" for n, t in times))
+    except CommandFailed:
+        session.run(_bin("invoke"), "status", env=env, external=True, success_codes=range(256))
+        session.run(
+            "kubectl",
+            "--context",
+            byo.CONTEXT,
+            "get",
+            "pods",
+            "-A",
+            "-o",
+            "wide",
+            external=True,
+            success_codes=range(256),
+        )
+        raise
+    finally:
+        if "--keep-cluster" not in flags:
+            session.run(*byo_cmd, "teardown", external=True, success_codes=range(256))

@@ -1,0 +1,258 @@
+"""``nox -s integration -- existing``: distml on a cluster it did not create.
+
+A user's cluster, made here the way its admin would: kind with one control-plane and two
+workers (``python -m integration.byo setup``), Debian's ``docker-registry`` on this
+machine as the registry (pushed to as ``localhost:5001``, which every node's containerd
+maps to the registry through the kind network's gateway, as kind's local-registry guide
+does), metrics-server installed by the admin (kind's kubelets serve self-signed
+certificates: ``--kubelet-insecure-tls`` is the admin's call, not distml's) and an
+unrelated Deployment. distml then runs on it through ``--runtime existing``; the checks
+(``python -m integration.byo check-placement|check-kept``) hold the run to what it must
+leave; ``teardown`` deletes the cluster and stops the registry. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CLUSTER = "distml-byo"
+CONTEXT = f"kind-{CLUSTER}"
+NAMESPACE = "ml-team"  # not kubeflow: a user's own namespace
+REGISTRY_PORT = 5001
+REGISTRY = f"localhost:{REGISTRY_PORT}"
+CPU_REQUEST = "100m"
+BYSTANDER = ("default", "bystander")  # an unrelated Deployment down must leave
+# The pause image kind's node runs every pod sandbox from: present in every node.
+BYSTANDER_IMAGE = "registry.k8s.io/pause:3.10"
+OPERATORS = (  # what --install-operators installs (standard mode), kept by down
+    ("kubeflow", "training-operator"),
+    ("cert-manager", "cert-manager-webhook"),
+    ("kserve", "kserve-controller-manager"),
+)
+METRICS_SERVER = "metrics-server-v0.7.2/components.yaml"  # in the manifest mirror
+BUDGET = ["--epochs", "1", "--steps-per-epoch", "5"]
+CERTS_D = "/etc/containerd/certs.d"
+
+
+def workdir() -> Path:
+    return Path(__file__).resolve().parents[1] / ".distml-byo"
+
+
+def kind_config() -> str:
+    return (
+        "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n"
+        "  - role: control-plane\n  - role: worker\n  - role: worker\n"
+    )
+
+
+def registry_config(storage: Path, address: str) -> str:
+    return (
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {storage}\n"
+        f"http:\n  addr: {address}\n"
+    )
+
+
+def hosts_toml(gateway: str) -> str:
+    """A node's containerd: ``localhost:5001`` is the registry on this machine."""
+    return (
+        f'server = "http://{gateway}:{REGISTRY_PORT}"\n\n'
+        f'[host."http://{gateway}:{REGISTRY_PORT}"]\n  capabilities = ["pull", "resolve"]\n'
+    )
+
+
+def steps(data_dir: str | None) -> list[list[str]]:
+    """The user's commands on the cluster, with the checks between them."""
+    source = ["--source-dir", data_dir] if data_dir else []
+    up = ["invoke", "up", "--runtime", "existing", "--context", CONTEXT]
+    up += ["--serving-mode", "standard", *source]
+    load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
+    return [
+        ["invoke", "build", "--push", REGISTRY],
+        [*up, "--install-operators"],  # installs what is missing
+        up,  # finds everything: installs nothing
+        ["invoke", "train-all", *BUDGET],
+        ["python", "-m", "integration.byo", "check-placement"],
+        ["invoke", "deploy", "--max-replicas", "3"],
+        load,
+        ["invoke", "status"],
+        ["invoke", "down"],
+        ["python", "-m", "integration.byo", "check-kept"],
+    ]
+
+
+def env(data_dir: str | None, manifest_mirror: str | None) -> dict[str, str]:
+    out = {
+        "INVOKE_RUNTIME": "existing",
+        "INVOKE_WORKDIR": str(workdir() / "distml"),
+        "INVOKE_CLUSTER_NAMESPACE": NAMESPACE,
+        "INVOKE_CLUSTER_WORKER_CPU": CPU_REQUEST,
+        "INVOKE_CLUSTER_PREDICTOR_CPU": CPU_REQUEST,
+    }
+    if data_dir:
+        out["DISTML_DATA_DIR"] = data_dir
+    if manifest_mirror:
+        out["INVOKE_CLUSTER_MANIFEST_MIRROR"] = manifest_mirror
+    return out
+
+
+# ------------------------------------------------------------------- the admin's part
+
+
+def run(cmd: list[str], stdin: str | None = None) -> str:
+    print("+ " + " ".join(cmd), flush=True)
+    done = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def kubectl(*args: str) -> str:
+    return run(["kubectl", "--context", CONTEXT, *args])
+
+
+def setup(node_image: str, registry_binary: str, mirror: str) -> None:
+    wd = workdir()
+    wd.mkdir(parents=True, exist_ok=True)
+    (wd / "kind.yaml").write_text(kind_config())
+    run(
+        [
+            "kind",
+            "create",
+            "cluster",
+            "--name",
+            CLUSTER,
+            "--image",
+            node_image,
+            "--config",
+            str(wd / "kind.yaml"),
+            "--wait",
+            "300s",
+        ]
+    )
+    network = json.loads(run(["docker", "network", "inspect", "kind"]))[0]
+    gateway = next(c["Gateway"] for c in network["IPAM"]["Config"] if "." in c.get("Gateway", ""))
+    _start_registry(registry_binary, gateway)
+    nodes = run(["kind", "get", "nodes", "--name", CLUSTER]).split()
+    for node in nodes:
+        script = f"mkdir -p {CERTS_D}/{REGISTRY} && cat > {CERTS_D}/{REGISTRY}/hosts.toml"
+        run(["docker", "exec", "-i", node, "sh", "-c", script], stdin=hosts_toml(gateway))
+    from k8s import versions
+
+    kubectl(
+        "apply", "-f", str(Path(mirror) / METRICS_SERVER) if mirror else versions.METRICS_SERVER_URL
+    )
+    patch = (
+        '[{"op":"add","path":"/spec/template/spec/containers/0/args/-",'
+        '"value":"--kubelet-insecure-tls"}]'
+    )
+    kubectl(
+        "-n", "kube-system", "patch", "deployment", "metrics-server", "--type", "json", "-p", patch
+    )
+    ns, name = BYSTANDER
+    kubectl("-n", ns, "create", "deployment", name, f"--image={BYSTANDER_IMAGE}")
+    kubectl("-n", ns, "rollout", "status", f"deployment/{name}", "--timeout=180s")
+    kubectl("-n", "kube-system", "rollout", "status", "deployment/metrics-server", "--timeout=300s")
+
+
+def _start_registry(binary: str, gateway: str) -> None:
+    """The registry on this machine, for the nodes (through the gateway) and for Docker
+    (as localhost): it listens on both through 0.0.0.0."""
+    wd = workdir()
+    config = wd / "registry.yml"
+    config.write_text(registry_config(wd / "registry", f"0.0.0.0:{REGISTRY_PORT}"))
+    log = open(wd / "registry.log", "w")  # noqa: SIM115  (the registry keeps it)
+    proc = subprocess.Popen(
+        [binary, "serve", str(config)], stdout=log, stderr=log, start_new_session=True
+    )
+    (wd / "registry.pid").write_text(str(proc.pid))
+    for _ in range(60):
+        if (
+            subprocess.run(
+                ["curl", "-fs", f"http://{gateway}:{REGISTRY_PORT}/v2/"], capture_output=True
+            ).returncode
+            == 0
+        ):
+            return
+        if proc.poll() is not None:
+            raise SystemExit(f"the registry exited {proc.returncode}: {wd / 'registry.log'}")
+        time.sleep(0.5)
+    raise SystemExit(f"the registry did not answer on {gateway}:{REGISTRY_PORT}")
+
+
+def teardown() -> None:
+    subprocess.run(["kind", "delete", "cluster", "--name", CLUSTER])
+    pid_file = workdir() / "registry.pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+        pid_file.unlink()
+
+
+# ------------------------------------------------------------------- the checks
+
+
+def _pods(selector: str) -> list[dict]:
+    out = kubectl("-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json")
+    return json.loads(out)["items"]
+
+
+def check_placement() -> None:
+    """ReadWriteOnce (kind's local-path): every pod that mounted the volume ran on one
+    node, a worker (the control-plane is tainted)."""
+    pods = _pods("distml/volume")
+    nodes = {p["spec"].get("nodeName") for p in pods}
+    print(f"{len(pods)} pods mounted the volume, on nodes: {sorted(map(str, nodes))}")
+    if not pods or len(nodes) != 1 or None in nodes:
+        raise SystemExit("the pods that mount the ReadWriteOnce volume are not on one node")
+    print("placement: ok (co-located with the ReadWriteOnce volume)")
+
+
+def check_kept() -> None:
+    """After `invoke down`: the cluster, its operators and the bystander are there; no
+    distml object is left in the namespace."""
+    for ns, name in (*OPERATORS, BYSTANDER):
+        state = json.loads(kubectl("-n", ns, "get", "deployment", name, "-o", "json"))
+        ready = (state.get("status") or {}).get("availableReplicas") or 0
+        print(f"kept: deployment {ns}/{name}, {ready} available")
+        if not ready:
+            raise SystemExit(f"deployment {ns}/{name} is not available after down")
+    left = kubectl(
+        "-n",
+        NAMESPACE,
+        "get",
+        "all,pvc,tfjobs,inferenceservices",
+        "-l",
+        "app.kubernetes.io/part-of=distml",
+        "-o",
+        "name",
+    ).split()
+    if left:
+        raise SystemExit(f"down left distml objects: {left}")
+    print("kept: cluster, operators and bystander; distml's objects gone")
+
+
+def main(argv: list[str]) -> int:
+    commands = {"check-placement": check_placement, "check-kept": check_kept, "teardown": teardown}
+    if len(argv) == 4 and argv[0] == "setup":
+        setup(*argv[1:])
+        return 0
+    if len(argv) != 1 or argv[0] not in commands:
+        print(
+            "usage: python -m integration.byo setup NODE_IMAGE REGISTRY_BIN MIRROR_OR_'' | "
+            + " | ".join(commands),
+            file=sys.stderr,
+        )
+        return 2
+    commands[argv[0]]()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
