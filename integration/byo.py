@@ -74,7 +74,8 @@ def steps(data_dir: str | None) -> list[list[str]]:
     up += ["--serving-mode", "standard", *source]
     load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
     return [
-        ["invoke", "build", "--push", REGISTRY],
+        # The base made here (no registry to pull python:3.11 from), as `nox -s image` does.
+        ["invoke", "build", "--base", "local", "--push", REGISTRY],
         [*up, "--install-operators"],  # installs what is missing
         up,  # finds everything: installs nothing
         ["invoke", "train-all", *BUDGET],

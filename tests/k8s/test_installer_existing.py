@@ -1,0 +1,209 @@
+"""k8s.operators.Installer on a cluster distml did not create (``--runtime existing``): it
+finds the operators and says their versions, reports what is missing with the commands
+that install it (installing it only with ``--install-operators``) and changes nothing
+cluster-wide: no istiod, Knative ConfigMap or metrics-server patch, no KServe cluster
+resources. A cluster distml made (kind) still gets its tuning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from invoke import Config, MockContext, Result
+
+from k8s import operators, versions
+from k8s.operator_check import PROBES, VERSION_LABEL, MissingOperators
+from k8s.operators import ARGO_DEPLOYMENTS, Installer, components
+from k8s.providers import provider as make_provider
+from k8s.settings import Settings
+from tests.support.fakekube import FakeKube, conditions_status
+
+CONTEXT = "team-cluster"
+KUBECTL = f"kubectl --context {CONTEXT} "
+MODES = ("knative", "standard")
+
+
+def steps(mode: str, with_argo: bool = False) -> tuple[str, ...]:
+    return components("existing", mode, with_argo)
+
+
+def add_deployment(fake: FakeKube, namespace: str, name: str, version: str = "") -> None:
+    labels = {VERSION_LABEL: version} if version else {}
+    fake.put(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x/y:z"}]}}},
+            "status": conditions_status(("Available", "True")),
+        }
+    )
+
+
+def install_probes(fake: FakeKube, wanted: tuple[str, ...], version: str | None = None) -> None:
+    for step in (s for s in wanted if s in PROBES):
+        probe = PROBES[step]
+        add_deployment(fake, probe.namespace, probe.deployment, version or probe.pinned)
+        if step == "argo":
+            for name in ARGO_DEPLOYMENTS:
+                add_deployment(fake, probe.namespace, name, probe.pinned)
+
+
+def installer(
+    provider: str = "existing", mode: str = "knative", install_missing: bool = False, **kw: Any
+) -> tuple[Installer, FakeKube, list[str], list[str]]:
+    ran: list[str] = []
+    said: list[str] = []
+    ctx = MockContext(config=Config(overrides={"run": {"dry": False}}))
+
+    def run(command: str, **_: Any) -> Result:
+        ran.append(command)
+        return Result(command=command)
+
+    ctx.run = run  # type: ignore[method-assign]
+    fake = FakeKube()
+    settings = Settings(image="registry.example.com/distml:t", provider=provider,
+                        serving_mode=mode, **kw)  # fmt: skip
+    p = make_provider(provider, kube_context=CONTEXT)
+    inst = Installer(ctx, fake, p, settings, said.append, fake.clock)
+    inst.install_missing = install_missing
+    return inst, fake, ran, said
+
+
+@pytest.fixture(autouse=True)
+def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Deployments an install waits for are taken as Available at once."""
+    monkeypatch.setattr(operators, "wait_deployments_available", lambda *a, **k: None)
+
+
+# ------------------------------------------------------------------ all there
+@pytest.mark.parametrize("mode", MODES)
+def test_everything_found_is_said_with_its_version_and_nothing_runs(mode):
+    inst, fake, ran, said = installer(mode=mode)
+    install_probes(fake, steps(mode))
+    inst.all()
+    assert ran == []
+    assert fake.applied == [] and fake.dry_runs == []
+    assert len(said) == len(steps(mode))
+    for step, line in zip(steps(mode), said, strict=True):
+        probe = PROBES[step]
+        assert f"found ({probe.namespace}/{probe.deployment}, {probe.pinned})" in line
+        assert "the version distml pins" in line
+
+
+def test_argo_found_too_when_asked_for():
+    inst, fake, ran, said = installer(with_argo=True)
+    install_probes(fake, steps("knative", with_argo=True))
+    inst.all()
+    assert ran == []
+    assert any(f"argo/workflow-controller, {versions.ARGO_WORKFLOWS_VERSION})" in s for s in said)
+
+
+def test_another_version_is_used_as_it_is_and_named():
+    inst, fake, ran, said = installer(mode="standard")
+    install_probes(fake, steps("standard"), version="v0.0.1")
+    inst.all()
+    assert ran == []
+    assert all("v0.0.1" in line and "distml pins" in line for line in said)
+    assert not any("the version distml pins" in line for line in said)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nothing_cluster_wide_is_touched_even_when_it_differs_from_the_lab(mode):
+    """istiod with its own requests, Knative without distml's domain, no KServe
+    ClusterServingRuntime: all left as the admin made them."""
+    inst, fake, ran, _ = installer(mode=mode)
+    install_probes(fake, steps(mode))
+    admins = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"corp.example": ""}}
+    admins["metadata"] = {"name": "config-domain", "namespace": "knative-serving"}
+    fake.put(admins)
+    inst.all()
+    assert ran == []
+    assert fake.obj("v1", "ConfigMap", "config-domain", "knative-serving")["data"] == {
+        "corp.example": ""
+    }
+    assert fake.names("ClusterServingRuntime") == []
+
+
+# ------------------------------------------------------------------ some missing
+@pytest.mark.parametrize(
+    ("mode", "missing"),
+    [
+        ("knative", ("istio", "knative")),
+        ("knative", ("training_operator",)),
+        ("standard", ("metrics_server", "kserve")),
+        ("standard", ("cert_manager", "training_operator", "kserve")),
+    ],
+)
+def test_missing_operators_are_reported_exactly_and_not_installed(mode, missing):
+    inst, fake, ran, _ = installer(mode=mode)
+    install_probes(fake, tuple(s for s in steps(mode) if s not in missing))
+    with pytest.raises(MissingOperators) as e:
+        inst.all()
+    assert ran == []
+    assert fake.applied == []
+    message = str(e.value)
+    assert f"context {CONTEXT!r}" in message
+    lacking = [line for line in message.splitlines() if line.startswith("  - ")]
+    assert len(lacking) == len(missing)
+    for step in steps(mode):
+        probe = PROBES[step]
+        named = f"{probe.namespace}/{probe.deployment})" in message
+        assert named == (step in missing), step
+        if step in missing:
+            assert all(f"`{KUBECTL}{args}`" in message for args in probe.install)
+    assert "--install-operators" in message
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_install_operators_applies_only_the_missing_ones_and_patches_nothing(mode):
+    missing = {"knative": ("istio", "knative"), "standard": ("metrics_server",)}[mode]
+    inst, fake, ran, _ = installer(mode=mode, install_missing=True)
+    install_probes(fake, tuple(s for s in steps(mode) if s not in missing))
+    inst.all()
+    assert ran, "nothing was installed"
+    assert all(cmd.startswith(f"{KUBECTL}apply ") for cmd in ran), ran
+    assert not any(" patch " in cmd for cmd in ran)
+    expected = {
+        "istio": [versions.ISTIO_URL],
+        "knative": [
+            versions.KNATIVE_SERVING_CRDS_URL,
+            versions.KNATIVE_SERVING_CORE_URL,
+            versions.NET_ISTIO_URL,
+        ],
+        "metrics_server": [versions.METRICS_SERVER_URL],
+    }
+    urls = [u for step in missing for u in expected[step]]
+    assert [cmd.rsplit(" ", 1)[-1] for cmd in ran] == urls
+    assert versions.KSERVE_CLUSTER_RESOURCES_URL not in " ".join(ran)
+    assert inst.missing == []
+
+
+def test_install_operators_for_a_missing_kserve_applies_its_files_only():
+    inst, fake, ran, _ = installer(mode="standard", install_missing=True)
+    install_probes(fake, tuple(s for s in steps("standard") if s != "kserve"))
+    inst.all()
+    assert all(cmd.startswith(f"{KUBECTL}apply --server-side ") for cmd in ran), ran
+    assert versions.KSERVE_CRDS_URL in ran[0] and versions.KSERVE_URL in ran[1]
+    assert not any(" patch " in cmd for cmd in ran)
+
+
+# ------------------------------------------------------------------ contrast: kind
+def test_a_cluster_distml_made_still_gets_its_patches():
+    inst, fake, ran, said = installer(provider="kind", mode="knative")
+    install_probes(fake, components("kind", "knative"))
+    inst.all()
+    assert any("patch deployment istiod" in cmd for cmd in ran)
+    assert any("patch configmap config-domain" in cmd for cmd in ran)
+    assert "Istio gateway: exposing port 80 on node port 31080" in said
+
+
+def test_the_existing_plan_has_no_gateway_node_port():
+    assert "gateway_node_port" not in components("existing", "knative")
+    assert "gateway_node_port" in components("kind", "knative")
+    assert components("existing", "standard") == (
+        "training_operator",
+        "cert_manager",
+        "metrics_server",
+        "kserve",
+    )
