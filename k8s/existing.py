@@ -39,9 +39,10 @@ def known_contexts(c: Any) -> list[str]:
 
 
 def choose_context(c: Any, *, asked: str, recorded: str | None, for_up: bool) -> tuple[str, str]:
-    """(context, why): the one `up` recorded for this work dir; else (for `up`) the one
-    asked for, else kubectl's current one. Asking for another than the recorded one is
-    refused: the work dir's objects live on the recorded cluster."""
+    """(context, why): the one `up` recorded for this work dir; else (for `up` only) the
+    one asked for, else kubectl's current one. Asking for another than the recorded one is
+    refused, and so is any other task before `up`: the work dir's objects live on the
+    recorded cluster, and `down` must never act on a cluster it has nothing on."""
     if recorded:
         if asked and asked != recorded:
             raise ExistingClusterError(
@@ -49,13 +50,13 @@ def choose_context(c: Any, *, asked: str, recorded: str | None, for_up: bool) ->
                 "`invoke down` there first, or use another work dir (INVOKE_WORKDIR)"
             )
         return recorded, "the context `invoke up` set up"
-    if asked:
-        return asked, "asked for"
-    if not for_up:
+    if not for_up:  # never act on a cluster this work dir has nothing on
         raise ExistingClusterError(
             "no existing cluster is set up for this work dir: run `invoke up --runtime "
             "existing [--context NAME]` first"
         )
+    if asked:
+        return asked, "asked for"
     context = current_context(c)
     if not context:
         raise ExistingClusterError(

@@ -28,9 +28,18 @@ def schedulable(node: dict[str, Any]) -> bool:
 
 
 def pod_requests(pod: dict[str, Any]) -> Need:
-    """What the scheduler counts for a pod: its containers' requests added up."""
-    containers = (pod.get("spec") or {}).get("containers") or []
-    return sum((Need.of((c.get("resources") or {}).get("requests")) for c in containers), Need())
+    """What the scheduler counts for a pod: its containers' requests added up, or its
+    largest init container's when that is more (per resource), plus its overhead."""
+    spec = pod.get("spec") or {}
+
+    def need(c: dict[str, Any]) -> Need:
+        return Need.of((c.get("resources") or {}).get("requests"))
+
+    total = sum((need(c) for c in spec.get("containers") or []), Need())
+    for init in spec.get("initContainers") or []:
+        one = need(init)
+        total = Need(max(total.cpu_m, one.cpu_m), max(total.memory_mi, one.memory_mi))
+    return total + Need.of(spec.get("overhead"))
 
 
 def free_by_node(

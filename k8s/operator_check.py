@@ -38,7 +38,7 @@ PROBES: dict[str, Probe] = {
         "kubeflow",
         "training-operator",
         "v1-5170a36",  # the image tag of training-operator v1.9.0's standalone overlay
-        (f"apply --server-side -k '{versions.TRAINING_OPERATOR_KUSTOMIZE}'",),
+        (f"apply --server-side --force-conflicts -k '{versions.TRAINING_OPERATOR_KUSTOMIZE}'",),
     ),
     "cert_manager": Probe(
         "cert-manager",

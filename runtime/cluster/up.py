@@ -48,18 +48,7 @@ def up(
     p = cx.provider
     existing = not s.owns_cluster
 
-    if existing:
-        existing_up.reach(cx)
-        existing_up.require_registry(cx, s)
-    else:
-        _cluster(cx, port_free)
-    cx.out(f"== namespace {s.namespace}")
-    cx.check_namespace()
-    if existing:
-        existing_up.namespace(cx, s)
-        existing_up.check_pull_secret(cx, s)
-    else:
-        apply_reporting(cx, manifests.namespace(s))
+    _cluster_and_namespace(cx, s, port_free)
     cx.out(f"== operators ({mode} serving mode{', with Argo Workflows' if argo else ''})")
     install = not existing or install_operators
     Installer(cx.c, cx.kube, p, s, cx.out, cx.clock, install_missing=install).all()
@@ -84,6 +73,25 @@ def up(
     where = f"context {p.context}" if existing else f"{p.name} cluster {p.cluster}"
     cx.out(f"{where} ready; next: invoke train-all")
     return 0
+
+
+def _cluster_and_namespace(
+    cx: ClusterContext, s: Settings, port_free: Callable[[int], bool] | None
+) -> None:
+    """The cluster (made, or an existing one reached) and the namespace in it."""
+    existing = not s.owns_cluster
+    if existing:
+        existing_up.reach(cx)
+        existing_up.require_registry(cx, s)
+    else:
+        _cluster(cx, port_free)
+    cx.out(f"== namespace {s.namespace}")
+    cx.check_namespace()
+    if existing:
+        existing_up.namespace(cx, s)
+        existing_up.check_pull_secret(cx, s)
+    else:
+        apply_reporting(cx, manifests.namespace(s))
 
 
 def _serving_mode(cx: ClusterContext, requested: str | None) -> str:

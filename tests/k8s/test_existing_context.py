@@ -70,6 +70,14 @@ def test_up_falls_back_to_kubectls_current_context():
     )
 
 
+def test_a_task_other_than_up_never_acts_on_an_asked_context_it_has_nothing_on():
+    # `invoke down` in a fresh work dir with cluster.context set must not delete another
+    # work dir's objects on that cluster.
+    c = ctx({CURRENT: Result("kind-team\n")})
+    with pytest.raises(ExistingClusterError, match=r"`invoke up --runtime existing"):
+        choose_context(c, asked="kind-team", recorded=None, for_up=False)
+
+
 def test_a_task_other_than_up_needs_a_recorded_context():
     c = ctx({CURRENT: Result("kind-team\n")})
     with pytest.raises(ExistingClusterError, match=r"`invoke up --runtime existing"):

@@ -93,12 +93,6 @@ def test_a_node_without_allocatable_figures_is_skipped():
     assert free_by_node([blank, node("b")], []) == {"b": Need(4000, 8192)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pod_requests adds up only spec.containers; the scheduler counts "
-    "max(sum of containers, largest init container) (+ overhead), so a pod with a big "
-    "init container is counted as holding nothing",
-)
 def test_an_init_container_request_counts_as_the_scheduler_counts_it():
     p = pod("a", "0", "0")
     p["spec"]["initContainers"] = [

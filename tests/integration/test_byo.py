@@ -1,0 +1,145 @@
+"""The bring-your-own-cluster run's plan (integration/byo.py): its steps and settings, the
+kind cluster and containerd config it makes, and its checks on canned kubectl output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from integration import byo
+
+NODE_A = {"spec": {"nodeName": "distml-byo-worker"}}
+NODE_B = {"spec": {"nodeName": "distml-byo-worker2"}}
+
+
+def name_of(step: list[str]) -> str:
+    return step[1] if step[0] == "invoke" else step[3]
+
+
+def test_the_steps_build_set_up_twice_train_check_serve_load_and_tear_down_in_order():
+    plan = byo.steps(None)
+    assert [name_of(s) for s in plan] == [
+        "build",
+        "up",
+        "up",
+        "train-all",
+        "check-placement",
+        "deploy",
+        "loadtest",
+        "status",
+        "down",
+        "check-kept",
+    ]
+    assert plan[0] == ["invoke", "build", "--base", "local", "--push", "localhost:5001"]
+    up = ["invoke", "up", "--runtime", "existing", "--context", "kind-distml-byo"]
+    assert plan[1][: len(up)] == up and plan[1][-1] == "--install-operators"
+    assert plan[2] == plan[1][:-1]  # the same `up`, finding everything
+    assert "--install-operators" not in plan[2]
+    assert "--expect-scale-out" in plan[6]
+    assert plan[4] == ["python", "-m", "integration.byo", "check-placement"]
+    assert plan[9] == ["python", "-m", "integration.byo", "check-kept"]
+    assert not any("--source-dir" in s for s in plan)
+
+
+def test_with_a_data_dir_every_up_copies_it_in():
+    plan = byo.steps("/data")
+    ups = [s for s in plan if name_of(s) == "up"]
+    assert len(ups) == 2
+    for up in ups:
+        i = up.index("--source-dir")
+        assert up[i + 1] == "/data"
+    assert not any("--source-dir" in s for s in plan if name_of(s) != "up")
+
+
+def test_env_runs_on_the_existing_runtime_in_the_teams_namespace():
+    out = byo.env(None, None)
+    assert out["INVOKE_RUNTIME"] == "existing"
+    assert out["INVOKE_CLUSTER_NAMESPACE"] == byo.NAMESPACE != "kubeflow"
+    assert out["INVOKE_CLUSTER_WORKER_CPU"] == out["INVOKE_CLUSTER_PREDICTOR_CPU"] == "100m"
+    assert "INVOKE_CLUSTER_MANIFEST_MIRROR" not in out
+    assert "DISTML_DATA_DIR" not in out
+    given = byo.env("/data", "/mirror")
+    assert given["INVOKE_CLUSTER_MANIFEST_MIRROR"] == "/mirror"
+    assert given["DISTML_DATA_DIR"] == "/data"
+
+
+def test_the_kind_cluster_has_one_control_plane_and_two_workers():
+    config = yaml.safe_load(byo.kind_config())
+    assert config["kind"] == "Cluster"
+    assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker", "worker"]
+
+
+def test_hosts_toml_sends_the_nodes_to_the_registry_through_the_gateway():
+    text = byo.hosts_toml("172.18.0.1")
+    assert 'server = "http://172.18.0.1:5001"' in text
+    assert '[host."http://172.18.0.1:5001"]' in text
+    assert 'capabilities = ["pull", "resolve"]' in text
+
+
+# ------------------------------------------------------------------ the checks
+def canned(monkeypatch, answers: dict[str, object]) -> list[tuple[str, ...]]:
+    """byo.kubectl answers JSON (or text) by the first matching word of its arguments."""
+    asked: list[tuple[str, ...]] = []
+
+    def kubectl(*args: str) -> str:
+        asked.append(args)
+        for word, answer in answers.items():
+            if word in args:
+                return answer if isinstance(answer, str) else json.dumps(answer)
+        raise AssertionError(f"unexpected kubectl {args}")
+
+    monkeypatch.setattr(byo, "kubectl", kubectl)
+    return asked
+
+
+def test_placement_passes_when_every_pod_is_on_one_node(monkeypatch, capsys):
+    asked = canned(monkeypatch, {"pods": {"items": [NODE_A, NODE_A, NODE_A]}})
+    byo.check_placement()
+    assert "placement: ok" in capsys.readouterr().out
+    assert asked == [("-n", byo.NAMESPACE, "get", "pods", "-l", "distml/volume", "-o", "json")]
+
+
+@pytest.mark.parametrize(
+    "pods",
+    [[NODE_A, NODE_B], [], [{"spec": {}}]],
+    ids=["two-nodes", "no-pods", "unscheduled"],
+)
+def test_placement_fails_on_two_nodes_or_no_pods(monkeypatch, pods):
+    canned(monkeypatch, {"pods": {"items": pods}})
+    with pytest.raises(SystemExit, match="not on one node"):
+        byo.check_placement()
+
+
+def deployments(available: dict[str, int]) -> dict[str, object]:
+    return {name: {"status": {"availableReplicas": n}} for name, n in available.items()}
+
+
+KEPT = {name: 1 for _, name in (*byo.OPERATORS, byo.BYSTANDER)}
+
+
+def test_kept_passes_when_operators_and_bystander_run_and_nothing_is_left(monkeypatch, capsys):
+    canned(monkeypatch, {**deployments(KEPT), "all,pvc,tfjobs,inferenceservices": ""})
+    byo.check_kept()
+    assert "distml's objects gone" in capsys.readouterr().out
+
+
+def test_kept_fails_when_a_kept_deployment_is_not_available(monkeypatch):
+    canned(monkeypatch, {**deployments({**KEPT, "bystander": 0}), "all,pvc": ""})
+    with pytest.raises(SystemExit, match="default/bystander is not available"):
+        byo.check_kept()
+
+
+def test_kept_fails_when_distml_objects_are_left(monkeypatch):
+    left = "persistentvolumeclaim/strategy-volume\njob.batch/distml-ingest\n"
+    canned(monkeypatch, {**deployments(KEPT), "all,pvc,tfjobs,inferenceservices": left})
+    with pytest.raises(SystemExit, match="down left distml objects") as err:
+        byo.check_kept()
+    assert "persistentvolumeclaim/strategy-volume" in str(err.value)
+
+
+@pytest.mark.parametrize("argv", [[], ["nonsense"], ["check-kept", "extra"], ["setup", "x"]])
+def test_main_with_bad_arguments_prints_usage_and_returns_2(argv, capsys):
+    assert byo.main(argv) == 2
+    assert "usage: python -m integration.byo" in capsys.readouterr().err

@@ -1,0 +1,199 @@
+"""runtime/cluster/existing_up.py: `invoke up` on a cluster distml did not create. It
+reaches the cluster through its context (recorded), leaves an existing namespace as it
+is, picks the volume's class and access mode from the cluster, checks the pull secret and
+the registry, and pushes the image instead of importing it; plus `up` end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from invoke import Result
+
+from k8s.manifests.names import COMMON_LABELS
+from k8s.operator_check import PROBES, MissingOperators
+from k8s.operators import components
+from k8s.preflight import Preflight
+from runtime.cluster import ClusterError, ClusterRuntime, existing_up
+from runtime.requests import UpRequest
+from tests.support.cluster_kit import OK, REPO, TAG, available, commands, make_ctx
+
+CTX = "team-ctx"
+KC = f"kubectl --context {CTX} "
+PUSHED = f"localhost:5001/{TAG}"
+
+
+def results(contexts: str = f"{CTX}\nother-ctx\n") -> dict:
+    return {
+        "kubectl config get-contexts -o name": Result(contexts),
+        KC + "version -o json": Result(json.dumps({"serverVersion": {"gitVersion": "v1.33.1"}})),
+        re.compile(r"^(kubectl|docker) .*"): OK,
+    }
+
+
+def existing(c, wd, fake, lines, registry="localhost:5001", **kw) -> ClusterRuntime:
+    return ClusterRuntime(
+        c,
+        "existing",
+        wd,
+        REPO,
+        kube_context=CTX,
+        registry=registry,
+        out=lines.append,
+        kube=fake,
+        clock=fake.clock,
+        preflight=lambda *a, **k: Preflight(problems=[], versions={"kubectl": "1.33.1"}),
+        port_free=lambda port: True,
+        **kw,
+    )
+
+
+def node(fake, name):
+    fake.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+
+
+def storage_class(fake, name, provisioner, default=False):
+    ann = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    meta = {"name": name, "annotations": ann}
+    fake.put({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": meta})
+    fake.obj("storage.k8s.io/v1", "StorageClass", name)["provisioner"] = provisioner
+
+
+@pytest.fixture
+def lines():
+    return []
+
+
+@pytest.fixture
+def cx(wd, fake, lines):
+    wd.create()
+    return existing(make_ctx(fake, results()), wd, fake, lines).cx
+
+
+def test_reach_records_the_context_and_names_the_nodes(cx, wd, fake, lines):
+    node(fake, "node-a")
+    node(fake, "node-b")
+    existing_up.reach(cx)
+    assert wd.state().context == CTX
+    assert "cluster: Kubernetes v1.33.1, 2 node(s): node-a, node-b" in lines
+    assert any(f"context {CTX}" in line and "never created" in line for line in lines)
+
+
+def test_reach_an_unknown_context_names_get_contexts(wd, fake, lines):
+    wd.create()
+    cx = existing(make_ctx(fake, results("other-ctx\n")), wd, fake, lines).cx
+    with pytest.raises(ClusterError, match=r"`kubectl config get-contexts`"):
+        existing_up.reach(cx)
+    assert wd.state().context is None
+
+
+def test_an_existing_namespace_is_left_as_it_is(cx, fake, lines):
+    ns = {"apiVersion": "v1", "kind": "Namespace"}
+    fake.put({**ns, "metadata": {"name": "kubeflow", "labels": {"team": "ml"}}})
+    existing_up.namespace(cx, cx.settings())
+    assert fake.applied == []
+    assert fake.obj("v1", "Namespace", "kubeflow")["metadata"]["labels"] == {"team": "ml"}
+    assert "namespace kubeflow: exists, used as it is" in lines
+
+
+def test_a_missing_namespace_is_made_with_distmls_labels(cx, fake):
+    existing_up.namespace(cx, cx.settings())
+    assert fake.kinds_applied() == ["Namespace/kubeflow"]
+    labels = fake.obj("v1", "Namespace", "kubeflow")["metadata"]["labels"]
+    assert COMMON_LABELS.items() <= labels.items()
+
+
+def test_storage_takes_the_default_class_and_says_pod_affinity_once(cx, wd, fake, lines):
+    storage_class(fake, "fast", "ebs.csi.aws.com")
+    storage_class(fake, "local-path", "rancher.io/local-path", default=True)
+    s = existing_up.storage(cx, cx.settings(), None)
+    assert (s.storage_class, s.volume_access) == ("local-path", "ReadWriteOnce")
+    assert len([line for line in lines if "pod affinity" in line]) == 1
+    assert wd.state().storage_class == "local-path"
+    assert wd.state().volume_access == "ReadWriteOnce"
+
+
+def test_storage_keeps_an_existing_claims_class_and_access_mode(cx, wd, fake, lines):
+    storage_class(fake, "local-path", "rancher.io/local-path", default=True)
+    spec = {"storageClassName": "nfs", "accessModes": ["ReadWriteMany"]}
+    meta = {"name": "strategy-volume", "namespace": "kubeflow"}
+    fake.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
+    fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")["spec"] = spec
+    s = existing_up.storage(cx, cx.settings(), None)
+    assert (s.storage_class, s.volume_access) == ("nfs", "ReadWriteMany")
+    assert "volume strategy-volume: exists (nfs, ReadWriteMany)" in lines
+    assert (wd.state().storage_class, wd.state().volume_access) == ("nfs", "ReadWriteMany")
+
+
+def test_storage_without_a_default_class_is_an_error(cx, fake):
+    storage_class(fake, "fast", "ebs.csi.aws.com")
+    with pytest.raises(ClusterError, match="no default StorageClass"):
+        existing_up.storage(cx, cx.settings(), None)
+
+
+def test_a_missing_pull_secret_says_how_to_create_it(cx, fake):
+    s = cx.settings(image_pull_secret="regcred")
+    with pytest.raises(ClusterError) as err:
+        existing_up.check_pull_secret(cx, s)
+    assert f"`{KC}-n kubeflow create secret docker-registry regcred" in str(err.value)
+    meta = {"name": "regcred", "namespace": "kubeflow"}
+    fake.put({"apiVersion": "v1", "kind": "Secret", "metadata": meta})
+    existing_up.check_pull_secret(cx, s)  # present: silent
+    existing_up.check_pull_secret(cx, cx.settings())  # unset: nothing to check
+
+
+def test_an_image_without_a_registry_is_refused(wd, fake, lines):
+    wd.create()
+    cx = existing(make_ctx(fake, results()), wd, fake, lines, registry="").cx
+    with pytest.raises(ClusterError, match=r"invoke build --push"):
+        existing_up.require_registry(cx, cx.settings())
+    existing_up.require_registry(cx, cx.settings(image=PUSHED))  # a registry: fine
+
+
+def test_push_image_tags_and_pushes_the_name_the_pods_run(cx, fake, lines):
+    existing_up.push_image(cx, cx.settings(), TAG)
+    assert commands(cx.c) == [f"docker tag {TAG} {PUSHED}", f"docker push {PUSHED}"]
+    assert f"pushing {PUSHED}" in lines
+
+
+# ------------------------------------------------------------------ up end to end
+def operators_available(fake) -> None:
+    for step in components("existing", "knative"):
+        available(fake, PROBES[step].namespace, PROBES[step].deployment)
+
+
+def test_up_on_an_existing_cluster_creates_nothing_and_pushes_the_image(wd, fake, lines):
+    node(fake, "node-a")
+    storage_class(fake, "local-path", "rancher.io/local-path", default=True)
+    operators_available(fake)
+    c = make_ctx(fake, results())
+    assert existing(c, wd, fake, lines).up(UpRequest()) == 0
+    ran = commands(c)
+    assert not [x for x in ran if x.startswith(("kind ", "k3d ")) or " patch " in x]
+    assert f"docker tag {TAG} {PUSHED}" in ran and f"docker push {PUSHED}" in ran
+    assert not any("import" in x or "docker save" in x for x in ran)
+    assert fake.kinds_applied() == [
+        "Namespace/kubeflow",
+        "PersistentVolumeClaim/strategy-volume",
+        "Job/distml-ingest",
+    ]
+    state = wd.state()
+    assert state.up and state.runtime == "existing" and state.context == CTX
+    assert state.image == PUSHED
+    assert f"context {CTX} ready; next: invoke train-all" in lines
+
+
+def test_up_with_operators_missing_lists_them_and_makes_no_volume(wd, fake, lines):
+    node(fake, "node-a")
+    storage_class(fake, "local-path", "rancher.io/local-path", default=True)
+    available(fake, "kubeflow", "training-operator")  # the rest is missing
+    c = make_ctx(fake, results())
+    with pytest.raises(MissingOperators, match="lacks what distml needs") as err:
+        existing(c, wd, fake, lines).up(UpRequest(install_operators=False))
+    for step in ("cert_manager", "istio", "knative", "kserve"):
+        assert f"{PROBES[step].namespace}/{PROBES[step].deployment}" in str(err.value)
+    assert "kubeflow/training-operator" not in str(err.value)
+    assert "--install-operators" in str(err.value)
+    assert "PersistentVolumeClaim" not in [o["kind"] for o in fake.applied]
+    assert not any(" apply " in x for x in commands(c))
