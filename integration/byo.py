@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +38,27 @@ OPERATORS = (  # what --install-operators installs (standard mode), kept by down
     ("kserve", "kserve-controller-manager"),
 )
 METRICS_SERVER = "metrics-server-v0.7.2/components.yaml"  # in the manifest mirror
+# A ReadWriteMany class the admin adds: one host directory mounted at /shared in every node,
+# served by kind's own local-path-provisioner (v0.0.30: per-class configs keyed by class
+# name, a shared path gives PVs with no node affinity). Its provisioner is kind's
+# rancher.io/local-path, which distml takes as ReadWriteOnce: the run says ReadWriteMany
+# through cluster.volume_access, as a user of such a class would.
+SHARED_CLASS = "shared-rwx"
+SHARED_PATH = "/shared"
+LOCAL_PATH_CONFIG = {
+    "storageClassConfigs": {
+        "standard": {
+            "nodePathMap": [
+                {
+                    "node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                    "paths": ["/var/local-path-provisioner"],
+                }
+            ]
+        },
+        SHARED_CLASS: {"sharedFileSystemPath": SHARED_PATH},
+    }
+}
+RWX = "INVOKE_CLUSTER_VOLUME_ACCESS=ReadWriteMany"  # a step's own setting (noxfile splits it)
 BUDGET = ["--epochs", "1", "--steps-per-epoch", "5"]
 CERTS_D = "/etc/containerd/certs.d"
 
@@ -45,11 +67,11 @@ def workdir() -> Path:
     return Path(__file__).resolve().parents[1] / ".distml-byo"
 
 
-def kind_config() -> str:
-    return (
-        "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n"
-        "  - role: control-plane\n  - role: worker\n  - role: worker\n"
-    )
+def kind_config(shared: Path) -> str:
+    """One control-plane, two workers; the same host directory at /shared in each."""
+    mount = f"    extraMounts:\n      - hostPath: {shared}\n        containerPath: {SHARED_PATH}\n"
+    nodes = "".join(f"  - role: {role}\n{mount}" for role in ("control-plane", "worker", "worker"))
+    return f"kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n{nodes}"
 
 
 def registry_config(storage: Path, address: str) -> str:
@@ -73,19 +95,37 @@ def steps(data_dir: str | None) -> list[list[str]]:
     up = ["invoke", "up", "--runtime", "existing", "--context", CONTEXT]
     up += ["--serving-mode", "standard", *source]
     load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
+    check = ["python", "-m", "integration.byo"]
     return [
         # The base made here (no registry to pull python:3.11 from), as `nox -s image` does.
         ["invoke", "build", "--base", "local", "--push", REGISTRY],
         [*up, "--install-operators"],  # installs what is missing
         up,  # finds everything: installs nothing
-        ["invoke", "train-all", *BUDGET],
-        ["python", "-m", "integration.byo", "check-placement"],
+        ["invoke", "train-all", *BUDGET],  # ReadWriteOnce (kind's default class)
+        [*check, "check-placement"],
         ["invoke", "deploy", "--max-replicas", "3"],
         load,
         ["invoke", "status"],
         ["invoke", "down"],
-        ["python", "-m", "integration.byo", "check-kept"],
+        [*check, "check-kept"],
+        # ReadWriteMany: a job's two workers on the two worker nodes.
+        [RWX, *up, "--storage-class", SHARED_CLASS],
+        ["invoke", "train", "--model-type", "cnn", *BUDGET],
+        [*check, "check-spread"],
+        ["invoke", "down"],
+        [*check, "check-kept"],
     ]
+
+
+def split_env(step: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A step's own settings (leading ``NAME=value`` items) and its command."""
+    own = {}
+    for item in step:
+        name, eq, value = item.partition("=")
+        if not (eq and name.isidentifier() and name.isupper()):
+            break
+        own[name] = value
+    return own, step[len(own) :]
 
 
 def env(data_dir: str | None, manifest_mirror: str | None) -> dict[str, str]:
@@ -120,8 +160,8 @@ def kubectl(*args: str) -> str:
 
 def setup(node_image: str, registry_binary: str, mirror: str) -> None:
     wd = workdir()
-    wd.mkdir(parents=True, exist_ok=True)
-    (wd / "kind.yaml").write_text(kind_config())
+    (wd / "shared").mkdir(parents=True, exist_ok=True)
+    (wd / "kind.yaml").write_text(kind_config(wd / "shared"))
     run(
         [
             "kind",
@@ -156,10 +196,30 @@ def setup(node_image: str, registry_binary: str, mirror: str) -> None:
     kubectl(
         "-n", "kube-system", "patch", "deployment", "metrics-server", "--type", "json", "-p", patch
     )
+    _shared_class()
     ns, name = BYSTANDER
     kubectl("-n", ns, "create", "deployment", name, f"--image={BYSTANDER_IMAGE}")
     kubectl("-n", ns, "rollout", "status", f"deployment/{name}", "--timeout=180s")
     kubectl("-n", "kube-system", "rollout", "status", "deployment/metrics-server", "--timeout=300s")
+
+
+def _shared_class() -> None:
+    """The ReadWriteMany class: local-path's config per class, the provisioner restarted
+    to read it now, then the StorageClass."""
+    patch = json.dumps({"data": {"config.json": json.dumps(LOCAL_PATH_CONFIG)}})
+    ns = ["-n", "local-path-storage"]
+    kubectl(*ns, "patch", "configmap", "local-path-config", "--type", "merge", "-p", patch)
+    kubectl(*ns, "rollout", "restart", "deployment/local-path-provisioner")
+    kubectl(*ns, "rollout", "status", "deployment/local-path-provisioner", "--timeout=180s")
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": SHARED_CLASS},
+        "provisioner": "rancher.io/local-path",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Delete",
+    }
+    run(["kubectl", "--context", CONTEXT, "apply", "-f", "-"], stdin=json.dumps(storage_class))
 
 
 def _start_registry(binary: str, gateway: str) -> None:
@@ -189,6 +249,7 @@ def _start_registry(binary: str, gateway: str) -> None:
 
 def teardown() -> None:
     subprocess.run(["kind", "delete", "cluster", "--name", CLUSTER])
+    shutil.rmtree(workdir() / "shared", ignore_errors=True)
     pid_file = workdir() / "registry.pid"
     if pid_file.exists():
         with contextlib.suppress(ProcessLookupError, ValueError):
@@ -213,6 +274,16 @@ def check_placement() -> None:
     if not pods or len(nodes) != 1 or None in nodes:
         raise SystemExit("the pods that mount the ReadWriteOnce volume are not on one node")
     print("placement: ok (co-located with the ReadWriteOnce volume)")
+
+
+def check_spread() -> None:
+    """ReadWriteMany: train-cnn's two workers ran on two different nodes."""
+    pods = _pods("distml/model=cnn,app.kubernetes.io/component=train")
+    nodes = sorted(str(p["spec"].get("nodeName")) for p in pods)
+    print(f"train-cnn's workers ran on: {nodes}")
+    if len(pods) != 2 or len(set(nodes)) != 2:
+        raise SystemExit("the ReadWriteMany job's two workers did not spread over two nodes")
+    print("placement: ok (spread over nodes with the ReadWriteMany volume)")
 
 
 def check_kept() -> None:
@@ -240,7 +311,12 @@ def check_kept() -> None:
 
 
 def main(argv: list[str]) -> int:
-    commands = {"check-placement": check_placement, "check-kept": check_kept, "teardown": teardown}
+    commands = {
+        "check-placement": check_placement,
+        "check-spread": check_spread,
+        "check-kept": check_kept,
+        "teardown": teardown,
+    }
     if len(argv) == 4 and argv[0] == "setup":
         setup(*argv[1:])
         return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -15,12 +17,13 @@ NODE_B = {"spec": {"nodeName": "distml-byo-worker2"}}
 
 
 def name_of(step: list[str]) -> str:
+    step = byo.split_env(step)[1]
     return step[1] if step[0] == "invoke" else step[3]
 
 
 def test_the_steps_build_set_up_twice_train_check_serve_load_and_tear_down_in_order():
     plan = byo.steps(None)
-    assert [name_of(s) for s in plan] == [
+    assert [name_of(s) for s in plan][:10] == [
         "build",
         "up",
         "up",
@@ -43,10 +46,35 @@ def test_the_steps_build_set_up_twice_train_check_serve_load_and_tear_down_in_or
     assert not any("--source-dir" in s for s in plan)
 
 
+def test_then_a_readwritemany_class_spreads_a_jobs_workers_and_down_keeps_the_rest():
+    plan = byo.steps(None)
+    assert [name_of(s) for s in plan][10:] == [
+        "up",
+        "train",
+        "check-spread",
+        "down",
+        "check-kept",
+    ]
+    own, up = byo.split_env(plan[10])
+    assert own == {"INVOKE_CLUSTER_VOLUME_ACCESS": "ReadWriteMany"}
+    assert up[-2:] == ["--storage-class", byo.SHARED_CLASS]
+    assert byo.LOCAL_PATH_CONFIG["storageClassConfigs"][byo.SHARED_CLASS] == {
+        "sharedFileSystemPath": byo.SHARED_PATH
+    }
+    # kind's own class keeps its node-local config (per-class configs replace the top one).
+    assert "standard" in byo.LOCAL_PATH_CONFIG["storageClassConfigs"]
+
+
+def test_split_env_takes_only_leading_settings():
+    assert byo.split_env(["A_B=1", "invoke", "X=2"]) == ({"A_B": "1"}, ["invoke", "X=2"])
+    assert byo.split_env(["invoke", "up"]) == ({}, ["invoke", "up"])
+    assert byo.split_env(["lower=1", "invoke"]) == ({}, ["lower=1", "invoke"])
+
+
 def test_with_a_data_dir_every_up_copies_it_in():
     plan = byo.steps("/data")
     ups = [s for s in plan if name_of(s) == "up"]
-    assert len(ups) == 2
+    assert len(ups) == 3
     for up in ups:
         i = up.index("--source-dir")
         assert up[i + 1] == "/data"
@@ -66,9 +94,13 @@ def test_env_runs_on_the_existing_runtime_in_the_teams_namespace():
 
 
 def test_the_kind_cluster_has_one_control_plane_and_two_workers():
-    config = yaml.safe_load(byo.kind_config())
+    config = yaml.safe_load(byo.kind_config(Path("/host/shared")))
     assert config["kind"] == "Cluster"
     assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker", "worker"]
+    for node in config["nodes"]:  # the same directory in each: the shared class's path
+        assert node["extraMounts"] == [
+            {"hostPath": "/host/shared", "containerPath": byo.SHARED_PATH}
+        ]
 
 
 def test_hosts_toml_sends_the_nodes_to_the_registry_through_the_gateway():
@@ -110,6 +142,20 @@ def test_placement_fails_on_two_nodes_or_no_pods(monkeypatch, pods):
     canned(monkeypatch, {"pods": {"items": pods}})
     with pytest.raises(SystemExit, match="not on one node"):
         byo.check_placement()
+
+
+def test_spread_passes_when_the_two_workers_ran_on_two_nodes(monkeypatch, capsys):
+    asked = canned(monkeypatch, {"pods": {"items": [NODE_A, NODE_B]}})
+    byo.check_spread()
+    assert "spread over nodes" in capsys.readouterr().out
+    assert "distml/model=cnn" in asked[0][asked[0].index("-l") + 1]
+
+
+@pytest.mark.parametrize("pods", [[NODE_A, NODE_A], [NODE_A], []], ids=["one-node", "one", "none"])
+def test_spread_fails_when_the_workers_shared_a_node(monkeypatch, pods):
+    canned(monkeypatch, {"pods": {"items": pods}})
+    with pytest.raises(SystemExit, match="did not spread"):
+        byo.check_spread()
 
 
 def deployments(available: dict[str, int]) -> dict[str, object]:
