@@ -4,7 +4,6 @@ kind cluster and containerd config it makes, and its checks on canned kubectl ou
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 
 import pytest
