@@ -255,6 +255,7 @@ def teardown() -> None:
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.killpg(int(pid_file.read_text()), signal.SIGTERM)
         pid_file.unlink()
+    shutil.rmtree(workdir() / "registry", ignore_errors=True)  # the pushed image
 
 
 # ------------------------------------------------------------------- the checks
