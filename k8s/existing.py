@@ -38,19 +38,29 @@ def known_contexts(c: Any) -> list[str]:
     return out.split() if ok else []
 
 
-def choose_context(c: Any, *, asked: str, recorded: str | None, for_up: bool) -> tuple[str, str]:
-    """(context, why): the one `up` recorded for this work dir; else (for `up` only) the
-    one asked for, else kubectl's current one. Asking for another than the recorded one is
-    refused, and so is any other task before `up`: the work dir's objects live on the
-    recorded cluster, and `down` must never act on a cluster it has nothing on."""
+def choose_context(
+    c: Any, *, asked: str, recorded: str | None, for_up: bool, for_down: bool = False
+) -> tuple[str, str]:
+    """(context, why): the one `up` recorded for this work dir; else, for `up` only, the
+    one asked for, else kubectl's current one. `up` on another context than the recorded
+    one is refused (the work dir's objects live there); the other tasks use the recorded
+    one and say that the setting is ignored. No other task acts on a cluster this work dir
+    has nothing on: `down` then has nothing to delete there (""), the rest are refused."""
     if recorded:
         if asked and asked != recorded:
-            raise ExistingClusterError(
-                f"this work dir was set up on context {recorded!r}, not {asked!r}: run "
-                "`invoke down` there first, or use another work dir (INVOKE_WORKDIR)"
+            if for_up:
+                raise ExistingClusterError(
+                    f"this work dir was set up on context {recorded!r}, not {asked!r}: run "
+                    "`invoke down` first, or use another work dir (INVOKE_WORKDIR)"
+                )
+            return recorded, (
+                f"the context `invoke up` set up; {CONTEXT_SETTING} {asked!r} applies "
+                "after `invoke down`"
             )
         return recorded, "the context `invoke up` set up"
-    if not for_up:  # never act on a cluster this work dir has nothing on
+    if not for_up:
+        if for_down:
+            return "", "none is set up for this work dir"
         raise ExistingClusterError(
             "no existing cluster is set up for this work dir: run `invoke up --runtime "
             "existing [--context NAME]` first"

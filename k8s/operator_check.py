@@ -31,6 +31,12 @@ class Probe:
     deployment: str
     pinned: str  # as ``found_version`` reads it from the pinned install file
     install: tuple[str, ...]  # the kubectl commands' arguments that install it by hand
+    # What its install leaves cluster-wide (a CRD, an APIService): present without the
+    # Deployment above, it is installed some other way, and distml does not install over it.
+    marker: tuple[str, str, str] = ("", "", "")
+
+
+CRD = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
 
 
 PROBES: dict[str, Probe] = {
@@ -39,15 +45,21 @@ PROBES: dict[str, Probe] = {
         "training-operator",
         "v1-5170a36",  # the image tag of training-operator v1.9.0's standalone overlay
         (f"apply --server-side --force-conflicts -k '{versions.TRAINING_OPERATOR_KUSTOMIZE}'",),
+        marker=(*CRD, "tfjobs.kubeflow.org"),
     ),
     "cert_manager": Probe(
         "cert-manager",
         "cert-manager-webhook",
         versions.CERT_MANAGER_VERSION,
         (f"apply --server-side -f {versions.CERT_MANAGER_URL}",),
+        marker=(*CRD, "certificates.cert-manager.io"),
     ),
     "istio": Probe(
-        "istio-system", "istiod", versions.ISTIO_VERSION, (f"apply -f {versions.ISTIO_URL}",)
+        "istio-system",
+        "istiod",
+        versions.ISTIO_VERSION,
+        (f"apply -f {versions.ISTIO_URL}",),
+        marker=(*CRD, "gateways.networking.istio.io"),
     ),
     "knative": Probe(
         "knative-serving",
@@ -58,12 +70,14 @@ PROBES: dict[str, Probe] = {
             f"apply -f {versions.KNATIVE_SERVING_CORE_URL}",
             f"apply -f {versions.NET_ISTIO_URL}",
         ),
+        marker=(*CRD, "services.serving.knative.dev"),
     ),
     "metrics_server": Probe(
         "kube-system",
         "metrics-server",
         versions.METRICS_SERVER_VERSION,
         (f"apply -f {versions.METRICS_SERVER_URL}",),
+        marker=("apiregistration.k8s.io/v1", "APIService", "v1beta1.metrics.k8s.io"),
     ),
     "kserve": Probe(
         "kserve",
@@ -74,6 +88,7 @@ PROBES: dict[str, Probe] = {
             f"apply --server-side -f {versions.KSERVE_CRDS_URL}",
             f"apply --server-side -f {versions.KSERVE_URL}",
         ),
+        marker=(*CRD, "inferenceservices.serving.kserve.io"),
     ),
     "argo": Probe(
         ARGO_NAMESPACE,
@@ -83,6 +98,7 @@ PROBES: dict[str, Probe] = {
             f"create namespace {ARGO_NAMESPACE}",
             f"apply --server-side -n {ARGO_NAMESPACE} -f {versions.ARGO_WORKFLOWS_URL}",
         ),
+        marker=(*CRD, "workflows.argoproj.io"),
     ),
 }
 
@@ -112,6 +128,32 @@ def version_note(step: str, label: str, deployment: dict[str, Any]) -> str:
         f"{label}: found ({where}, {have or 'version unknown'}); distml pins {probe.pinned} "
         "and uses it as it is (a different version may differ in behaviour)"
     )
+
+
+def blocked_reason(kube: Any, step: str) -> str | None:
+    """Why distml must not install ``step`` although its Deployment is not Available:
+    the Deployment is there but not Available, or the install's CRD / APIService is there
+    (installed another way, or under other names). None: it is simply absent."""
+    probe = PROBES[step]
+    where = f"{probe.namespace}/{probe.deployment}"
+    if kube.get("apps/v1", "Deployment", probe.deployment, probe.namespace) is not None:
+        look = f"`kubectl -n {probe.namespace} describe deployment {probe.deployment}`"
+        return f"Deployment {where} is there but not Available ({look})"
+    api_version, kind, name = probe.marker
+    if name and kube.get(api_version, kind, name) is not None:
+        return f"{kind} {name} is there without Deployment {where}: installed some other way"
+    return None
+
+
+def blocked_message(steps: list[tuple[str, str, str]], context: str) -> str:
+    """What is there but not usable: distml leaves it to the cluster's admin."""
+    lines = [f"on the cluster of context {context!r}, distml will not install over:"]
+    lines += [f"  - {label}: {why}" for _, label, why in steps]
+    lines.append(
+        "ask the cluster's admin to make it Available (or to install it where distml looks: "
+        "docs/existing-cluster.md)"
+    )
+    return "\n".join(lines)
 
 
 def missing_message(steps: list[tuple[str, str]], context: str, kubectl: str) -> str:

@@ -24,7 +24,14 @@ from k8s.cluster_poll import POLL_S, WaitError, outcome, poll_cluster, retry
 from k8s.kube import Kube, KubeError
 from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.objects import is_true
-from k8s.operator_check import PROBES, MissingOperators, missing_message, version_note
+from k8s.operator_check import (
+    PROBES,
+    MissingOperators,
+    blocked_message,
+    blocked_reason,
+    missing_message,
+    version_note,
+)
 from k8s.providers import Provider
 from k8s.settings import MIRROR_SETTING, Settings
 from k8s.workload_waits import wait_deployments_available
@@ -136,6 +143,7 @@ class Installer:
     # missing is collected and reported (``all``), not installed.
     install_missing: bool = True
     missing: list[tuple[str, str]] = field(default_factory=list)
+    blocked: list[tuple[str, str, str]] = field(default_factory=list)  # never installed over
 
     @property
     def dry(self) -> bool:
@@ -212,6 +220,10 @@ class Installer:
                 probe = PROBES[step]
                 found = self.kube.get("apps/v1", "Deployment", probe.deployment, probe.namespace)
                 self.out(version_note(step, label, found or {}))
+            return True
+        reason = None if self.owned else blocked_reason(self.kube, step)
+        if reason:
+            self.blocked.append((step, label, reason))
             return True
         if not self.install_missing:
             self.missing.append((step, label))
@@ -414,9 +426,13 @@ class Installer:
         s = self.settings
         for step in components(self.provider.name, s.serving_mode, s.with_argo):
             getattr(self, step)()
+        context = self.provider.context
+        parts = [blocked_message(self.blocked, context)] if self.blocked else []
         if self.missing:
             kubectl = self.provider.kubectl("").strip()
-            raise MissingOperators(missing_message(self.missing, self.provider.context, kubectl))
+            parts.append(missing_message(self.missing, context, kubectl))
+        if parts:
+            raise MissingOperators("\n".join(parts))
 
     # ------------------------------------------------------------------ removal
     def remove_argo(self) -> None:

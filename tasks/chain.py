@@ -252,5 +252,5 @@ def down(c, runtime=None, purge=False, keep_cluster=False):
     from runtime.requests import DownRequest
 
     request = _request(DownRequest, purge=purge, keep_cluster=keep_cluster)
-    rt = _runtime(c, runtime)
+    rt = _runtime(c, runtime, for_down=True)
     _call(rt.down, _checked(rt, request))

@@ -35,7 +35,7 @@ def workdir(c):
     return Workdir.at(path if path.is_absolute() else ROOT / path)
 
 
-def runtime(c, requested, *, for_up=False, context=None):
+def runtime(c, requested, *, for_up=False, for_down=False, context=None):
     """Pick the runtime (one line says which and why) and return its implementation."""
     from runtime import select_runtime
 
@@ -51,17 +51,17 @@ def runtime(c, requested, *, for_up=False, context=None):
         raise Exit(f"error: {e}", code=2) from e
     print(f"runtime: {name} ({why})", flush=True)
     if name in CLUSTER_RUNTIMES:
-        return cluster_runtime(c, name, wd, for_up=for_up, context=context)
+        return cluster_runtime(c, name, wd, for_up=for_up, for_down=for_down, context=context)
     from runtime.local import LocalRuntime
 
     return LocalRuntime(wd, service=_service(c), out=out, dry=bool(c.config.run.dry))
 
 
-def cluster_runtime(c, name, wd, *, for_up=False, context=None):
+def cluster_runtime(c, name, wd, *, for_up=False, for_down=False, context=None):
     from runtime.cluster import ClusterRuntime
 
     cluster = _cluster_config(c)
-    kube_context = _kube_context(c, name, wd, cluster, for_up, context)
+    kube_context = _kube_context(c, name, wd, cluster, (for_up, for_down), context)
     try:
         return ClusterRuntime(
             c,
@@ -113,7 +113,7 @@ def _manifest_mirror(cluster):
     return str(path)
 
 
-def _kube_context(c, name, wd, cluster, for_up, asked):
+def _kube_context(c, name, wd, cluster, task, asked):
     """The existing runtime's kubeconfig context (one line says which and why)."""
     if name != EXISTING:
         if asked:
@@ -123,10 +123,13 @@ def _kube_context(c, name, wd, cluster, for_up, asked):
 
     asked = asked or str(cluster.get("context") or "")
     try:
-        context, why = choose_context(c, asked=asked, recorded=wd.state().context, for_up=for_up)
+        for_up, for_down = task
+        context, why = choose_context(
+            c, asked=asked, recorded=wd.state().context, for_up=for_up, for_down=for_down
+        )
     except ExistingClusterError as e:
         raise Exit(f"error: {e}", code=2) from e
-    print(f"context: {context} ({why})", flush=True)
+    print(f"context: {context or '(none)'} ({why})", flush=True)
     return context
 
 

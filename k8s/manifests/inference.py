@@ -21,7 +21,7 @@ from k8s.manifests.names import (
     labels,
     storage_uri,
 )
-from k8s.manifests.placement import placement, volume_labels
+from k8s.manifests.placement import predictor_placement, volume_labels
 from k8s.manifests.pods import base_env, container_security_context, env_list, meta
 from k8s.settings import Resources, Settings
 from ml import contract
@@ -119,7 +119,7 @@ def inference_service(s: Settings) -> dict[str, Any]:
         predictor["logger"] = {"mode": "all", "url": message_dumper_url(s)}
     # Its storage initializer mounts the volume: placed like every pod that does.
     predictor["labels"] = volume_labels(s)
-    predictor.update(placement(s, spread_by={ISVC_POD_LABEL: s.service}))
+    predictor.update(predictor_placement(s, spread_by={ISVC_POD_LABEL: s.service}))
     predictor["model"] = model
     return {
         "apiVersion": "serving.kserve.io/v1beta1",

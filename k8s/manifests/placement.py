@@ -7,6 +7,10 @@ to go anywhere (the scheduler admits a pod that matches its own affinity term wh
 does yet); the rest follow it, instead of sitting in ``ContainerCreating`` (Multi-Attach)
 on another node. A ReadWriteMany volume lets them spread: a TFJob's workers are spread
 over nodes (preferred, so one node still runs them all when it must).
+
+Only on a cluster distml did not create: its own clusters have one node, where placement
+has nothing to decide (and Knative refuses both fields unless its admin enables
+``kubernetes.podspec-affinity`` / ``-topologyspreadconstraints``: see ``predictor_placement``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ def placement(s: Settings, spread_by: dict[str, str] | None = None) -> dict[str,
     a spread over nodes of the pods ``spread_by`` selects (ReadWriteMany); and the image
     pull secret when there is one."""
     fields: dict[str, Any] = {}
-    if s.volume_access == "ReadWriteOnce":
+    if s.owns_cluster:
+        pass  # one node: nothing to place
+    elif s.volume_access == "ReadWriteOnce":
         term = {
             "labelSelector": {"matchLabels": volume_labels(s)},
             "topologyKey": HOSTNAME_TOPOLOGY,
@@ -47,6 +53,16 @@ def placement(s: Settings, spread_by: dict[str, str] | None = None) -> dict[str,
             }
         ]
     return fields | pull_secrets(s)
+
+
+def predictor_placement(s: Settings, spread_by: dict[str, str]) -> dict[str, Any]:
+    """The InferenceService predictor's: ``placement`` in standard mode. In knative mode
+    only the pull secret: Knative Serving refuses ``affinity`` and
+    ``topologySpreadConstraints`` unless the flags in its ``config-features`` are enabled,
+    which is its admin's call (docs/existing-cluster.md)."""
+    if s.serving_mode == "knative":
+        return pull_secrets(s)
+    return placement(s, spread_by)
 
 
 def pull_secrets(s: Settings) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from typing import Any
 
 from k8s.kube import Kube
 from k8s.providers import provider
+from k8s.settings import EXISTING
 from ml import contract
 from ml.contract import MODEL_TYPES
 from runtime.api import Capabilities
@@ -138,6 +139,8 @@ class ClusterRuntime:
         from runtime.registry import pushed_name
 
         tag = image_tag(self.cx.root)
+        if self.name != EXISTING:
+            return tag  # side-loaded into the nodes distml made
         registry = self.registry or self.cx.wd.state().registry or ""
         return pushed_name(registry, tag) if registry else tag
 

@@ -69,6 +69,7 @@ class ClusterContext:
     def settings(self, **changes: Any) -> Settings:
         """This deployment's settings; ``changes`` that are None keep the default."""
         state = self.wd.state()
+        made = state if state.runtime == self.provider.name else None
         base = Settings(
             image=self.image(),
             provider=self.provider.name,
@@ -78,9 +79,12 @@ class ClusterContext:
             with_argo=state.argo,
             ingress_node_port=self.provider.ingress_node_port,
             manifest_mirror=self.manifest_mirror,
-            # What `up` made the volume with wins: a claim's spec cannot change.
-            storage_class_name=state.storage_class or self.storage_class,
-            volume_access=state.volume_access or self.volume_access or "ReadWriteOnce",
+            # What `up` made the volume with wins (a claim's spec cannot change), when it
+            # was on this runtime: an existing cluster's class means nothing to kind.
+            storage_class_name=(made.storage_class if made else None) or self.storage_class,
+            volume_access=(made.volume_access if made else None)
+            or self.volume_access
+            or "ReadWriteOnce",
             image_pull_secret=self.image_pull_secret,
         )
         s = replace(base, **{k: v for k, v in changes.items() if v is not None})

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from k8s import manifests
 from k8s.argo_status import WORKFLOW_API, WORKFLOW_KIND
+from k8s.manifests.names import COMMON_LABELS
 from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
 from k8s.operators import Installer
 from runtime.cluster.apply import delete_and_wait
@@ -38,7 +39,9 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
     p = cx.provider
     state = cx.wd.state()
     owned = cx.settings().owns_cluster
-    if not owned:
+    if not owned and not p.context:
+        cx.out("no existing cluster is set up for this work dir: nothing to delete there")
+    elif not owned:
         # Never the cluster, its operators or CRDs (Argo's included), or anyone else's objects.
         _delete_objects(cx)
     elif keep_cluster:
@@ -83,6 +86,12 @@ def _purge(cx: ClusterContext, images: Sequence[str]) -> None:
         )
 
 
+def is_ours(obj: dict) -> bool:
+    """The object carries distml's labels (it applied it)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in COMMON_LABELS.items())
+
+
 def _delete_objects(cx: ClusterContext) -> None:
     """--keep-cluster: delete what distml applied, keep the cluster and operators."""
     s = cx.settings()
@@ -96,15 +105,20 @@ def _delete_objects(cx: ClusterContext) -> None:
     # Argo relabels its cache ConfigMap (k8s.manifests.argo_workflow): deleted by name, and with
     # the volume, or the next workflow would skip ingestion into an empty volume. It and the
     # Role that lets Argo's controller write it live in Argo's namespace.
+    # On a cluster distml did not create, only when this work dir used Argo: a user with
+    # rights in their own namespace only must still be able to run `down`.
     argo = manifests.ARGO_NAMESPACE
     for api, kind, name in (
         ("v1", "ConfigMap", manifests.WORKFLOW_CACHE),
         ("rbac.authorization.k8s.io/v1", "RoleBinding", manifests.WORKFLOW_CACHE_WRITER),
         ("rbac.authorization.k8s.io/v1", "Role", manifests.WORKFLOW_CACHE_WRITER),
     ):
-        if cx.kube.delete(api, kind, name, argo):
+        if (s.owns_cluster or cx.wd.state().argo) and cx.kube.delete(api, kind, name, argo):
             gone.append(f"{kind} {argo}/{name}")
-    if cx.get("v1", "PersistentVolumeClaim", s.volume) is not None:
+    claim = cx.get("v1", "PersistentVolumeClaim", s.volume)
+    if claim is not None and not (s.owns_cluster or is_ours(claim)):
+        cx.out(f"PersistentVolumeClaim {s.volume}: not distml's (no distml labels), kept")
+    elif claim is not None:
         # Waited for: an `up` right after must not re-apply a claim that is going away.
         delete_and_wait(cx, "v1", "PersistentVolumeClaim", s.volume, timeout=PVC_DELETE_TIMEOUT_S)
         gone.append(f"PersistentVolumeClaim {s.volume} (its data with it)")

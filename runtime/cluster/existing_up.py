@@ -13,6 +13,7 @@ from k8s.settings import Settings
 from k8s.storage import StorageError, choose
 from runtime.cluster.apply import apply_reporting
 from runtime.cluster.context import ClusterContext, ClusterError
+from runtime.cluster.down import is_ours
 
 
 def reach(cx: ClusterContext) -> None:
@@ -26,7 +27,9 @@ def reach(cx: ClusterContext) -> None:
     if not cx.dry:
         nodes = [n["metadata"]["name"] for n in cx.kube.list("v1", "Node")]
         cx.out(f"cluster: Kubernetes {version}, {len(nodes)} node(s): {', '.join(nodes)}")
-        cx.wd.update_state(context=p.context)
+        # Recorded now: a later task (`down` above all) must find this cluster even when
+        # this `up` stops halfway, and never fall back to another runtime.
+        cx.wd.update_state(context=p.context, runtime=p.name)
 
 
 def namespace(cx: ClusterContext, s: Settings) -> None:
@@ -41,6 +44,14 @@ def storage(cx: ClusterContext, s: Settings, asked_class: str | None) -> Setting
     """The volume's class and access mode, said in one line and recorded (a claim's spec
     cannot change: a claim already there keeps its own)."""
     claim = cx.get("v1", "PersistentVolumeClaim", s.volume)
+    if claim is not None and cx.wd.state().volume_access is None and not cx.dry:
+        # Not one this work dir made: another's, or someone else's data. Never taken over.
+        raise ClusterError(
+            f"namespace {s.namespace} already has a PersistentVolumeClaim {s.volume} that this "
+            f"work dir did not make ({'distml' if is_ours(claim) else 'not distml'}'s): use "
+            "another namespace (INVOKE_CLUSTER_NAMESPACE) or run `invoke down` from the "
+            "work dir that made it"
+        )
     if claim is not None:
         spec = claim.get("spec") or {}
         chosen = replace(

@@ -83,6 +83,9 @@ def way_in(
         yield Way(base, host, f"a port-forward to {ns}/{target}")
     finally:
         if not cx.dry:
+            ended = forward.ended()
+            if ended:  # during the block: the requests after it failed for this reason
+                cx.out(f"note: the port-forward ended during the run ({ended})")
             forward.stop()
 
 

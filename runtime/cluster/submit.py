@@ -5,6 +5,7 @@ same name goes first (saying what it replaces), and how many of them the node ru
 from __future__ import annotations
 
 from k8s import capacity, node_capacity
+from k8s.kube import KubeError
 from k8s.objects import TERMINAL, TFJOB_API, tfjob_state
 from k8s.settings import Settings
 from runtime.cluster.apply import delete_and_wait
@@ -50,7 +51,12 @@ def jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
 def _fit_on_nodes(cx: ClusterContext, s: Settings, nodes: list, jobs: int) -> int:
     """A cluster of several nodes (or one distml did not make): the room each node has
     left now, job by job (k8s.node_capacity)."""
-    free = node_capacity.free_by_node(nodes, cx.kube.list("v1", "Pod"))
+    try:
+        pods = cx.kube.list("v1", "Pod")  # every namespace: what the nodes hold already
+    except KubeError as e:  # a user whose rights end at their namespace
+        cx.out(f"note: the nodes' room is unknown ({e}): submitting all {jobs} jobs")
+        return jobs
+    free = node_capacity.free_by_node(nodes, pods)
     worker = capacity.request_of(s.worker_resources)
     colocated = s.volume_access == "ReadWriteOnce"
     fit = node_capacity.jobs_that_fit(free, worker, s.workers, jobs, colocated=colocated)

@@ -48,13 +48,47 @@ def up(
     p = cx.provider
     existing = not s.owns_cluster
 
-    _cluster_and_namespace(cx, s, port_free)
-    cx.out(f"== operators ({mode} serving mode{', with Argo Workflows' if argo else ''})")
-    install = not existing or install_operators
-    Installer(cx.c, cx.kube, p, s, cx.out, cx.clock, install_missing=install).all()
+    if existing:
+        existing_up.reach(cx)
+        existing_up.require_registry(cx, s)
+        if not install_operators:  # what is missing is said before anything is made
+            _operators(cx, s, install=False)
+    else:
+        _cluster(cx, port_free)
+    _namespace(cx, s)
+    if not existing or install_operators:
+        _operators(cx, s, install=True)
     cx.out(f"== image {s.image}")
     _image(cx, s, base=base, base_image=base_image)
-    if existing:
+    s = _volume(cx, s, storage_class)
+    cx.out("== dataset")
+    ingest(cx, s, source)
+    if not cx.dry:
+        cx.wd.update_state(up=True, runtime=p.name, image=s.image, source_dir=source)
+    where = f"context {p.context}" if existing else f"{p.name} cluster {p.cluster}"
+    cx.out(f"{where} ready; next: invoke train-all")
+    return 0
+
+
+def _namespace(cx: ClusterContext, s: Settings) -> None:
+    cx.out(f"== namespace {s.namespace}")
+    cx.check_namespace()
+    if s.owns_cluster:
+        apply_reporting(cx, manifests.namespace(s))
+    else:
+        existing_up.namespace(cx, s)
+        existing_up.check_pull_secret(cx, s)
+
+
+def _operators(cx: ClusterContext, s: Settings, *, install: bool) -> None:
+    argo = ", with Argo Workflows" if s.with_argo else ""
+    cx.out(f"== operators ({s.serving_mode} serving mode{argo})")
+    Installer(cx.c, cx.kube, cx.provider, s, cx.out, cx.clock, install_missing=install).all()
+
+
+def _volume(cx: ClusterContext, s: Settings, storage_class: str | None) -> Settings:
+    """The PVC (its class and access mode chosen first on an existing cluster)."""
+    if not s.owns_cluster:
         cx.out(f"== volume {s.volume}")
         s = existing_up.storage(cx, s, storage_class)
     else:
@@ -66,32 +100,7 @@ def up(
     apply_reporting(
         cx, manifests.pvc(s), note="it binds when its first pod mounts it: WaitForFirstConsumer"
     )
-    cx.out("== dataset")
-    ingest(cx, s, source)
-    if not cx.dry:
-        cx.wd.update_state(up=True, runtime=p.name, image=s.image, source_dir=source)
-    where = f"context {p.context}" if existing else f"{p.name} cluster {p.cluster}"
-    cx.out(f"{where} ready; next: invoke train-all")
-    return 0
-
-
-def _cluster_and_namespace(
-    cx: ClusterContext, s: Settings, port_free: Callable[[int], bool] | None
-) -> None:
-    """The cluster (made, or an existing one reached) and the namespace in it."""
-    existing = not s.owns_cluster
-    if existing:
-        existing_up.reach(cx)
-        existing_up.require_registry(cx, s)
-    else:
-        _cluster(cx, port_free)
-    cx.out(f"== namespace {s.namespace}")
-    cx.check_namespace()
-    if existing:
-        existing_up.namespace(cx, s)
-        existing_up.check_pull_secret(cx, s)
-    else:
-        apply_reporting(cx, manifests.namespace(s))
+    return s
 
 
 def _serving_mode(cx: ClusterContext, requested: str | None) -> str:

@@ -44,13 +44,30 @@ def test_the_recorded_context_wins(for_up, asked):
     assert ran(c) == []  # kubectl's current context is not even asked
 
 
-@pytest.mark.parametrize("for_up", [True, False])
-def test_asking_for_another_context_than_the_recorded_one_is_refused(for_up):
+def test_up_on_another_context_than_the_recorded_one_is_refused():
     with pytest.raises(ExistingClusterError) as e:
-        choose_context(ctx({}), asked="staging", recorded="prod", for_up=for_up)
+        choose_context(ctx({}), asked="staging", recorded="prod", for_up=True)
     message = str(e.value)
     assert "'prod'" in message and "'staging'" in message
     assert "invoke down" in message
+
+
+@pytest.mark.parametrize("for_down", [True, False])
+def test_later_tasks_use_the_recorded_context_and_say_the_setting_waits(for_down):
+    # Refusing them would refuse `down` too: the one way out.
+    context, why = choose_context(
+        ctx({}), asked="staging", recorded="prod", for_up=False, for_down=for_down
+    )
+    assert context == "prod"
+    assert "'staging'" in why and "invoke down" in why
+
+
+def test_down_with_nothing_recorded_has_nothing_to_delete_on_a_cluster():
+    c = ctx({CURRENT: Result("kind-team\n")})
+    assert choose_context(c, asked="kind-team", recorded=None, for_up=False, for_down=True) == (
+        "",
+        "none is set up for this work dir",
+    )
 
 
 def test_up_uses_the_context_asked_for_when_none_is_recorded():

@@ -207,3 +207,30 @@ def test_the_existing_plan_has_no_gateway_node_port():
         "metrics_server",
         "kserve",
     )
+
+
+# ------------------------------------------------------------------ never installed over
+def test_a_deployment_there_but_not_available_is_never_installed_over():
+    # A crashlooping or mid-rollout operator is the admin's: --install-operators or not.
+    inst, fake, ran, _ = installer(mode="standard", install_missing=True)
+    install_probes(fake, ("cert_manager", "metrics_server", "kserve"))
+    probe = PROBES["training_operator"]
+    add_deployment(fake, probe.namespace, probe.deployment)
+    fake.obj("apps/v1", "Deployment", probe.deployment, probe.namespace)["status"] = {}
+    with pytest.raises(MissingOperators) as err:
+        inst.all()
+    assert "will not install over" in str(err.value)
+    assert "training-operator is there but not Available" in str(err.value)
+    assert ran == []  # nothing applied
+
+
+@pytest.mark.parametrize("step", ["metrics_server", "kserve", "cert_manager"])
+def test_an_install_made_another_way_is_never_installed_over(step):
+    # e.g. a metrics-server under another name serving the metrics API, KServe elsewhere.
+    inst, fake, ran, _ = installer(mode="standard", install_missing=True)
+    install_probes(fake, tuple(s for s in steps("standard") if s != step))
+    api_version, kind, name = PROBES[step].marker
+    fake.put({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
+    with pytest.raises(MissingOperators, match=f"{kind} {name} is there"):
+        inst.all()
+    assert ran == []

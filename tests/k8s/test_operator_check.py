@@ -147,3 +147,19 @@ def test_each_probe_pins_the_version_its_upstream_files_deploy(step):
     if not os.environ.get(UPSTREAM_ENV):
         pytest.skip(f"{UPSTREAM_ENV} is not set: the pinned upstream install files are needed")
     assert found_version(_upstream_deployment(step)) == PROBES[step].pinned
+
+
+@pytest.mark.parametrize("step", sorted(PROBES))
+def test_each_marker_is_made_by_the_probes_own_install_files(step):
+    # The CRD / APIService that says "installed another way" must be one this install makes.
+    if not os.environ.get(UPSTREAM_ENV):
+        pytest.skip(f"{UPSTREAM_ENV} is not set: the pinned upstream install files are needed")
+    probe = PROBES[step]
+    api_version, kind, name = probe.marker
+    urls = [t for args in probe.install for t in shlex.split(args) if t in index()]
+    made = {
+        (obj.get("apiVersion"), obj.get("kind"), obj["metadata"].get("name"))
+        for url in urls
+        for obj in objects(url)
+    }
+    assert (api_version, kind, name) in made, (step, urls)

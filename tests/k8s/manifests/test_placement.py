@@ -20,7 +20,8 @@ HOSTNAME = "kubernetes.io/hostname"
 
 
 def settings(**kw: Any) -> Settings:
-    return Settings(image=IMAGE, **kw)
+    """A cluster distml did not create: the only one where pods are placed."""
+    return Settings(image=IMAGE, **{"provider": "existing", **kw})
 
 
 def volume_pods(s: Settings) -> dict[str, tuple[dict[str, str], dict[str, Any]]]:
@@ -50,8 +51,10 @@ def affinity_terms(fields: dict[str, Any]) -> list[dict[str, Any]]:
 POD_NAMES = ("ingest", "select", "tfjob worker", "loader", "tensorboard", "predictor")
 
 
-@pytest.mark.parametrize("pod", POD_NAMES)
-@pytest.mark.parametrize("mode", ["knative", "standard"])
+@pytest.mark.parametrize(
+    ("pod", "mode"),
+    [(p, "standard") for p in POD_NAMES] + [(p, "knative") for p in POD_NAMES[:-1]],
+)
 def test_read_write_once_keeps_every_volume_pod_on_the_volume_node(pod, mode):
     s = settings(volume="vol-a", volume_access="ReadWriteOnce", serving_mode=mode)
     labels, fields = volume_pods(s)[pod]
@@ -62,6 +65,23 @@ def test_read_write_once_keeps_every_volume_pod_on_the_volume_node(pod, mode):
     # the pod matches its own term: the first one is free to go anywhere
     assert all(labels.get(k) == v for k, v in term["labelSelector"]["matchLabels"].items())
     assert "topologySpreadConstraints" not in fields
+
+
+@pytest.mark.parametrize("access", ["ReadWriteOnce", "ReadWriteMany"])
+def test_knative_predictors_get_neither_affinity_nor_spread(access):
+    # Knative Serving refuses both fields unless its admin enables them (config-features).
+    predictor = m.inference_service(settings(serving_mode="knative", volume_access=access))
+    fields = predictor["spec"]["predictor"]
+    assert "affinity" not in fields and "topologySpreadConstraints" not in fields
+
+
+@pytest.mark.parametrize("provider", ["k3d", "kind", "minikube"])
+@pytest.mark.parametrize("mode", ["knative", "standard"])
+def test_the_one_node_clusters_distml_makes_place_nothing(provider, mode):
+    s = Settings(image=IMAGE, provider=provider, serving_mode=mode)
+    for pod, (labels, fields) in volume_pods(s).items():
+        assert labels[VOLUME_LABEL] == "strategy-volume", pod
+        assert "affinity" not in fields and "topologySpreadConstraints" not in fields, pod
 
 
 @pytest.mark.parametrize("pod", POD_NAMES)

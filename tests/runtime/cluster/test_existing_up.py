@@ -120,10 +120,26 @@ def test_storage_keeps_an_existing_claims_class_and_access_mode(cx, wd, fake, li
     meta = {"name": "strategy-volume", "namespace": "kubeflow"}
     fake.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
     fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")["spec"] = spec
+    wd.update_state(runtime="existing", volume_access="ReadWriteMany")  # this work dir's
     s = existing_up.storage(cx, cx.settings(), None)
     assert (s.storage_class, s.volume_access) == ("nfs", "ReadWriteMany")
     assert "volume strategy-volume: exists (nfs, ReadWriteMany)" in lines
     assert (wd.state().storage_class, wd.state().volume_access) == ("nfs", "ReadWriteMany")
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_storage_never_takes_over_a_claim_this_work_dir_did_not_make(cx, fake, labelled):
+    storage_class(fake, "local-path", "rancher.io/local-path", default=True)
+    meta = {"name": "strategy-volume", "namespace": "kubeflow"}
+    if labelled:  # another work dir's distml volume
+        meta["labels"] = {
+            "app.kubernetes.io/part-of": "distml",
+            "app.kubernetes.io/managed-by": "distml",
+        }
+    fake.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
+    with pytest.raises(ClusterError, match="did not make") as err:
+        existing_up.storage(cx, cx.settings(), None)
+    assert "INVOKE_CLUSTER_NAMESPACE" in str(err.value)
 
 
 def test_storage_without_a_default_class_is_an_error(cx, fake):

@@ -188,3 +188,15 @@ def test_ingress_host_is_the_isvc_host_in_knative_mode_only():
     assert reach.ingress_host("knative", ISVC_URL) == "fmnist-ml-team.example.com"
     assert reach.ingress_host("knative", None) is None
     assert reach.ingress_host("standard", ISVC_URL) is None
+
+
+def test_a_forward_that_ends_during_the_load_is_said(tmp_path, silent):
+    # The one pod behind it was replaced: every request after that failed; say why.
+    c, lines = FakeC(stderr="error: lost connection to pod"), []
+    with reach.way_in(context(c, lines, tmp_path), "standard", "fmnist", ISVC_URL, None):
+        c.forwards[0].exited = 1
+        c.forwards[0].join()  # kubectl exits mid-block
+    assert any(
+        "port-forward ended during the run" in line and "lost connection to pod" in line
+        for line in lines
+    )
