@@ -33,7 +33,7 @@ from k8s.operator_check import (
     version_note,
 )
 from k8s.providers import Provider
-from k8s.settings import MIRROR_SETTING, Settings
+from k8s.settings import EXISTING, MIRROR_SETTING, Settings
 from k8s.workload_waits import wait_deployments_available
 
 # kubectl failures that go away by themselves: the API server or a webhook is starting or
@@ -119,7 +119,7 @@ def components(provider: str, serving_mode: str, with_argo: bool = False) -> tup
     if serving_mode == "knative":
         # k3d: k3s's ServiceLB gives the gateway's LoadBalancer port 80; elsewhere a NodePort.
         # An existing cluster: reached through its own ingress or a port-forward, never patched.
-        node_port = provider not in ("k3d", "existing")
+        node_port = provider not in ("k3d", EXISTING)
         steps += ["istio", *(["gateway_node_port"] if node_port else []), "knative"]
     elif provider != "k3d":  # k3s bundles metrics-server
         steps.append("metrics_server")

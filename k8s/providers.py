@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from k8s import versions
+from k8s.settings import EXISTING
 
 CLUSTER_NAME = "dist-ml"
 
@@ -259,10 +260,10 @@ def provider(name: str, **kwargs: Any) -> Provider:
     """The provider ``name``; ``existing`` takes ``kube_context`` (k8s.existing)."""
     from k8s.existing import Existing
 
-    kinds: dict[str, type[Provider]] = {**PROVIDERS, "existing": Existing}
+    kinds: dict[str, type[Provider]] = {**PROVIDERS, EXISTING: Existing}
     if name not in kinds:
         valid = ", ".join(kinds)
         raise ValueError(f"unknown cluster provider {name!r}; valid: {valid}")
-    if name != "existing":
+    if name != EXISTING:
         kwargs.pop("kube_context", None)
     return kinds[name](name=name, **kwargs)

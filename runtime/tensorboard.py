@@ -57,6 +57,26 @@ def answers(address: str) -> bool:
         return False
 
 
+def wait_up(
+    check: Callable[[], bool],
+    gone: Callable[[], str | None],
+    *,
+    timeout: float,
+    interval: float,
+    clock: Clock = time,
+) -> Done | Failed | Pending:
+    """Poll ``check`` until it holds; ``gone()`` says why it never will (the process
+    behind it ended), else None. The verdict: Done, Failed(reason) or Pending (deadline)."""
+
+    def judge(up: bool) -> Done | Failed | Pending:
+        if up:
+            return Done()
+        reason = gone()
+        return Failed(reason) if reason else Pending()
+
+    return poll(check, judge, timeout=timeout, interval=interval, clock=clock)
+
+
 def wait_answering(
     address: str,
     gone: Callable[[], str | None],
@@ -67,15 +87,8 @@ def wait_answering(
 ) -> None:
     """Wait until ``address`` answers; ``gone()`` says why it never will (the process
     ended), else None. Raises DistmlError on that or at the deadline."""
-
-    def judge(answered: bool) -> Done | Failed | Pending:
-        if answered:
-            return Done()
-        reason = gone()
-        return Failed(reason) if reason else Pending()
-
-    verdict = poll(
-        lambda: answers(address), judge, timeout=timeout, interval=CHECK_EVERY_S, clock=clock
+    verdict = wait_up(
+        lambda: answers(address), gone, timeout=timeout, interval=CHECK_EVERY_S, clock=clock
     )
     if isinstance(verdict, Failed):
         raise DistmlError(f"{what} did not come up: {verdict.reason}")

@@ -140,6 +140,12 @@ def labels(component: str | None = None, **extra: str) -> dict[str, str]:
     return out
 
 
+def is_ours(obj: dict) -> bool:
+    """The object carries the labels every distml object has (distml applied it)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in COMMON_LABELS.items())
+
+
 def selector(component: str | None = None) -> str:
     """A label selector string matching what ``labels(component)`` puts on objects."""
     return ",".join(f"{k}={v}" for k, v in labels(component).items())

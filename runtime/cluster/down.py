@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from k8s import manifests
 from k8s.argo_status import WORKFLOW_API, WORKFLOW_KIND
-from k8s.manifests.names import COMMON_LABELS
+from k8s.manifests.names import is_ours
 from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
 from k8s.operators import Installer
 from runtime.cluster.apply import delete_and_wait
@@ -84,12 +84,6 @@ def _purge(cx: ClusterContext, images: Sequence[str]) -> None:
         raise ClusterError(
             f"{cx.wd.root} has no {MARKER} marker, so it was not made by distml; not deleting it"
         )
-
-
-def is_ours(obj: dict) -> bool:
-    """The object carries distml's labels (it applied it)."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in COMMON_LABELS.items())
 
 
 def _delete_objects(cx: ClusterContext) -> None:

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 from k8s import manifests
 from k8s.existing import ExistingClusterError
+from k8s.manifests.names import is_ours
 from k8s.settings import Settings
 from k8s.storage import StorageError, choose
 from runtime.cluster.apply import apply_reporting
 from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.cluster.down import is_ours
 
 
 def reach(cx: ClusterContext) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from common.poll import Done, Failed, Pending, poll
+from common.poll import Done, Failed
 from runtime import tensorboard as http
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.tensorboard import PortForward
@@ -100,13 +100,9 @@ def _wait_listening(port: int, forward: PortForward, command: str, clock: object
             sock.settimeout(1)
             return sock.connect_ex((FORWARD_HOST, port)) == 0
 
-    def judge(up: bool) -> Done | Failed | Pending:
-        if up:
-            return Done()
-        reason = forward.ended()
-        return Failed(reason) if reason else Pending()
-
-    verdict = poll(listening, judge, timeout=FORWARD_READY_S, interval=0.5, clock=clock)
+    verdict = http.wait_up(
+        listening, forward.ended, timeout=FORWARD_READY_S, interval=0.5, clock=clock
+    )
     if not isinstance(verdict, Done):
         why = (
             verdict.reason

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from k8s.kube import KubeError
-from k8s.manifests.names import COMMON_LABELS
-from runtime.cluster import down as down_mod
+from k8s.manifests.names import COMMON_LABELS, is_ours
 from runtime.cluster.submit import jobs_that_fit
 from runtime.requests import DownRequest
 from tests.runtime.cluster.test_existing_up import CTX, existing, results
@@ -87,6 +86,6 @@ def test_capacity_unknown_when_pods_cannot_be_listed_submits_every_job(rt, fake,
 
 
 def test_is_ours_needs_every_common_label():
-    assert down_mod.is_ours({"metadata": {"labels": dict(COMMON_LABELS)}})
-    assert not down_mod.is_ours({"metadata": {"labels": {"app.kubernetes.io/part-of": "distml"}}})
-    assert not down_mod.is_ours({"metadata": {}})
+    assert is_ours({"metadata": {"labels": dict(COMMON_LABELS)}})
+    assert not is_ours({"metadata": {"labels": {"app.kubernetes.io/part-of": "distml"}}})
+    assert not is_ours({"metadata": {}})
