@@ -3,9 +3,11 @@
 distml never creates or deletes it and changes nothing cluster-wide on it: the image comes
 from a registry (``invoke build --push``), not side-loaded into nodes; the operators are
 found, or installed only when asked (``up --install-operators``); ``down`` deletes only
-distml's labelled objects. The context is fixed when ``up`` runs (the flag, the setting or
-kubectl's current context) and recorded in the work dir, so that switching kubectl's
-current context later cannot point ``down`` at another cluster.
+distml's labelled objects. The context is named for the first ``up`` (the flag or the
+setting, never kubectl's current context by default) and recorded in the work dir with the
+cluster behind it (``runtime.cluster.identity``), so that switching kubectl's current
+context, or a context of the same name in another kubeconfig, cannot point a task at
+another cluster.
 """
 
 from __future__ import annotations
@@ -42,9 +44,9 @@ def choose_context(
     c: Any, *, asked: str, recorded: str | None, for_up: bool, for_down: bool = False
 ) -> tuple[str, str]:
     """(context, why): the one `up` recorded for this work dir; else, for `up` only, the
-    one asked for, else kubectl's current one. `up` on another context than the recorded
-    one is refused (the work dir's objects live there); the other tasks use the recorded
-    one and say that the setting is ignored. No other task acts on a cluster this work dir
+    one asked for (never kubectl's current one by default). `up` on another context than
+    the recorded one is refused (the work dir's objects live there); the other tasks use
+    the recorded one and say that the setting is ignored. No other task acts on a cluster this work dir
     has nothing on: `down` then has nothing to delete there (""), the rest are refused."""
     if recorded:
         if asked and asked != recorded:
@@ -67,13 +69,15 @@ def choose_context(
         )
     if asked:
         return asked, "asked for"
-    context = current_context(c)
-    if not context:
-        raise ExistingClusterError(
-            "kubectl has no current context: name one with `invoke up --runtime existing "
-            f"--context NAME` (or {CONTEXT_SETTING}); `kubectl config get-contexts` lists them"
-        )
-    return context, "kubectl's current context"
+    # Never kubectl's current context by default: it changes under the user's feet, and
+    # `up` may install operators cluster-wide. Named once; recorded for the later tasks.
+    current = current_context(c)
+    raise ExistingClusterError(
+        "name the cluster's context for the first `invoke up` on an existing cluster: "
+        f"`invoke up --runtime existing --context NAME` (or {CONTEXT_SETTING})"
+        + (f"; kubectl's current one is {current!r}" if current else "")
+        + "; `kubectl config get-contexts` lists them"
+    )
 
 
 @dataclass
@@ -144,4 +148,6 @@ class Existing(Provider):
         return ""  # no host port mapped: the InferenceService's URL, or a port-forward
 
     def kubectl(self, args: str) -> str:
+        if not self.kube_context:  # `--context ''` is kubectl's current context
+            raise ExistingClusterError("no kubeconfig context named: " + self.install_hint)
         return f"kubectl --context {shlex.quote(self.kube_context)} {args}"

@@ -25,12 +25,19 @@ class KubeError(DistmlError):
 
 
 class Kube(Protocol):
-    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
-        """Server-side apply (field manager ``distml``, conflicts forced); return the result.
+    def apply(
+        self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True
+    ) -> dict[str, Any]:
+        """Server-side apply (field manager ``distml``); return the result.
 
+        ``force``: take over fields another manager set (only on a cluster distml made;
+        elsewhere a conflict is the API server's 409, said as it is).
         ``dry_run=True`` asks the API server to validate and admit it without persisting
         (``dryRun=All``): how the webhook readiness probe works.
         """
+
+    def server(self) -> str:
+        """The API server's URL, as the kubeconfig names it ("" when none is known)."""
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
@@ -141,6 +148,9 @@ class ApiKube:
     FIELD_MANAGER = "distml"
 
     def __init__(self, context: str, out: Callable[[str], Any] = print) -> None:
+        if not context:
+            # The client would take "" as the kubeconfig's current context: never by accident.
+            raise KubeError("no kubeconfig context named: distml never uses the current one")
         self.context = context
         self.out = out
         self._dyn: Any = None  # kubernetes.dynamic.DynamicClient
@@ -212,7 +222,13 @@ class ApiKube:
 
     # -- the Protocol
 
-    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    def server(self) -> str:
+        self._connect()
+        return str(self._api_client.configuration.host or "")
+
+    def apply(
+        self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True
+    ) -> dict[str, Any]:
         api_version, kind, name, namespace = _meta(obj)
         what = describe(kind, name, namespace)
         call = "apply (dry run)" if dry_run else "apply"
@@ -229,7 +245,7 @@ class ApiKube:
                 name=name,
                 namespace=namespace if resource.namespaced else None,
                 field_manager=self.FIELD_MANAGER,
-                force_conflicts=True,
+                force_conflicts=force,
                 dry_run="All" if dry_run else None,
             )
         except self._errors() as exc:
@@ -344,7 +360,12 @@ class DryKube:
     def __init__(self, out: Callable[[str], Any] = print) -> None:
         self.out = out
 
-    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    def server(self) -> str:
+        return ""
+
+    def apply(
+        self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True
+    ) -> dict[str, Any]:
         """Print ``would apply Kind ns/name`` and the object as YAML; return it unchanged.
 
         A ``dry_run`` apply (a readiness probe, e.g. for a webhook) prints nothing: the

@@ -15,6 +15,7 @@ PROVIDERS = ("k3d", "kind", "minikube")  # the clusters distml creates (and dele
 # A cluster distml did not create, reached through a kubeconfig context: never created or
 # deleted, nothing cluster-wide changed on it (docs/cluster.md, "Bring your own cluster").
 EXISTING = "existing"
+EXISTING_NAMESPACE = "distml"  # the default namespace on a cluster distml did not create
 CLUSTER_RUNTIMES = (*PROVIDERS, EXISTING)
 STORAGE_CLASSES = {"k3d": "local-path", "kind": "standard", "minikube": "standard"}
 ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")
@@ -74,7 +75,7 @@ class Settings:
 
     image: str  # the project image, content-hash tag (runtime.image.image_tag), never latest
     provider: str = "k3d"
-    namespace: str = "kubeflow"
+    namespace: str = "kubeflow"  # default_namespace() picks it per provider
     service: str = contract.DEFAULT_SERVICE
     volume: str = "strategy-volume"  # the PVC
     volume_size: str = "5Gi"
@@ -135,6 +136,13 @@ class Settings:
     def threads(self) -> int:
         """TF threads per worker pod: its CPU limit in whole cores, at least 1."""
         return max(1, int(quantity(self.worker_resources.cpu_limit)))
+
+
+def default_namespace(provider: str) -> str:
+    """``cluster.namespace`` when unset: ``kubeflow`` on the clusters distml makes (as the
+    lab has it); on an existing cluster a namespace of distml's own, never one shared with
+    an operator or another team (``kubeflow`` holds the training operator there)."""
+    return EXISTING_NAMESPACE if provider == EXISTING else "kubeflow"
 
 
 def with_cpu_requests(s: Settings, requests: Mapping[str, str]) -> Settings:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields, replace
@@ -61,8 +62,13 @@ class State:
     deployed: bool = False  # `deploy` made the InferenceService Ready
     target: int | None = None  # `deploy`'s autoscaling target, for the load test's plan
     max_replicas: int | None = None  # `deploy`'s replica cap, for the load test's plan
+    instance: str | None = None  # this work dir's id: the label on every object it writes
+    volume_uid: str | None = None  # the PVC `up` made: `down` deletes that claim and no other
     # -- an existing cluster (`--runtime existing`)
     context: str | None = None  # the kubeconfig context `up` set up: later tasks use it
+    # The cluster behind it, as `up` found it: every later task refuses another one.
+    cluster_server: str | None = None  # the API server's URL
+    cluster_uid: str | None = None  # the kube-system Namespace's uid ("" when unreadable)
     registry: str | None = None  # `build --push REGISTRY[/REPO]`: where pods pull the image
     storage_class: str | None = None  # the volume's class, as `up` found it
     volume_access: str | None = None  # ReadWriteOnce or ReadWriteMany, as `up` decided
@@ -85,6 +91,12 @@ def _str(v: Any) -> Any:
 
 def _int(v: Any) -> Any:
     return v if _is_int(v) else _BAD
+
+
+def _label_value(v: Any) -> Any:
+    """A Kubernetes label value (the instance id is put on objects as one)."""
+    ok = isinstance(v, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v)
+    return v if ok else _BAD
 
 
 def _version(v: Any) -> Any:
@@ -127,7 +139,11 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "deployed": _bool,
     "target": _int,
     "max_replicas": _int,
+    "instance": _label_value,
+    "volume_uid": _str,
     "context": _str,
+    "cluster_server": _str,
+    "cluster_uid": _str,
     "registry": _str,
     "storage_class": _str,
     "volume_access": _str,

@@ -50,7 +50,7 @@ ns.configure(
         # Cluster runtimes: INVOKE_CLUSTER_NAME, INVOKE_CLUSTER_NAMESPACE, ...
         "cluster": {
             "name": "dist-ml",
-            "namespace": "kubeflow",
+            "namespace": "",  # "": kubeflow on a cluster distml makes, distml on an existing one
             "ingress_port": 8080,
             "node_image": "",  # kind/k3d: the nodes' image ("": the pinned one)
             "manifest_mirror": "",  # the pinned install files, applied instead of URLs

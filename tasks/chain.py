@@ -245,11 +245,22 @@ def status(c, runtime=None):
         "purge": "also delete the work dir (only a directory distml made) and, on a "
         "cluster runtime, the images `up` built",
         "keep-cluster": "cluster runtimes: keep the cluster",
+        "forget": "forget the cluster this work dir was set up on (a context that is gone "
+        "or points elsewhere now), touching no cluster: its objects there are left as they are",
     }
 )
-def down(c, runtime=None, purge=False, keep_cluster=False):
+def down(c, runtime=None, purge=False, keep_cluster=False, forget=False):
     """Remove what `up` made (the cluster); --purge also deletes built images and the work dir."""
     from runtime.requests import DownRequest
+
+    if forget:
+        from runtime.cluster.down import forget as _forget
+        from tasks.chooser import out, workdir
+
+        if purge or keep_cluster or runtime:
+            raise Exit("error: --forget takes no other flag: it touches no cluster", code=2)
+        _call(lambda: _forget(workdir(c), out))
+        return
 
     request = _request(DownRequest, purge=purge, keep_cluster=keep_cluster)
     rt = _runtime(c, runtime, for_down=True)

@@ -14,6 +14,7 @@ from k8s.settings import (
     EXISTING,
     MIRROR_SETTING,
     Settings,
+    default_namespace,
     with_cpu_requests,
 )
 from ml import contract
@@ -69,7 +70,7 @@ def cluster_runtime(c, name, wd, *, for_up=False, for_down=False, context=None):
             wd,
             ROOT,
             service=_service(c),
-            namespace=str(cluster.namespace),
+            namespace=str(cluster.namespace) or default_namespace(name),
             cluster=str(cluster.name),
             ingress_port=int(cluster.ingress_port),
             docker=str(c.config.docker),

@@ -17,6 +17,10 @@ MODEL_LABEL = "distml/model"
 # On every pod that mounts the volume: ReadWriteOnce pods are placed next to each other by it.
 VOLUME_LABEL = "distml/volume"
 IMAGE_ANNOTATION = "distml/image"
+# Every object a work dir writes carries that work dir's instance id (``State.instance``):
+# `down`, and every replace or delete, select on it, so one work dir never touches
+# another's objects, nor anyone else's (stamped by ``ClusterContext.apply``).
+INSTANCE_LABEL = "distml/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # The label KServe puts on every predictor pod of an InferenceService.
 ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"
@@ -140,12 +144,17 @@ def labels(component: str | None = None, **extra: str) -> dict[str, str]:
     return out
 
 
-def is_ours(obj: dict) -> bool:
-    """The object carries the labels every distml object has (distml applied it)."""
+def is_ours(obj: dict, instance: str | None = None) -> bool:
+    """The object carries the labels every distml object has (distml applied it) and,
+    when ``instance`` is given, that work dir's instance label (this work dir applied it)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
+    if instance is not None and labels.get(INSTANCE_LABEL) != instance:
+        return False
     return all(labels.get(k) == v for k, v in COMMON_LABELS.items())
 
 
-def selector(component: str | None = None) -> str:
-    """A label selector string matching what ``labels(component)`` puts on objects."""
-    return ",".join(f"{k}={v}" for k, v in labels(component).items())
+def selector(component: str | None = None, instance: str | None = None) -> str:
+    """A label selector string matching what ``labels(component)`` puts on objects (and,
+    with ``instance``, only the ones that work dir applied)."""
+    extra = {INSTANCE_LABEL: instance} if instance else {}
+    return ",".join(f"{k}={v}" for k, v in labels(component, **extra).items())

@@ -13,8 +13,9 @@ from common.errors import DistmlError
 from k8s import manifests
 from k8s.kube import DryKube, Kube, KubeError
 from k8s.objects import namespace_refusal
+from k8s.ownership import owned, refusal, stamp
 from k8s.providers import Provider
-from k8s.settings import Settings, with_cpu_requests
+from k8s.settings import EXISTING, Settings, with_cpu_requests
 from runtime.state import State
 from runtime.workdir import Workdir
 
@@ -64,7 +65,21 @@ class ClusterContext:
                 from k8s.kube import ApiKube
 
                 self._kube = ApiKube(self.provider.context, out=self.out)
+            if not self.owns_cluster and not self.dry:
+                from runtime.cluster.identity import check_recorded
+
+                check_recorded(self._kube, self.wd.state(), self.provider.context)
         return self._kube
+
+    @property
+    def owns_cluster(self) -> bool:
+        """distml made this cluster: every object in its namespace is distml's."""
+        return self.provider.name != EXISTING
+
+    @property
+    def instance(self) -> str | None:
+        """This work dir's id, on every object it writes (`up` chooses it)."""
+        return self.wd.state().instance
 
     def settings(self, **changes: Any) -> Settings:
         """This deployment's settings; ``changes`` that are None keep the default."""
@@ -111,9 +126,16 @@ class ClusterContext:
         """Refuse a namespace KServe will not serve from (``namespace_refusal``)."""
         if self.dry:
             return
-        refusal = namespace_refusal(self.kube.get("v1", "Namespace", self.namespace))
-        if refusal:
-            raise ClusterError(refusal)
+        try:
+            ns = self.kube.get("v1", "Namespace", self.namespace)
+        except KubeError as e:
+            if self.owns_cluster:
+                raise ClusterError(str(e)) from e
+            self.out(f"note: namespace {self.namespace} cannot be read ({e}): not checked")
+            return
+        problem = namespace_refusal(ns)
+        if problem:
+            raise ClusterError(problem)
 
     def check_image(self, state: State, s: Settings) -> None:
         """Pods run the image `up` imported: refuse to run code the cluster does not have."""
@@ -128,7 +150,35 @@ class ClusterContext:
         return self.kube.get(api_version, kind, name, self.namespace)
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Apply ``obj`` with this work dir's instance label. On a cluster distml did not
+        create: refused when an object of that name is someone else's, and never forcing
+        a conflict with another writer's fields."""
+        obj = stamp(obj, self.instance)
+        meta = obj["metadata"]
+        if not self.owns_cluster and not self.dry:
+            old = self.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+            if old is not None:
+                self.require_ours(old, f"apply {obj['kind']} {meta['name']}")
         try:
-            return self.kube.apply(obj)
+            return self.kube.apply(obj, force=self.owns_cluster)
         except KubeError as e:
             raise ClusterError(str(e)) from e
+
+    def delete_ours(self, api_version: str, kind: str, name: str) -> bool:
+        """Delete an object of this deployment's namespace if it is this work dir's (one
+        that is not is refused, never deleted); False when there was none."""
+        if not self.dry:
+            obj = self.get(api_version, kind, name)
+            if obj is None:
+                return False
+            self.require_ours(obj, f"delete {kind} {name}")
+        return self.kube.delete(api_version, kind, name, self.namespace)
+
+    def require_ours(self, obj: dict[str, Any], when: str) -> None:
+        """Refuse to change or delete ``obj`` unless this work dir wrote it (every object is
+        distml's on a cluster distml made)."""
+        if self.owns_cluster or self.dry:
+            return
+        uid = self.wd.state().volume_uid if obj.get("kind") == "PersistentVolumeClaim" else None
+        if not owned(obj, self.instance, uid):
+            raise ClusterError(refusal([obj], self.namespace, when=when))

@@ -9,12 +9,14 @@ from collections.abc import Sequence
 
 from k8s import manifests
 from k8s.argo_status import WORKFLOW_API, WORKFLOW_KIND
-from k8s.manifests.names import is_ours
+from k8s.manifests.names import INSTANCE_LABEL
 from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
 from k8s.operators import Installer
+from k8s.ownership import owned, owner
+from k8s.settings import Settings
 from runtime.cluster.apply import delete_and_wait
-from runtime.cluster.context import ClusterContext, ClusterError
-from runtime.workdir import MARKER
+from runtime.cluster.context import ClusterContext, ClusterError, Out
+from runtime.workdir import MARKER, Workdir
 
 # What distml applies in its namespace, deleted by label (the PVC is waited for apart).
 # The Workflow first: its TFJobs go with it; then its ServiceAccount, Role and RoleBinding.
@@ -65,9 +67,40 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
             serving_mode=state.serving_mode if keep_cluster or not owned else None,
             # The next `up` may choose another context, class and access mode.
             context=None,
+            cluster_server=None,
+            cluster_uid=None,
             storage_class=None,
             volume_access=None,
+            volume_uid=None,
         )
+    return 0
+
+
+def forget(wd: Workdir, out: Out) -> int:
+    """`down --forget`: clear the work dir's record of its cluster (the context and the
+    cluster behind it, the volume, what was up) without a call to any cluster."""
+    state = wd.state()
+    if not state.runtime and not state.context:
+        out("this work dir records no cluster: nothing to forget")
+        return 0
+    wd.update_state(
+        up=False,
+        deployed=False,
+        argo=None,
+        runtime=None,
+        serving_mode=None,
+        context=None,
+        cluster_server=None,
+        cluster_uid=None,
+        storage_class=None,
+        volume_access=None,
+        volume_uid=None,
+    )
+    where = f"context {state.context}" if state.context else f"the {state.runtime} cluster"
+    out(
+        f"forgot {where}: no cluster was touched, and whatever this work dir made there is "
+        f"left as it is (its objects carry the label {INSTANCE_LABEL}={state.instance})"
+    )
     return 0
 
 
@@ -87,38 +120,63 @@ def _purge(cx: ClusterContext, images: Sequence[str]) -> None:
 
 
 def _delete_objects(cx: ClusterContext) -> None:
-    """--keep-cluster: delete what distml applied, keep the cluster and operators."""
+    """--keep-cluster, or a cluster distml did not create: delete what this work dir
+    applied (selected on its instance label), keep the cluster and operators."""
     s = cx.settings()
     ns = cx.namespace
+    instance = cx.instance
+    if not s.owns_cluster and not instance:
+        cx.out(
+            "this work dir has no instance id (set up by an older distml): its objects cannot "
+            "be told from others', so none is deleted; delete them by hand"
+        )
+        return
     gone = []
     for api, kind in OURS:
-        for obj in cx.kube.list(api, kind, ns, label_selector=manifests.selector()):
+        mine = manifests.selector(instance=instance)
+        for obj in cx.kube.list(api, kind, ns, label_selector=mine):
             name = obj["metadata"]["name"]
             if cx.kube.delete(api, kind, name, ns):
                 gone.append(f"{kind} {name}")
-    # Argo relabels its cache ConfigMap (k8s.manifests.argo_workflow): deleted by name, and with
-    # the volume, or the next workflow would skip ingestion into an empty volume. It and the
-    # Role that lets Argo's controller write it live in Argo's namespace.
-    # On a cluster distml did not create, only when this work dir used Argo: a user with
-    # rights in their own namespace only must still be able to run `down`.
-    argo = manifests.ARGO_NAMESPACE
-    for api, kind, name in (
-        ("v1", "ConfigMap", manifests.WORKFLOW_CACHE),
-        ("rbac.authorization.k8s.io/v1", "RoleBinding", manifests.WORKFLOW_CACHE_WRITER),
-        ("rbac.authorization.k8s.io/v1", "Role", manifests.WORKFLOW_CACHE_WRITER),
-    ):
-        if (s.owns_cluster or cx.wd.state().argo) and cx.kube.delete(api, kind, name, argo):
-            gone.append(f"{kind} {argo}/{name}")
-    claim = cx.get("v1", "PersistentVolumeClaim", s.volume)
-    if claim is not None and not (s.owns_cluster or is_ours(claim)):
-        cx.out(f"PersistentVolumeClaim {s.volume}: not distml's (no distml labels), kept")
-    elif claim is not None:
-        # Waited for: an `up` right after must not re-apply a claim that is going away.
-        delete_and_wait(cx, "v1", "PersistentVolumeClaim", s.volume, timeout=PVC_DELETE_TIMEOUT_S)
-        gone.append(f"PersistentVolumeClaim {s.volume} (its data with it)")
+    gone += _delete_argo_cache(cx, s)
+    gone += _delete_volume(cx, s)
     cx.out("deleted: " + (", ".join(gone) if gone else "nothing (none found)"))
     cx.out(
         f"kept the cluster {cx.provider.cluster} and its operators; `invoke up` makes "
         "the volume and dataset again"
         + ("" if s.owns_cluster else f" (namespace {ns} is left as it is)")
     )
+
+
+def _delete_argo_cache(cx: ClusterContext, s: Settings) -> list[str]:
+    """Argo relabels its cache ConfigMap (k8s.manifests.argo_workflow): deleted by name, and
+    with the volume, or the next workflow would skip ingestion into an empty volume. It and
+    the Role that lets Argo's controller write it live in Argo's namespace. On a cluster
+    distml did not create, only when this work dir used Argo: a user with rights in their
+    own namespace only must still be able to run `down`."""
+    if not (s.owns_cluster or cx.wd.state().argo):
+        return []
+    argo = manifests.ARGO_NAMESPACE
+    gone = []
+    for api, kind, name in (
+        ("v1", "ConfigMap", manifests.WORKFLOW_CACHE),
+        (RBAC_API, "RoleBinding", manifests.WORKFLOW_CACHE_WRITER),
+        (RBAC_API, "Role", manifests.WORKFLOW_CACHE_WRITER),
+    ):
+        if cx.kube.delete(api, kind, name, argo):
+            gone.append(f"{kind} {argo}/{name}")
+    return gone
+
+
+def _delete_volume(cx: ClusterContext, s: Settings) -> list[str]:
+    """The claim `up` made (on a cluster distml did not create: the one whose uid this
+    work dir recorded, never another of the name); waited for, so that an `up` right after
+    does not re-apply a claim that is going away."""
+    claim = cx.get("v1", "PersistentVolumeClaim", s.volume)
+    if claim is None:
+        return []
+    if not s.owns_cluster and not owned(claim, cx.instance, cx.wd.state().volume_uid):
+        cx.out(f"PersistentVolumeClaim {s.volume}: not this work dir's ({owner(claim)}), kept")
+        return []
+    delete_and_wait(cx, "v1", "PersistentVolumeClaim", s.volume, timeout=PVC_DELETE_TIMEOUT_S)
+    return [f"PersistentVolumeClaim {s.volume} (its data with it)"]

@@ -9,32 +9,72 @@ from dataclasses import replace
 
 from k8s import manifests
 from k8s.existing import ExistingClusterError
-from k8s.manifests.names import is_ours
+from k8s.kube import KubeError
+from k8s.ownership import owned, refusal, written_names
 from k8s.settings import Settings
 from k8s.storage import StorageError, choose
+from ml.contract import MODEL_TYPES
+from runtime.cluster import identity
 from runtime.cluster.apply import apply_reporting
 from runtime.cluster.context import ClusterContext, ClusterError
+from runtime.cluster.identity import Identity
+
+PVC = "PersistentVolumeClaim"
 
 
-def reach(cx: ClusterContext) -> None:
-    """Say which cluster this is, or fail with what kubectl said; record the context."""
+def reach(cx: ClusterContext) -> Identity | None:
+    """Say which cluster this is, or fail with what kubectl said; return its identity."""
     p = cx.provider
     cx.out(f"== cluster: context {p.context} (an existing cluster: never created or deleted)")
     try:
         version = p.reach(cx.c)
     except ExistingClusterError as e:
         raise ClusterError(str(e)) from e
-    if not cx.dry:
+    if cx.dry:
+        return None
+    found, note = identity.read(cx.kube)  # cx.kube refuses another cluster than recorded
+    try:
         nodes = [n["metadata"]["name"] for n in cx.kube.list("v1", "Node")]
         cx.out(f"cluster: Kubernetes {version}, {len(nodes)} node(s): {', '.join(nodes)}")
-        # Recorded now: a later task (`down` above all) must find this cluster even when
-        # this `up` stops halfway, and never fall back to another runtime.
-        cx.wd.update_state(context=p.context, runtime=p.name)
+    except KubeError as e:  # a user whose rights end at their namespace
+        cx.out(f"cluster: Kubernetes {version}; its nodes cannot be listed ({e})")
+    cx.out(f"cluster: {found.describe()}")
+    if note:
+        cx.out(note)
+    return found
+
+
+def claim(cx: ClusterContext, s: Settings, found: Identity | None) -> None:
+    """Before the first write: every name distml writes in the namespace is free or this
+    work dir's (else refuse, naming each owner); then record the context and the cluster,
+    so that later tasks (`down` above all) act on this cluster and no other."""
+    if cx.dry or found is None:
+        return
+    state = cx.wd.state()
+    taken = [
+        obj
+        for api, kind, name in written_names(s, MODEL_TYPES)
+        if (obj := cx.get(api, kind, name)) is not None
+        and not owned(obj, state.instance, state.volume_uid if kind == PVC else None)
+    ]
+    if taken:
+        raise ClusterError(refusal(taken, s.namespace, when="up refused before any write"))
+    cx.wd.update_state(
+        context=cx.provider.context,
+        runtime=cx.provider.name,
+        cluster_server=found.server,
+        cluster_uid=found.uid,
+    )
 
 
 def namespace(cx: ClusterContext, s: Settings) -> None:
     """Make the namespace unless it is there; one that is there is left as it is."""
-    if not cx.dry and cx.kube.get("v1", "Namespace", s.namespace) is not None:
+    try:
+        found = not cx.dry and cx.kube.get("v1", "Namespace", s.namespace) is not None
+    except KubeError as e:  # rights in the namespace only: it is there, or nothing will work
+        cx.out(f"namespace {s.namespace}: cannot be read ({e}); used as it is")
+        return
+    if found:
         cx.out(f"namespace {s.namespace}: exists, used as it is")
         return
     apply_reporting(cx, manifests.namespace(s))
@@ -43,15 +83,9 @@ def namespace(cx: ClusterContext, s: Settings) -> None:
 def storage(cx: ClusterContext, s: Settings, asked_class: str | None) -> Settings:
     """The volume's class and access mode, said in one line and recorded (a claim's spec
     cannot change: a claim already there keeps its own)."""
-    claim = cx.get("v1", "PersistentVolumeClaim", s.volume)
-    if claim is not None and cx.wd.state().volume_access is None and not cx.dry:
-        # Not one this work dir made: another's, or someone else's data. Never taken over.
-        raise ClusterError(
-            f"namespace {s.namespace} already has a PersistentVolumeClaim {s.volume} that this "
-            f"work dir did not make ({'distml' if is_ours(claim) else 'not distml'}'s): use "
-            "another namespace (INVOKE_CLUSTER_NAMESPACE) or run `invoke down` from the "
-            "work dir that made it"
-        )
+    claim = cx.get("v1", PVC, s.volume)
+    if claim is not None:
+        cx.require_ours(claim, f"up: the volume {s.volume}")  # checked by `claim` already
     if claim is not None:
         spec = claim.get("spec") or {}
         chosen = replace(

@@ -17,6 +17,7 @@ def replace_tfjob(cx: ClusterContext, name: str) -> None:
     old = cx.get(TFJOB_API, "TFJob", name)
     if old is None:
         return
+    cx.require_ours(old, f"replace TFJob {name}")
     old_state = tfjob_state(old)
     cx.out(
         f"TFJob {name}: replacing the "

@@ -90,7 +90,7 @@ def tensorboard(
         else:
             for pf in forwards:
                 pf.stop()
-        cx.kube.delete("v1", "Pod", POD, cx.namespace)
+        cx.delete_ours("v1", "Pod", POD)
         return "" if cx.dry else f"TensorBoard stopped: port-forward ended, pod {POD} deleted"
 
     return tb.serve(cx.out, start=start, block=block, stop=stop, dry=cx.dry)

@@ -11,6 +11,7 @@ from typing import Any
 from k8s import manifests
 from k8s.objects import JOB_API, is_true
 from k8s.operators import Installer
+from k8s.ownership import new_instance
 from k8s.settings import SERVING_MODES, Settings
 from ml.contract import RAW_FILES
 from runtime.cluster import existing_up
@@ -44,13 +45,16 @@ def up(
         cx.wd.create()
         # Recorded before the install: `down --keep-cluster` removes a half-done one too.
         cx.wd.update_state(serving_mode=mode, **({"argo": True} if argo else {}))
+        if not cx.wd.state().instance:  # kept for the work dir's life: down selects on it
+            cx.wd.update_state(instance=new_instance())
     s = cx.settings(serving_mode=mode, with_argo=argo)
     p = cx.provider
     existing = not s.owns_cluster
 
     if existing:
-        existing_up.reach(cx)
+        found = existing_up.reach(cx)
         existing_up.require_registry(cx, s)
+        existing_up.claim(cx, s, found)  # nothing is written before it
         if not install_operators:  # what is missing is said before anything is made
             _operators(cx, s, install=False)
     else:
@@ -100,6 +104,9 @@ def _volume(cx: ClusterContext, s: Settings, storage_class: str | None) -> Setti
     apply_reporting(
         cx, manifests.pvc(s), note="it binds when its first pod mounts it: WaitForFirstConsumer"
     )
+    claim = None if cx.dry else cx.get("v1", "PersistentVolumeClaim", s.volume)
+    if claim is not None:  # `down` deletes this claim and no other of the name
+        cx.wd.update_state(volume_uid=claim["metadata"].get("uid"))
     return s
 
 

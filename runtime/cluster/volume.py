@@ -49,4 +49,4 @@ class Volume:
             ns = shlex.quote(cx.namespace)
             yield lambda args: cx.provider.kubectl(f"-n {ns} {args}")
         finally:
-            cx.kube.delete("v1", "Pod", LOADER_POD, cx.namespace)
+            cx.delete_ours("v1", "Pod", LOADER_POD)

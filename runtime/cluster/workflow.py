@@ -145,14 +145,15 @@ def watch(cx: ClusterContext, name: str, *, deadline_s: float) -> int:
 def stop(cx: ClusterContext) -> int:
     """Delete distml's workflows that have not finished (label-selected); say which."""
     cx.require_up()
-    found = cx.kube.list(WORKFLOW_API, WORKFLOW_KIND, cx.namespace, manifests.selector())
+    mine = manifests.selector(instance=cx.instance)
+    found = cx.kube.list(WORKFLOW_API, WORKFLOW_KIND, cx.namespace, mine)
     running = [w for w in found if workflow_phase(w) not in COMPLETED]
     if not running:
         cx.out(f"no distml workflow is running in {cx.namespace}; nothing to stop")
         return 0
     for wf in running:
         name = wf["metadata"]["name"]
-        if cx.kube.delete(WORKFLOW_API, WORKFLOW_KIND, name, cx.namespace):
+        if cx.delete_ours(WORKFLOW_API, WORKFLOW_KIND, name):
             # Its pods and TFJobs carry owner references to it; the serving objects do not
             # (k8s.manifests.argo_workflow): what serves keeps serving.
             cx.out(

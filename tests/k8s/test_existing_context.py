@@ -79,12 +79,21 @@ def test_up_uses_the_context_asked_for_when_none_is_recorded():
     assert ran(c) == []
 
 
-def test_up_falls_back_to_kubectls_current_context():
+def test_the_first_up_never_takes_kubectls_current_context():
+    # It may install operators cluster-wide: the cluster is named, never assumed.
     c = ctx({CURRENT: Result("kind-team\n")})
-    assert choose_context(c, asked="", recorded=None, for_up=True) == (
-        "kind-team",
-        "kubectl's current context",
-    )
+    with pytest.raises(ExistingClusterError, match=r"--context NAME") as err:
+        choose_context(c, asked="", recorded=None, for_up=True)
+    assert "kubectl's current one is 'kind-team'" in str(err.value)
+
+
+def test_an_empty_context_never_becomes_kubectls_current_one():
+    from k8s.kube import ApiKube, KubeError
+
+    with pytest.raises(ExistingClusterError, match="no kubeconfig context named"):
+        existing("").kubectl("get pods")
+    with pytest.raises(KubeError, match="no kubeconfig context named"):
+        ApiKube("")
 
 
 def test_a_task_other_than_up_never_acts_on_an_asked_context_it_has_nothing_on():

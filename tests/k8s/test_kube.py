@@ -165,3 +165,14 @@ def test_api_kube_unreachable_server_is_a_kube_error(
         KubeError, match="cannot reach the API server of kubeconfig context k3d-other"
     ):
         kube.list("v1", "Pod", NS)
+
+
+def test_api_kube_never_forces_when_asked_not_to_and_says_its_server(api_server: str) -> None:
+    # On a cluster distml did not create, a conflict with another writer is the API
+    # server's to refuse: kubernetes' client sends force=false (not merely no force).
+    kube = ApiKube("k3d-other")
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w", "namespace": NS}}
+    kube.apply(dep, force=False)
+    patch = next(r for r in FakeApiServer.requests if r["method"] == "PATCH")
+    assert patch["query"].get("force", ["false"]) == ["false"]
+    assert kube.server() == api_server  # what `up` records as the cluster's URL

@@ -165,3 +165,13 @@ def test_a_failed_state_write_keeps_the_old_state_and_leaves_no_temp_file(tmp_pa
         wd.update_state(train_pids=[1, 2])
     assert wd.state() == State(up=True)
     assert [p.name for p in wd.root.iterdir() if p.name.startswith(".state")] == []
+
+
+@pytest.mark.parametrize("value", ["Bad Value", "-a", "a" * 64, "abc_", 7, ""])
+def test_an_instance_id_that_is_no_label_value_is_not_read(value):
+    # It is put on objects as a label: a hand-edited state must not break every apply.
+    assert from_json({"instance": value}).instance is None
+
+
+def test_an_instance_id_is_read():
+    assert from_json({"instance": "abcd1234"}).instance == "abcd1234"

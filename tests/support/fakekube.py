@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from k8s.kube import KubeError
+
 Key = tuple[str, str, str | None, str]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -101,6 +103,8 @@ class FakeKube:
         self.log_texts: dict[tuple[str, str | None, bool], str] = {}
         self.log_requests: list[tuple[str, str, str | None, int]] = []
         self._failures: dict[str, list[BaseException]] = {}
+        self.server_url = "https://127.0.0.1:6443"  # what ``server()`` answers
+        self.forced: list[bool] = []  # each apply's ``force``, in order
 
     # -- scripting
 
@@ -304,7 +308,13 @@ class FakeKube:
 
     # -- the Kube Protocol
 
-    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    def server(self) -> str:
+        self._call("server")
+        return self.server_url
+
+    def apply(
+        self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True
+    ) -> dict[str, Any]:
         self._call("apply", obj, dry_run)
         obj = copy.deepcopy(obj)
         if dry_run:
@@ -312,6 +322,12 @@ class FakeKube:
             return copy.deepcopy(obj)
         key = self.key_of(obj)
         old = self.objects.get(key)
+        self.forced.append(force)
+        fields = (old or {}).get("metadata", {}).get("managedFields") or []
+        others = {m.get("manager") for m in fields}
+        if old is not None and not force and others - {"distml"}:
+            # The API server's answer to a server-side apply over another manager's fields.
+            raise KubeError(f"apply {key}: Apply failed with conflicts with {sorted(others)}")
         if old is not None and "status" not in obj and "status" in old:
             obj["status"] = old["status"]
         if old is not None:

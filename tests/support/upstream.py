@@ -234,7 +234,9 @@ class PlanKube(FakeKube):
         super().__init__()
         self._cluster = cluster
 
-    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    def apply(
+        self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True
+    ) -> dict[str, Any]:
         if not dry_run:
             self._cluster.ours([obj], "client apply")
         else:

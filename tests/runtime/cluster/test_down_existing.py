@@ -1,14 +1,18 @@
 """`invoke down` on a cluster distml did not create: distml's labelled objects and its own
-volume only. A claim without distml's labels stays; Argo's namespace is touched only when
+volume only, selected on this work dir's instance label; its claim by the uid `up`
+recorded. Another team's and another work dir's objects stay; Argo's namespace is touched only when
 this work dir used Argo; with no context recorded there is nothing to delete on a cluster.
 And `train-all` on such a cluster when listing every namespace's pods is forbidden."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from k8s.kube import KubeError
-from k8s.manifests.names import COMMON_LABELS, is_ours
+from k8s.manifests.names import COMMON_LABELS, INSTANCE_LABEL, is_ours
+from k8s.objects import TFJOB_API
 from runtime.cluster.submit import jobs_that_fit
 from runtime.requests import DownRequest
 from tests.runtime.cluster.test_existing_up import CTX, existing, results
@@ -17,15 +21,26 @@ from tests.support.cluster_kit import make_ctx
 PVC = ("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")
 
 
-def claim(fake, labels):
-    meta = {"name": "strategy-volume", "namespace": "kubeflow", "labels": labels}
+ME = "abcd1234"  # this work dir's instance id
+MINE = {**COMMON_LABELS, INSTANCE_LABEL: ME}
+
+
+def claim(fake, labels, uid="claim-uid"):
+    meta = {"name": "strategy-volume", "namespace": "kubeflow", "labels": labels, "uid": uid}
     fake.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
 
 
 @pytest.fixture
 def rt(wd, fake):
     wd.create()
-    wd.update_state(up=True, runtime="existing", context=CTX, volume_access="ReadWriteOnce")
+    wd.update_state(
+        up=True,
+        runtime="existing",
+        context=CTX,
+        volume_access="ReadWriteOnce",
+        instance=ME,
+        volume_uid="claim-uid",
+    )
     lines: list[str] = []
     runtime = existing(make_ctx(fake, results()), wd, fake, lines)
     runtime.lines = lines
@@ -36,15 +51,56 @@ def test_down_keeps_a_claim_without_distmls_labels(rt, fake):
     claim(fake, {"team": "ml"})
     assert rt.down(DownRequest()) == 0
     assert fake.obj(*PVC) is not None
-    assert any("not distml's (no distml labels), kept" in line for line in rt.lines)
+    assert any("not this work dir's (not distml's; labels team=ml), kept" in x for x in rt.lines)
 
 
-def test_down_deletes_distmls_own_claim_and_clears_the_context(rt, fake, wd):
-    claim(fake, dict(COMMON_LABELS))
+@pytest.mark.parametrize(
+    "labels, uid, whose",
+    [
+        ({**COMMON_LABELS, INSTANCE_LABEL: "0other00"}, "claim-uid", "instance 0other00"),
+        (dict(COMMON_LABELS), "claim-uid", "an older distml's"),
+        (MINE, "made-again-uid", "not this work dir's"),  # same labels, another claim
+    ],
+    ids=["another work dir's", "no instance label", "this label on another uid"],
+)
+def test_down_keeps_a_claim_this_work_dir_did_not_make(rt, fake, labels, uid, whose):
+    claim(fake, labels, uid)
+    assert rt.down(DownRequest()) == 0
+    assert fake.obj(*PVC) is not None
+    assert any(whose in line and "kept" in line for line in rt.lines)
+
+
+def test_down_deletes_its_own_claim_and_clears_the_context(rt, fake, wd):
+    claim(fake, MINE)
     rt.down(DownRequest())
     assert fake.obj(*PVC) is None
     state = wd.state()
     assert (state.context, state.up, state.runtime) == (None, False, "existing")
+    assert (state.cluster_server, state.volume_uid, state.instance) == (None, None, ME)
+
+
+def test_down_deletes_only_this_work_dirs_objects(rt, fake):
+    tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
+    for name, labels in [("train-cnn", MINE), ("theirs", {"team": "other"})]:
+        fake.put({**tfjob, "metadata": {"name": name, "namespace": "kubeflow", "labels": labels}})
+    other = {**COMMON_LABELS, INSTANCE_LABEL: "0other00"}
+    fake.put({**tfjob, "metadata": {"name": "b-cnn", "namespace": "kubeflow", "labels": other}})
+    before = {k: copy.deepcopy(v) for k, v in fake.objects.items() if k[3] != "train-cnn"}
+    rt.down(DownRequest())
+    assert [k[3] for k in fake.deleted] == ["train-cnn"]
+    assert {k: v for k, v in fake.objects.items() if k in before} == before
+
+
+def test_down_on_a_work_dir_without_an_instance_deletes_nothing(rt, fake, wd):
+    # Set up by an older distml: its objects cannot be told from another work dir's.
+    wd.update_state(instance=None)
+    claim(fake, dict(COMMON_LABELS))
+    tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
+    meta = {"name": "train-cnn", "namespace": "kubeflow", "labels": dict(COMMON_LABELS)}
+    fake.put({**tfjob, "metadata": meta})
+    rt.down(DownRequest())
+    assert fake.deleted == []
+    assert any("no instance id" in line for line in rt.lines)
 
 
 def test_down_leaves_argos_namespace_alone_unless_this_work_dir_used_argo(rt, fake, monkeypatch):

@@ -11,7 +11,8 @@ import re
 import pytest
 from invoke import Result
 
-from k8s.manifests.names import COMMON_LABELS
+from k8s.kube import KubeError
+from k8s.manifests.names import COMMON_LABELS, INSTANCE_LABEL
 from k8s.operator_check import PROBES, MissingOperators
 from k8s.operators import components
 from k8s.preflight import Preflight
@@ -49,6 +50,11 @@ def existing(c, wd, fake, lines, registry="localhost:5001", **kw) -> ClusterRunt
     )
 
 
+def kube_system(fake):
+    meta = {"name": "kube-system", "uid": "ks-uid"}
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+
+
 def node(fake, name):
     fake.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
 
@@ -71,13 +77,35 @@ def cx(wd, fake, lines):
     return existing(make_ctx(fake, results()), wd, fake, lines).cx
 
 
-def test_reach_records_the_context_and_names_the_nodes(cx, wd, fake, lines):
+def test_reach_names_the_nodes_and_the_cluster_but_records_nothing(cx, wd, fake, lines):
     node(fake, "node-a")
     node(fake, "node-b")
-    existing_up.reach(cx)
-    assert wd.state().context == CTX
+    kube_system(fake)
+    found = existing_up.reach(cx)
+    assert (found.server, found.uid) == (fake.server_url, "ks-uid")
+    assert wd.state().context is None  # recorded by `claim`, after the ownership checks
     assert "cluster: Kubernetes v1.33.1, 2 node(s): node-a, node-b" in lines
     assert any(f"context {CTX}" in line and "never created" in line for line in lines)
+
+
+def test_claim_records_the_context_and_the_cluster_behind_it(cx, wd, fake):
+    kube_system(fake)
+    existing_up.claim(cx, cx.settings(), existing_up.reach(cx))
+    state = wd.state()
+    assert (state.context, state.runtime) == (CTX, "existing")
+    assert (state.cluster_server, state.cluster_uid) == (fake.server_url, "ks-uid")
+
+
+def test_reach_degrades_when_nodes_and_kube_system_are_forbidden(cx, fake, lines, monkeypatch):
+    def forbidden(*a, **k):
+        raise KubeError("nodes is forbidden: User cannot list resource nodes at the cluster scope")
+
+    monkeypatch.setattr(fake, "list", forbidden)
+    monkeypatch.setattr(fake, "get", forbidden)
+    found = existing_up.reach(cx)
+    assert (found.server, found.uid) == (fake.server_url, "")
+    assert any("its nodes cannot be listed" in line for line in lines)
+    assert any("known by its URL" in line for line in lines)
 
 
 def test_reach_an_unknown_context_names_get_contexts(wd, fake, lines):
@@ -120,26 +148,15 @@ def test_storage_keeps_an_existing_claims_class_and_access_mode(cx, wd, fake, li
     meta = {"name": "strategy-volume", "namespace": "kubeflow"}
     fake.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
     fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")["spec"] = spec
-    wd.update_state(runtime="existing", volume_access="ReadWriteMany")  # this work dir's
+    wd.update_state(runtime="existing", volume_access="ReadWriteMany", instance="abcd1234")
+    fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")["metadata"]["labels"] = {
+        **COMMON_LABELS,
+        INSTANCE_LABEL: "abcd1234",
+    }
     s = existing_up.storage(cx, cx.settings(), None)
     assert (s.storage_class, s.volume_access) == ("nfs", "ReadWriteMany")
     assert "volume strategy-volume: exists (nfs, ReadWriteMany)" in lines
     assert (wd.state().storage_class, wd.state().volume_access) == ("nfs", "ReadWriteMany")
-
-
-@pytest.mark.parametrize("labelled", [True, False])
-def test_storage_never_takes_over_a_claim_this_work_dir_did_not_make(cx, fake, labelled):
-    storage_class(fake, "local-path", "rancher.io/local-path", default=True)
-    meta = {"name": "strategy-volume", "namespace": "kubeflow"}
-    if labelled:  # another work dir's distml volume
-        meta["labels"] = {
-            "app.kubernetes.io/part-of": "distml",
-            "app.kubernetes.io/managed-by": "distml",
-        }
-    fake.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
-    with pytest.raises(ClusterError, match="did not make") as err:
-        existing_up.storage(cx, cx.settings(), None)
-    assert "INVOKE_CLUSTER_NAMESPACE" in str(err.value)
 
 
 def test_storage_without_a_default_class_is_an_error(cx, fake):

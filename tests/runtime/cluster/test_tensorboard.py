@@ -15,6 +15,7 @@ from invoke import Result
 
 from common.errors import DistmlError
 from k8s import manifests
+from k8s.ownership import stamp
 from runtime.cluster import ClusterError
 from runtime.procs import free_ports
 from runtime.requests import TensorboardRequest
@@ -99,7 +100,7 @@ def test_the_pod_is_port_forwarded_shown_and_deleted_when_kubectl_stops(wd, fake
     c, rt, lines = start(wd, fake, forwarded, pf)
     assert rt.tensorboard(TensorboardRequest(port=forwarded)) == 0
     assert ours(c) == [CHECK, forward(forwarded)]
-    assert fake.applied == [manifests.tensorboard_pod(rt.cx.settings())]
+    assert fake.applied == [stamp(manifests.tensorboard_pod(rt.cx.settings()), rt.cx.instance)]
     assert lines[-3:] == [
         "pod distml-tensorboard: Ready",
         f"TensorBoard ready: http://127.0.0.1:{forwarded}/ (Ctrl-C stops it)",

@@ -14,6 +14,7 @@ import pytest
 from k8s import capacity, manifests
 from k8s.argo_status import MAIN_CONTAINER, NODE_ID_ANNOTATION, POD_WORKFLOW_LABEL, WORKFLOW_API
 from k8s.objects import TFJOB_API
+from k8s.ownership import stamp
 from k8s.settings import Settings
 from ml import contract
 from runtime.cluster import ClusterError
@@ -35,7 +36,8 @@ def expected_objects(rt, models=contract.MODEL_TYPES, parallelism=None):
     """What the builder makes for this deployment (the settings `up` left)."""
     s = rt.cx.settings(profile=contract.DEFAULT_PROFILE)
     key = manifests.data_cache_key(s, _claim_uid(rt, s))
-    return manifests.workflow_objects(s, models=models, cache_key=key, parallelism=parallelism)
+    objs = manifests.workflow_objects(s, models=models, cache_key=key, parallelism=parallelism)
+    return [stamp(o, rt.cx.instance) for o in objs]
 
 
 def _claim_uid(rt, s) -> str:
@@ -169,7 +171,7 @@ def test_the_flags_reach_the_submitted_workflow(wd, fake):
         cache_max_age="30m",
         min_accuracy=0.85,
     )
-    assert fake.applied == expected
+    assert fake.applied == [stamp(o, rt.cx.instance) for o in expected]
     templates = {t["name"]: t for t in submitted(fake)["spec"]["templates"]}
     assert any(t.get("memoize", {}).get("maxAge") == "30m" for t in templates.values())
     commands = [t["container"]["command"] for t in templates.values() if "container" in t]
@@ -332,12 +334,14 @@ def test_resubmitting_replaces_a_finished_run_and_refuses_a_running_one(wd, fake
 
 def test_stop_deletes_only_distmls_running_workflows(wd, fake):
     set_up(wd, fake)
-    ours = manifests.labels()
+    ours = manifests.labels(**{manifests.INSTANCE_LABEL: wd.state().instance})
     for name, labels, phase in [
         ("distml-a", ours, "Running"),
         ("distml-b", ours, "Succeeded"),
         ("distml-c", ours, None),  # not picked up by the controller yet
         ("someone-else", {"app": "x"}, "Running"),
+        # another work dir's, in the same namespace
+        ("distml-other", manifests.labels(**{manifests.INSTANCE_LABEL: "0other00"}), "Running"),
     ]:
         wf = {
             "apiVersion": WORKFLOW_API,
