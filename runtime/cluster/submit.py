@@ -60,9 +60,12 @@ def _fit_on_nodes(cx: ClusterContext, s: Settings, nodes: list, jobs: int) -> in
     free = node_capacity.free_by_node(nodes, pods)
     worker = capacity.request_of(s.worker_resources)
     colocated = s.volume_access == "ReadWriteOnce"
+    where = "on the volume's one node (ReadWriteOnce)" if colocated else "over the nodes"
+    bound = _volume_node(cx, s) if colocated else None
+    if bound in free:  # the claim is bound: every pod that mounts it runs there
+        free, where = {bound: free[bound]}, f"on the volume's node {bound} (ReadWriteOnce)"
     fit = node_capacity.jobs_that_fit(free, worker, s.workers, jobs, colocated=colocated)
     if fit < jobs:
-        where = "on the volume's one node (ReadWriteOnce)" if colocated else "over the nodes"
         cx.out(
             f"the nodes have room for {node_capacity.describe(free)}; {jobs} TFJobs of "
             f"{s.workers} workers ({worker} each) fit {fit} at a time {where}: running "
@@ -70,3 +73,13 @@ def _fit_on_nodes(cx: ClusterContext, s: Settings, nodes: list, jobs: int) -> in
             + ("" if fit else " (even one may not fit: its workers may stay Pending)")
         )
     return max(fit, 1)
+
+
+# Set on a WaitForFirstConsumer claim by the scheduler when its first pod is placed: the
+# node the volume is made on (and stays on, for a ReadWriteOnce local volume).
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+def _volume_node(cx: ClusterContext, s: Settings) -> str | None:
+    claim = cx.get("v1", "PersistentVolumeClaim", s.volume) or {}
+    return ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE)

@@ -145,3 +145,19 @@ def test_is_ours_needs_every_common_label():
     assert is_ours({"metadata": {"labels": dict(COMMON_LABELS)}})
     assert not is_ours({"metadata": {"labels": {"app.kubernetes.io/part-of": "distml"}}})
     assert not is_ours({"metadata": {}})
+
+
+def test_a_bound_readwriteonce_volume_plans_on_its_own_node_not_the_roomiest(rt, fake):
+    def node(name, cpu):
+        status = {"allocatable": {"cpu": cpu, "memory": "256Gi", "pods": "110"}}
+        fake.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": status})
+
+    node("roomy", "64")
+    node("small", "600m")  # one 2-worker job of 250m each, not two
+    s = rt.cx.settings()
+    assert jobs_that_fit(rt.cx, s, 3) == 3  # not bound yet: the roomiest node can take all
+    claim(fake, MINE)
+    annotations = {"volume.kubernetes.io/selected-node": "small"}
+    fake.obj(*PVC)["metadata"]["annotations"] = annotations
+    assert jobs_that_fit(rt.cx, s, 3) == 1
+    assert any("on the volume's node small (ReadWriteOnce)" in line for line in rt.lines)
