@@ -20,6 +20,8 @@ _HOST = (
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REGISTRY = re.compile(rf"^{_HOST}(?::[0-9]{{1,5}})?(?:/{_COMPONENT})*$")
 MAX_REFERENCE = 255
+# `docker push` ends with ``<tag>: digest: sha256:<64 hex> size: <n>``: what was pushed.
+_DIGEST = re.compile(r"\bdigest: (sha256:[0-9a-f]{64})\b")
 
 
 def check_registry(text: str) -> str:
@@ -48,9 +50,21 @@ def pushed_name(registry: str, local: str) -> str:
     return f"{check_registry(registry)}/{local}"
 
 
+def pushed_digest(output: str) -> str | None:
+    """The manifest digest `docker push` printed last (None when it printed none)."""
+    found = _DIGEST.findall(output or "")
+    return found[-1] if found else None
+
+
+def pinned(remote: str, digest: str | None) -> str:
+    """``remote@digest``: on a shared registry a tag can be pushed over by anyone; the
+    digest names exactly what this push sent (the tag stays, for people to read)."""
+    return f"{remote}@{digest}" if digest else remote
+
+
 def push(c: Any, docker: str, local: str, registry: str, out: Callable[[str], None] = print) -> str:
     """Tag ``local`` for ``registry`` and push it (layers the registry has are skipped);
-    return the pushed name."""
+    return the pushed name, pinned to the digest the push reported."""
     remote = pushed_name(registry, local)
     c.run(f"{docker} tag {local} {shlex.quote(remote)}")
     out(f"pushing {remote}")
@@ -62,4 +76,4 @@ def push(c: Any, docker: str, local: str, registry: str, out: Callable[[str], No
             "(/etc/docker/daemon.json); one that needs a login: `docker login "
             f"{registry.split('/', 1)[0]}` (docs/cluster.md)"
         )
-    return remote
+    return pinned(remote, pushed_digest(str(getattr(result, "stdout", "") or "")))

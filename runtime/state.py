@@ -70,6 +70,7 @@ class State:
     cluster_server: str | None = None  # the API server's URL
     cluster_uid: str | None = None  # the kube-system Namespace's uid ("" when unreadable)
     registry: str | None = None  # `build --push REGISTRY[/REPO]`: where pods pull the image
+    pushed: str | None = None  # what `up` pushed, as REGISTRY/distml:<hash>@sha256:<digest>
     storage_class: str | None = None  # the volume's class, as `up` found it
     volume_access: str | None = None  # ReadWriteOnce or ReadWriteMany, as `up` decided
 
@@ -145,6 +146,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "cluster_server": _str,
     "cluster_uid": _str,
     "registry": _str,
+    "pushed": _str,
     "storage_class": _str,
     "volume_access": _str,
 }

@@ -141,8 +141,13 @@ class ClusterRuntime:
         tag = image_tag(self.cx.root)
         if self.name != EXISTING:
             return tag  # side-loaded into the nodes distml made
-        registry = self.registry or self.cx.wd.state().registry or ""
-        return pushed_name(registry, tag) if registry else tag
+        state = self.cx.wd.state()
+        registry = self.registry or state.registry or ""
+        if not registry:
+            return tag
+        name = pushed_name(registry, tag)
+        # Pinned to the digest `up` pushed, while the code is the same.
+        return state.pushed if (state.pushed or "").startswith(name + "@") else name
 
     def up(self, request: UpRequest) -> int:
         return _up.up(

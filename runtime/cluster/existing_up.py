@@ -133,16 +133,21 @@ def require_registry(cx: ClusterContext, s: Settings) -> None:
         )
 
 
-def push_image(cx: ClusterContext, s: Settings, local: str) -> None:
-    """Push the built image under the name the pods run (``s.image``)."""
+def push_image(cx: ClusterContext, s: Settings, local: str) -> str:
+    """Push the built image under the name the pods run (``s.image``); return that name
+    pinned to the pushed digest, and record it for the later tasks."""
     from runtime.image import ImageError
     from runtime.registry import push
 
     if "/" not in s.image:
         cx.out(f"note (a real run would stop here): {s.image} names no registry")
-        return
-    registry = s.image.rsplit("/", 1)[0]
+        return s.image
+    registry = s.image.split("@", 1)[0].rsplit("/", 1)[0]
     try:
-        push(cx.c, cx.docker, local, registry, cx.out)
+        name = push(cx.c, cx.docker, local, registry, cx.out)
     except ImageError as e:
         raise ClusterError(str(e)) from e
+    if not cx.dry and "@" in name:
+        cx.wd.update_state(pushed=name)
+        cx.out(f"image: pods run {name} (pinned to the pushed digest)")
+    return name

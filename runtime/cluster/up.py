@@ -63,7 +63,7 @@ def up(
     if not existing or install_operators:
         _operators(cx, s, install=True)
     cx.out(f"== image {s.image}")
-    _image(cx, s, base=base, base_image=base_image)
+    s = replace(s, image=_image(cx, s, base=base, base_image=base_image))
     s = _volume(cx, s, storage_class)
     cx.out("== dataset")
     ingest(cx, s, source)
@@ -187,10 +187,12 @@ def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] 
         cx.out(f"preflight (a real run would stop here): {problem}")
 
 
-def _image(cx: ClusterContext, s: Settings, *, base: str | None, base_image: str | None) -> None:
+def _image(cx: ClusterContext, s: Settings, *, base: str | None, base_image: str | None) -> str:
     """Build the project image unless Docker has it; import it unless the node has it (an
-    existing cluster: push it to the registry its pods pull from)."""
-    image = s.image.rsplit("/", 1)[-1]  # distml:<hash>, as built (s.image may be pushed)
+    existing cluster: push it to the registry its pods pull from). Return the name the
+    pods run."""
+    # distml:<hash>, as built (s.image may be pushed, and pinned to a digest)
+    image = s.image.split("@", 1)[0].rsplit("/", 1)[-1]
     built = cx.c.run(
         f"{cx.docker} image inspect --format '{{{{.Id}}}}' {image}",
         hide=True,
@@ -202,13 +204,13 @@ def _image(cx: ClusterContext, s: Settings, *, base: str | None, base_image: str
     else:
         _build(cx, image, base=base, base_image=base_image)
     if not s.owns_cluster:
-        existing_up.push_image(cx, s, image)
-        return
+        return existing_up.push_image(cx, s, image)
     if cx.provider.has_image(cx.c, image):
         cx.out(f"image {image}: already imported into the cluster")
     else:
         cx.out(f"image {image}: importing into the cluster's node")
         cx.provider.import_image(cx.c, image, cx.wd.root)
+    return s.image
 
 
 def _build(cx: ClusterContext, image: str, *, base: str | None, base_image: str | None) -> None:

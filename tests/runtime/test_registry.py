@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from invoke import Result
 
 from runtime.image import ImageError
-from runtime.registry import check_registry, push, pushed_name
+from runtime.registry import check_registry, push, pushed_digest, pushed_name
 
 LOCAL = "distml:0123456789ab"
 # The distribution spec's reference grammar (distribution/reference/regexp.go): a domain
@@ -150,3 +150,44 @@ def test_a_bad_registry_pushes_nothing():
     with pytest.raises(ValueError):
         push(c, "docker", LOCAL, "http://localhost:5001", lambda _: None)
     assert c.ran == []
+
+
+DIGEST = "sha256:" + "ab" * 32
+PUSH_OUTPUT = (
+    "The push refers to repository [localhost:5001/distml]\n"
+    "5f70bf18a086: Layer already exists\n"
+    f"fb1a765b8c9c: digest: {DIGEST} size: 2416\n"
+)
+
+
+def test_push_returns_the_name_pinned_to_the_digest_docker_printed():
+    class Pushing(Recorder):
+        def run(self, command: str, **kwargs: Any) -> Result:
+            self.ran.append((command, kwargs))
+            return Result(command=command, stdout=PUSH_OUTPUT if " push " in command else "")
+
+    assert push(Pushing(), "docker", LOCAL, "localhost:5001", lambda _: None) == (
+        f"localhost:5001/{LOCAL}@{DIGEST}"
+    )
+
+
+@pytest.mark.parametrize(
+    "output, digest",
+    [
+        (PUSH_OUTPUT, DIGEST),
+        ("", None),
+        ("digest: sha256:abc size: 1", None),  # too short: not a digest
+        (
+            f"x: digest: {DIGEST} size: 1\ny: digest: sha256:{'cd' * 32} size: 2",
+            "sha256:" + "cd" * 32,
+        ),
+    ],
+)
+def test_pushed_digest(output, digest):
+    assert pushed_digest(output) == digest
+
+
+@given(st.text())
+def test_pushed_digest_of_any_output_is_none_or_a_digest(output):
+    found = pushed_digest(output)
+    assert found is None or (found.startswith("sha256:") and len(found) == 71 and found in output)

@@ -230,3 +230,19 @@ def test_up_with_operators_missing_lists_them_and_makes_no_volume(wd, fake, line
     assert "--install-operators" in str(err.value)
     assert "PersistentVolumeClaim" not in [o["kind"] for o in fake.applied]
     assert not any(" apply " in x for x in commands(c))
+
+
+def test_pods_run_the_pushed_digest_not_a_tag_others_can_push_over(wd, fake, lines):
+    node(fake, "node-a")
+    storage_class(fake, "local-path", "rancher.io/local-path", default=True)
+    operators_available(fake)
+    digest = "sha256:" + "ab" * 32
+    pushed = Result(f"{TAG.split(':')[1]}: digest: {digest} size: 2416\n")
+    c = make_ctx(fake, {f"docker push {PUSHED}": pushed, **results()})
+    rt = existing(c, wd, fake, lines)
+    assert rt.up(UpRequest()) == 0
+    job = next(o for o in fake.applied if o["kind"] == "Job")
+    image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == wd.state().pushed == wd.state().image == f"{PUSHED}@{digest}"
+    later = existing(make_ctx(fake, results()), wd, fake, [])  # the next task
+    assert later.cx.settings().image == f"{PUSHED}@{digest}"
