@@ -57,3 +57,20 @@ def test_bad_values_exit_2_before_a_runtime_is_chosen(wd, args, message):
     assert r.returncode == 2
     assert message in r.stderr
     assert "runtime:" not in r.stdout  # refused before anything was looked at
+
+
+def test_down_forget_clears_the_record_without_any_cluster(wd):
+    from runtime.workdir import Workdir
+
+    w = Workdir.at(wd)
+    w.create()
+    w.update_state(up=True, runtime="existing", context="gone-ctx", instance="abcd1234")
+    # No kubectl, no kubeconfig is consulted: the context is gone.
+    r = invoke(wd, "down", "--forget")
+    assert r.returncode == 0, r.stderr
+    assert "forgot context gone-ctx: no cluster was touched" in r.stdout
+    assert "distml/instance=abcd1234" in r.stdout
+    state = w.state()
+    assert (state.context, state.runtime, state.up) == (None, None, False)
+    refused = invoke(wd, "down", "--forget", "--keep-cluster")
+    assert refused.returncode == 2 and "--forget takes no other flag" in refused.stderr
