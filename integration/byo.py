@@ -25,7 +25,11 @@ from pathlib import Path
 
 CLUSTER = "distml-byo"
 CONTEXT = f"kind-{CLUSTER}"
-NAMESPACE = "ml-team"  # not kubeflow: a user's own namespace
+# The namespace distml is first pointed at, which another team and a second distml work
+# dir use too (integration.tenants): distml refuses it, and the run follows its advice to
+# take a namespace of its own.
+NAMESPACE = "ml-team"
+OWN_NAMESPACE = "ml-team-a"
 REGISTRY_PORT = 5001
 REGISTRY = f"localhost:{REGISTRY_PORT}"
 CPU_REQUEST = "100m"
@@ -90,17 +94,28 @@ def hosts_toml(gateway: str) -> str:
 
 
 def steps(data_dir: str | None) -> list[list[str]]:
-    """The user's commands on the cluster, with the checks between them."""
+    """The user's commands on the cluster, with the other tenants and the checks between."""
+    from integration import tenants
+
     source = ["--source-dir", data_dir] if data_dir else []
     up = ["invoke", "up", "--runtime", "existing", "--context", CONTEXT]
     up += ["--serving-mode", "standard", *source]
     load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
     check = ["python", "-m", "integration.byo"]
+    tenant = ["python", "-m", "integration.tenants"]
+    shared = f"INVOKE_CLUSTER_NAMESPACE={NAMESPACE}"
     return [
         # The base made here (no registry to pull python:3.11 from), as `nox -s image` does.
         ["invoke", "build", "--base", "local", "--push", REGISTRY],
-        [*up, "--install-operators"],  # installs what is missing
+        # The other tenants of the shared namespace: a second distml work dir (it installs
+        # what is missing), then another team's TFJob train-cnn and InferenceService tf-mnist.
+        [*tenants.second_env(), *up, "--install-operators"],
+        [*tenant, "other-team"],
+        # This work dir there: refused before any write, naming both; it follows the advice.
+        [shared, *tenant, "expect-refusal", tenants.REFUSED_NAMES, "--", *up],
+        [*up, "--install-operators"],  # its own namespace; the operators are all found
         up,  # finds everything: installs nothing
+        [*tenant, "another-cluster"],  # the context's name on another cluster: refused
         ["invoke", "train-all", *BUDGET],  # ReadWriteOnce (kind's default class)
         [*check, "check-placement"],
         ["invoke", "deploy", "--max-replicas", "3"],
@@ -108,6 +123,9 @@ def steps(data_dir: str | None) -> list[list[str]]:
         ["invoke", "status"],
         ["invoke", "down"],
         [*check, "check-kept"],
+        [*tenant, "check-untouched"],  # the team's objects and the second work dir's
+        [*tenants.second_env(), "invoke", "down"],
+        [*tenant, "check-second-gone"],
         # ReadWriteMany: a job's two workers on the two worker nodes.
         [RWX, *up, "--storage-class", SHARED_CLASS],
         ["invoke", "train", "--model-type", "cnn", *BUDGET],
@@ -132,7 +150,7 @@ def env(data_dir: str | None, manifest_mirror: str | None) -> dict[str, str]:
     out = {
         "INVOKE_RUNTIME": "existing",
         "INVOKE_WORKDIR": str(workdir() / "distml"),
-        "INVOKE_CLUSTER_NAMESPACE": NAMESPACE,
+        "INVOKE_CLUSTER_NAMESPACE": OWN_NAMESPACE,
         "INVOKE_CLUSTER_WORKER_CPU": CPU_REQUEST,
         "INVOKE_CLUSTER_PREDICTOR_CPU": CPU_REQUEST,
     }
@@ -162,6 +180,7 @@ def setup(node_image: str, registry_binary: str, mirror: str) -> None:
     wd = workdir()
     (wd / "shared").mkdir(parents=True, exist_ok=True)
     (wd / "kind.yaml").write_text(kind_config(wd / "shared"))
+    (wd / "node-image").write_text(node_image)  # for integration.tenants' second cluster
     run(
         [
             "kind",
@@ -248,7 +267,10 @@ def _start_registry(binary: str, gateway: str) -> None:
 
 
 def teardown() -> None:
-    subprocess.run(["kind", "delete", "cluster", "--name", CLUSTER])
+    from integration.tenants import SECOND_CLUSTER
+
+    for name in (CLUSTER, SECOND_CLUSTER):
+        subprocess.run(["kind", "delete", "cluster", "--name", name])
     shutil.rmtree(workdir() / "shared", ignore_errors=True)
     pid_file = workdir() / "registry.pid"
     if pid_file.exists():
@@ -262,7 +284,7 @@ def teardown() -> None:
 
 
 def _pods(selector: str) -> list[dict]:
-    out = kubectl("-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json")
+    out = kubectl("-n", OWN_NAMESPACE, "get", "pods", "-l", selector, "-o", "json")
     return json.loads(out)["items"]
 
 
@@ -298,7 +320,7 @@ def check_kept() -> None:
             raise SystemExit(f"deployment {ns}/{name} is not available after down")
     left = kubectl(
         "-n",
-        NAMESPACE,
+        OWN_NAMESPACE,
         "get",
         "all,pvc,tfjobs,inferenceservices",
         "-l",

@@ -17,15 +17,30 @@ NODE_B = {"spec": {"nodeName": "distml-byo-worker2"}}
 
 def name_of(step: list[str]) -> str:
     step = byo.split_env(step)[1]
-    return step[1] if step[0] == "invoke" else step[3]
+    if step[0] == "invoke":
+        return step[1]
+    return step[7] if step[3] == "expect-refusal" else step[3]
 
 
-def test_the_steps_build_set_up_twice_train_check_serve_load_and_tear_down_in_order():
+def test_the_other_tenants_come_first_and_this_work_dir_is_refused_their_namespace():
     plan = byo.steps(None)
-    assert [name_of(s) for s in plan][:10] == [
-        "build",
+    assert [name_of(s) for s in plan][:4] == ["build", "up", "other-team", "up"]
+    assert plan[0] == ["invoke", "build", "--base", "local", "--push", "localhost:5001"]
+    second, up = byo.split_env(plan[1])
+    assert second["INVOKE_CLUSTER_NAMESPACE"] == byo.NAMESPACE
+    assert second["INVOKE_WORKDIR"] != byo.env(None, None)["INVOKE_WORKDIR"]
+    assert up[-1] == "--install-operators"
+    own, refused = byo.split_env(plan[3])
+    assert own == {"INVOKE_CLUSTER_NAMESPACE": byo.NAMESPACE}
+    assert refused[3:5] == ["expect-refusal", "up refused before any write"]
+
+
+def test_then_it_runs_in_a_namespace_of_its_own_and_checks_the_others_after():
+    plan = byo.steps(None)
+    assert [name_of(s) for s in plan][4:17] == [
         "up",
         "up",
+        "another-cluster",
         "train-all",
         "check-placement",
         "deploy",
@@ -33,28 +48,29 @@ def test_the_steps_build_set_up_twice_train_check_serve_load_and_tear_down_in_or
         "status",
         "down",
         "check-kept",
+        "check-untouched",
+        "down",
+        "check-second-gone",
     ]
-    assert plan[0] == ["invoke", "build", "--base", "local", "--push", "localhost:5001"]
     up = ["invoke", "up", "--runtime", "existing", "--context", "kind-distml-byo"]
-    assert plan[1][: len(up)] == up and plan[1][-1] == "--install-operators"
-    assert plan[2] == plan[1][:-1]  # the same `up`, finding everything
-    assert "--install-operators" not in plan[2]
-    assert "--expect-scale-out" in plan[6]
-    assert plan[4] == ["python", "-m", "integration.byo", "check-placement"]
-    assert plan[9] == ["python", "-m", "integration.byo", "check-kept"]
+    assert plan[4][: len(up)] == up and plan[4][-1] == "--install-operators"
+    assert plan[5] == plan[4][:-1]  # the same `up`, finding everything
+    assert "--expect-scale-out" in plan[10]
+    own, down = byo.split_env(plan[15])
+    assert own["INVOKE_WORKDIR"].endswith("second") and down == ["invoke", "down"]
     assert not any("--source-dir" in s for s in plan)
 
 
 def test_then_a_readwritemany_class_spreads_a_jobs_workers_and_down_keeps_the_rest():
     plan = byo.steps(None)
-    assert [name_of(s) for s in plan][10:] == [
+    assert [name_of(s) for s in plan][17:] == [
         "up",
         "train",
         "check-spread",
         "down",
         "check-kept",
     ]
-    own, up = byo.split_env(plan[10])
+    own, up = byo.split_env(plan[17])
     assert own == {"INVOKE_CLUSTER_VOLUME_ACCESS": "ReadWriteMany"}
     assert up[-2:] == ["--storage-class", byo.SHARED_CLASS]
     assert byo.LOCAL_PATH_CONFIG["storageClassConfigs"][byo.SHARED_CLASS] == {
@@ -73,7 +89,7 @@ def test_split_env_takes_only_leading_settings():
 def test_with_a_data_dir_every_up_copies_it_in():
     plan = byo.steps("/data")
     ups = [s for s in plan if name_of(s) == "up"]
-    assert len(ups) == 3
+    assert len(ups) == 5
     for up in ups:
         i = up.index("--source-dir")
         assert up[i + 1] == "/data"
@@ -83,7 +99,7 @@ def test_with_a_data_dir_every_up_copies_it_in():
 def test_env_runs_on_the_existing_runtime_in_the_teams_namespace():
     out = byo.env(None, None)
     assert out["INVOKE_RUNTIME"] == "existing"
-    assert out["INVOKE_CLUSTER_NAMESPACE"] == byo.NAMESPACE != "kubeflow"
+    assert out["INVOKE_CLUSTER_NAMESPACE"] == byo.OWN_NAMESPACE not in ("kubeflow", byo.NAMESPACE)
     assert out["INVOKE_CLUSTER_WORKER_CPU"] == out["INVOKE_CLUSTER_PREDICTOR_CPU"] == "100m"
     assert "INVOKE_CLUSTER_MANIFEST_MIRROR" not in out
     assert "DISTML_DATA_DIR" not in out
@@ -129,7 +145,7 @@ def test_placement_passes_when_every_pod_is_on_one_node(monkeypatch, capsys):
     asked = canned(monkeypatch, {"pods": {"items": [NODE_A, NODE_A, NODE_A]}})
     byo.check_placement()
     assert "placement: ok" in capsys.readouterr().out
-    assert asked == [("-n", byo.NAMESPACE, "get", "pods", "-l", "distml/volume", "-o", "json")]
+    assert asked == [("-n", byo.OWN_NAMESPACE, "get", "pods", "-l", "distml/volume", "-o", "json")]
 
 
 @pytest.mark.parametrize(
