@@ -40,6 +40,7 @@ HEAVY: frozenset[str] = frozenset(
         "ml/server/test_kserve_adapter.py",
         "benchmarks/test_lifecycle.py",
         "tools/test_lint_shell.py",
+        "support/test_tiers.py",  # a real pytest --fast, in a process of its own
         "runtime/test_sample_request.py",
         "ml/test_data.py::test_prepare_real_files",
         "ml/test_data.py::test_prepare_again_does_nothing",
@@ -122,7 +123,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--fast"):
+        _build_font_cache()
         sys.meta_path.insert(0, _Blocker())
+
+
+def _build_font_cache() -> None:
+    """Before any test runs: matplotlib's font cache, which its first import on a machine
+    builds by running ``fc-list`` (once, in ``$MPLCONFIGDIR`` or ``~/.cache/matplotlib``).
+    That is the library setting itself up, not the code under test starting a process:
+    done here, the first ``--fast`` run on a fresh machine passes as every later one does,
+    and the guard (``_fast_means_no_processes``) still refuses every process a test
+    starts. Warm, it reads one JSON file."""
+    import matplotlib.font_manager  # noqa: F401
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
