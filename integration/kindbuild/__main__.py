@@ -19,6 +19,7 @@ from integration.kindbuild import (
     nodeimage,
     rootfs,
     stacknode,
+    sysdeps,
     tools,
 )
 from integration.kindbuild.run import BuildError
@@ -67,7 +68,7 @@ def run_step(step: str):
     return STEPS[step]()
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m integration.kindbuild", description=__doc__)
     choices = [*STEPS, *GROUPS, *CONTROLLERS]
     parser.add_argument(
@@ -87,6 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.steps) - set(choices))
     if unknown:
         parser.error(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(choices)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    lacking = sysdeps.missing(sysdeps.needs("kindbuild"))
+    if lacking:  # all at once, before a build that takes most of an hour cold
+        print(f"kindbuild: {sysdeps.report(lacking, 'the kind build')}", file=sys.stderr)
+        return 1
     report = []
     start = time.monotonic()
     steps = plan(args.steps)

@@ -42,6 +42,9 @@ Restart=always
 [Install]
 WantedBy=multi-user.target
 """
+# What apt fetches for the binary, and its cache entry (component, version).
+DEB = f"docker-registry={pins.MIRROR_REGISTRY_DEB}"
+BINARY_ENTRY = ("mirror-bin", pins.MIRROR_REGISTRY_DEB.replace(":", "_").replace("+", "_"))
 CERTS_D = "/etc/containerd/certs.d"
 # kind v0.29's containerd config sets no config_path; this makes containerd read CERTS_D.
 CONFIG_PATH = f'\n[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "{CERTS_D}"\n'
@@ -68,17 +71,16 @@ def binary() -> cache.Result:
     """``<cache>/mirror-bin-<deb version>/docker-registry``: Debian's registry at
     ``pins.MIRROR_REGISTRY_DEB`` (dynamically linked against glibc only, which kind's
     Debian node has). apt is asked only when the entry is built."""
-    version = pins.MIRROR_REGISTRY_DEB
 
     def build(out: Path) -> None:
-        run(["apt-get", "download", f"docker-registry={version}"], cwd=out)
+        run(["apt-get", "download", DEB], cwd=out)
         (deb,) = out.glob("docker-registry_*.deb")
         run(["dpkg-deb", "-x", str(deb), str(out / "pkg")])
         shutil.copy2(out / "pkg/usr/bin/docker-registry", out / "docker-registry")
         shutil.rmtree(out / "pkg")
         deb.unlink()
 
-    return cache.cached("mirror-bin", version.replace(":", "_").replace("+", "_"), build)
+    return cache.cached(*BINARY_ENTRY, build)
 
 
 def bake(container: str, exec_in: Callable[[str, str], str], images: list[str]) -> None:
