@@ -246,6 +246,18 @@ def _integration_preflight(session: nox.Session, mode: str) -> None:
     session.log("found: " + ", ".join(f"{k} {v}" for k, v in check.versions.items()))
 
 
+def _system_preflight(session: nox.Session, name: str, offline: bool) -> None:
+    """Every system dependency of session ``name`` (and, offline, of the kind build it
+    runs), all missing ones named at once before anything is built or installed
+    (``integration/kindbuild/sysdeps.py``; stdlib only)."""
+    from integration.kindbuild import sysdeps
+
+    found = sysdeps.missing(sysdeps.needs(name, offline))
+    if found:
+        command = f"nox -s {name}" + (" -- --offline" if offline else "")
+        session.error(sysdeps.report(found, command))
+
+
 def _step(argv: list[str]) -> list[str]:
     """A lifecycle step's command, its program from the shared venv."""
     return [_bin(argv[0]), *argv[1:]]
@@ -262,11 +274,13 @@ def integration(session: nox.Session) -> None:
     integration/kind_run.py. Fails, never skips, when a piece is missing.
     """
     mode, flags = _integration_args(session)
+    offline = "--offline" in flags
     sys.path.insert(0, str(ROOT))
     from integration import kind_run
 
+    _system_preflight(session, "integration", offline)
     _shared_env(session)
-    node_image = _offline_node(session) if "--offline" in flags else None
+    node_image = _offline_node(session) if offline else None
     _integration_preflight(session, mode)
     data_dir = os.environ.get("DISTML_DATA_DIR") or None
     env = kind_run.env(data_dir, node_image)
@@ -308,6 +322,7 @@ def integration_existing(session: nox.Session) -> None:
     sys.path.insert(0, str(ROOT))
     from integration import byo
 
+    _system_preflight(session, "integration_existing", "--offline" in flags)
     _shared_env(session)
     node_image = _offline_node(session) if "--offline" in flags else ""
     if not node_image:

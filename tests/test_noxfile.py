@@ -55,3 +55,38 @@ def test_the_bench_session_stops_when_the_data_is_missing(tmp_path, monkeypatch)
     with pytest.raises(_Stop, match="bench needs the Fashion-MNIST files: set DISTML_DATA_DIR"):
         _noxfile().bench(session)
     assert session.ran == []
+
+
+class _Logging(_Session):
+    def __init__(self, *posargs: str) -> None:
+        super().__init__()
+        self.posargs = list(posargs)
+        self.logged: list[str] = []
+
+    def log(self, message: str) -> None:
+        self.logged.append(message)
+
+
+@pytest.mark.parametrize(
+    ("name", "posargs", "offline"),
+    [
+        ("integration", ["standard", "--offline"], True),
+        ("integration", ["standard"], False),
+        ("integration_existing", ["--offline"], True),
+        ("integration_existing", [], False),
+    ],
+)
+def test_the_integration_sessions_name_every_missing_package_before_anything_runs(
+    name, posargs, offline, monkeypatch
+):
+    from integration.kindbuild import sysdeps
+
+    asked = []
+    lacking = [sysdeps.Missing("busybox-static: x", ("busybox-static",))]
+    monkeypatch.setattr(sysdeps, "needs", lambda *args: asked.append(args) or ())
+    monkeypatch.setattr(sysdeps, "missing", lambda checks: lacking)
+    session = _Logging(*posargs)
+    with pytest.raises(_Stop, match=r"(?s)nox -s .*apt-get install .* busybox-static"):
+        getattr(_noxfile(), name)(session)
+    assert asked == [(name, offline)]
+    assert session.ran == []  # nothing installed, built or started
