@@ -284,9 +284,11 @@ def integration(session: nox.Session) -> None:
     _integration_preflight(session, mode)
     data_dir = os.environ.get("DISTML_DATA_DIR") or None
     env = kind_run.env(data_dir, node_image)
+    if offline:
+        session.log(kind_run.OFFLINE_IMAGE)
     passed, times = False, []
     try:
-        for step in kind_run.steps(mode, data_dir, argo="--with-argo" in flags):
+        for step in kind_run.steps(mode, data_dir, argo="--with-argo" in flags, offline=offline):
             start = time.monotonic()
             session.run(*_step(step), env=env, external=True)
             times.append((" ".join(step[:5]), time.monotonic() - start))

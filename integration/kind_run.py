@@ -31,14 +31,24 @@ BUDGET = ["--epochs", "1", "--steps-per-epoch", "5"]
 # At most 3 predictors: the HPA keeps its peak for 5 minutes after the load, and on 2 CPUs
 # 8 predictors' requests left the recovery checks' workers Pending for those 5 minutes.
 DEPLOY = ["invoke", "deploy", "--max-replicas", "3"]
+# Offline, `up` builds the project image, when the engine lacks it, from Debian packages
+# (the local base, as `nox -s image` and the byo run build it), never FROM Docker Hub.
+LOCAL_BASE = ["--base", "local"]
+OFFLINE_IMAGE = (
+    "offline: `up --base local` builds the project image, if the engine lacks it, from "
+    "Debian packages (distml-base:bookworm, debootstrap): no registry is asked"
+)
 
 
-def steps(mode: str, data_dir: str | None, argo: bool = False) -> list[list[str]]:
+def steps(
+    mode: str, data_dir: str | None, argo: bool = False, offline: bool = False
+) -> list[list[str]]:
     """The lifecycle, in order: each step an ``invoke`` argument list, or a ``python -m``
     module's (``["python", "-m", ...]``). The task chain, or (``argo``) the pipeline as
-    one Argo Workflow."""
+    one Argo Workflow. ``offline``: no step asks a registry (``LOCAL_BASE``)."""
     source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
-    up = ["invoke", "up", "--runtime", "kind", "--serving-mode", mode, *source]
+    base = LOCAL_BASE if offline else []
+    up = ["invoke", "up", "--runtime", "kind", "--serving-mode", mode, *source, *base]
     # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
     load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
     if argo:  # ingest -> TFJobs in parallel -> select -> serve, watched to the end

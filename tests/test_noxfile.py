@@ -90,3 +90,17 @@ def test_the_integration_sessions_name_every_missing_package_before_anything_run
         getattr(_noxfile(), name)(session)
     assert asked == [(name, offline)]
     assert session.ran == []  # nothing installed, built or started
+
+
+def test_the_offline_run_builds_the_project_image_from_the_local_base_and_says_so(monkeypatch):
+    from integration import kind_run
+
+    nox_file = _noxfile()
+    for quiet in ("_system_preflight", "_shared_env", "_integration_preflight"):
+        monkeypatch.setattr(nox_file, quiet, lambda *args: None)
+    monkeypatch.setattr(nox_file, "_offline_node", lambda session: "distml-kind/node:v1-stack")
+    session = _Logging("standard", "--offline")
+    nox_file.integration(session)
+    up = next(argv for argv in session.ran if argv[1:3] == ("up", "--runtime"))
+    assert up[-2:] == ("--base", "local")
+    assert kind_run.OFFLINE_IMAGE in session.logged

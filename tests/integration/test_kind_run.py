@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from integration import kind_run
 from ml.contract import MODEL_TYPES
 
@@ -50,3 +52,14 @@ def test_the_argo_run_is_one_workflow_between_up_and_the_load():
     plan = kind_run.steps("standard", None, argo=True)
     assert [s[1] for s in plan] == ["up", "workflow", "loadtest"]
     assert "--with-argo" in plan[0] and "--watch" in plan[1]
+
+
+@pytest.mark.parametrize("argo", [False, True])
+def test_offline_up_builds_a_missing_project_image_from_the_local_base(argo):
+    online = kind_run.steps("standard", "/data", argo=argo)
+    offline = kind_run.steps("standard", "/data", argo=argo, offline=True)
+    (up,) = [s for s in offline if s[1] == "up"]
+    assert up[up.index("--base") + 1] == "local"  # never FROM python:... on Docker Hub
+    assert [a for a in up if a not in kind_run.LOCAL_BASE] == online[0]
+    assert all("--base" not in s for s in online)  # online: the image's own base, pulled
+    assert offline[1:] == online[1:]
