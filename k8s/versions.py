@@ -1,8 +1,15 @@
 """Every version the cluster path pins, in one place.
 
-None of these could be exercised on the machines distml is developed on (no Kubernetes
-can run there); they are the versions docs/cluster.md and the integration workflow name.
-Change them here only, then run ``nox -s integration`` on a machine with Docker + kind.
+The kind path runs for real on the machines distml is developed on, which reach no
+container registry: ``python -m integration.kindbuild`` builds a kind cluster of
+``KIND_NODE_IMAGE``'s Kubernetes (and the ``KIND_VERSION`` CLI) from their Go modules,
+with the standard-mode controllers pinned below and Argo inside its node (Argo's code is
+v4.0.5's under ``ARGO_WORKFLOWS_VERSION``'s tags: integration/kindbuild/pins.py says
+why), and ``nox -s integration -- standard --offline`` and ``nox -s integration_existing
+-- --offline`` run distml on it. Not run here: k3d, minikube, Knative mode
+(docs/cluster.md). Change a pin here, and the kind build's in
+integration/kindbuild/pins.py with it (tests/k8s/test_versions.py holds them equal), then
+run both sessions.
 """
 
 from __future__ import annotations

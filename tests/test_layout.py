@@ -249,7 +249,6 @@ def test_no_two_modules_share_a_name_across_packages():
 # docstring need none.
 UNTESTED_ON_PURPOSE = {
     "common/errors.py": "one base class; the error-family test above holds it",
-    "k8s/versions.py": "pins only; tests/k8s/test_upstream_files.py holds every URL in the lock",
     "runtime/api.py": "the Runtime Protocol and Capabilities; tests/runtime/test_requests.py",
     "runtime/cluster/apply.py": "the cluster rooms' tests drive it (up, down, volume)",
     "runtime/cluster/submit.py": "the training and workflow rooms' tests drive it",
