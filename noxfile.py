@@ -254,7 +254,9 @@ def _system_preflight(session: nox.Session, name: str, offline: bool) -> None:
 
     found = sysdeps.missing(sysdeps.needs(name, offline))
     if found:
-        command = f"nox -s {name}" + (" -- --offline" if offline else "")
+        command = shlex.join(
+            ["nox", "-s", name, *(["--", *session.posargs] if session.posargs else [])]
+        )
         session.error(sysdeps.report(found, command))
 
 

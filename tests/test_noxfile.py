@@ -86,7 +86,8 @@ def test_the_integration_sessions_name_every_missing_package_before_anything_run
     monkeypatch.setattr(sysdeps, "needs", lambda *args: asked.append(args) or ())
     monkeypatch.setattr(sysdeps, "missing", lambda checks: lacking)
     session = _Logging(*posargs)
-    with pytest.raises(_Stop, match=r"(?s)nox -s .*apt-get install .* busybox-static"):
+    command = " ".join(["nox", "-s", name, *(["--", *posargs] if posargs else [])])
+    with pytest.raises(_Stop, match=rf"(?s)^{command} needs .*apt-get install .* busybox-static"):
         getattr(_noxfile(), name)(session)
     assert asked == [(name, offline)]
     assert session.ran == []  # nothing installed, built or started

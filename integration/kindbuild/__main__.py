@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     lacking = sysdeps.missing(sysdeps.needs("kindbuild"))
     if lacking:  # all at once, before a build that takes most of an hour cold
-        print(f"kindbuild: {sysdeps.report(lacking, 'the kind build')}", file=sys.stderr)
+        print(sysdeps.report(lacking, "python -m integration.kindbuild"), file=sys.stderr)
         return 1
     report = []
     start = time.monotonic()

@@ -217,6 +217,7 @@ def report(found: Sequence[Missing], who: str) -> str:
     if names:
         install = "apt-get update && apt-get install -y --no-install-recommends"
         lines += ["install the packages (as root) with:", f"  {install} {' '.join(names)}"]
+    lines.append(f"then run {who} again")  # last: nox appends its timing to this line
     return "\n".join(lines)
 
 
