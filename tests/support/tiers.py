@@ -61,6 +61,8 @@ HEAVY: frozenset[str] = frozenset(
         "k8s/test_kube.py::test_constructing_api_kube_imports_and_loads_nothing",
         "k8s/test_preflight.py::test_run_command_never_raises",
         "k8s/test_operators_mirror.py::test_a_mirror_that_is_no_directory_exits_2_before_anything_runs",
+        "integration/test_tenants.py::"
+        "test_expect_refusal_fails_when_the_command_succeeds_or_says_otherwise",
         "loadtest/test_locust_process.py",
         "loadtest/test_main.py::test_failures_are_counted_and_fail_the_cli",
         "loadtest/test_replica_watch.py",
