@@ -35,6 +35,10 @@ Deliberate choices (and why):
   sets its labels to exactly ``workflows.argoproj.io/configmap-type: Cache``): delete it
   by name (``WORKFLOW_CACHE``), not by the distml labels. Delete it too whenever the
   volume is deleted, or the next run skips ingestion into an empty volume.
+- Every pod of the Workflow carries ``sidecar.istio.io/inject: "false"``
+  (``spec.podMetadata``): an injected sidecar never exits, and the step would never end.
+  They keep their service-account token: Argo's executor in each reports the step's
+  result through the API (the project's own pods have none: k8s.manifests.pods).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from k8s.manifests.checks import check_min_accuracy, check_models, check_setting
 from k8s.manifests.inference import inference_service, ingress_service, serving_runtime
 from k8s.manifests.names import (
     ARGO_NAMESPACE,
+    NO_ISTIO_SIDECAR,
     WORKFLOW_CACHE,
     WORKFLOW_COMPONENT,
     WORKFLOW_NAME,
@@ -379,6 +384,8 @@ def workflow(
             "activeDeadlineSeconds": s.train_deadline_s + WORKFLOW_OVERHEAD_S,
             # Failed pods stay (their logs explain the failure); finished ones go.
             "podGC": {"strategy": "OnPodSuccess"},
+            # Every step's pod: an Istio sidecar would keep it running (module docstring).
+            "podMetadata": {"annotations": dict(NO_ISTIO_SIDECAR)},
             "volumes": volumes,
             **pull_secrets(s),
             "templates": templates,

@@ -15,6 +15,7 @@ from k8s.manifests.names import (
     MESSAGE_DUMPER,
     MODEL_FORMAT,
     MODEL_FORMAT_VERSION,
+    NO_ISTIO_SIDECAR,
     PREDICTOR_PORT,
     PROJECT_UID,
     RUNTIME_NAME,
@@ -68,10 +69,9 @@ def serving_runtime(s: Settings) -> dict[str, Any]:
     }
 
 
-def inference_service(s: Settings) -> dict[str, Any]:
-    """The KServe InferenceService serving ``pvc://<volume>/serving/<service>``."""
+def _isvc_annotations(s: Settings) -> dict[str, str]:
     if s.serving_mode == "knative":
-        annotations = {
+        return {
             # The project image: a new build changes this, which rolls the predictor (the
             # ServingRuntime's image alone does not).
             IMAGE_ANNOTATION: s.image,
@@ -79,14 +79,18 @@ def inference_service(s: Settings) -> dict[str, Any]:
             # Knative's KPA: concurrent requests per replica before it adds one.
             "autoscaling.knative.dev/target": str(s.target),
         }
-    else:
-        annotations = {
-            IMAGE_ANNOTATION: s.image,
-            "serving.kserve.io/deploymentMode": "Standard",
-            # KServe's webhook checks scaleMetric/scaleTarget against the HPA rules only
-            # with this class named explicitly (else it applies Knative's, refusing cpu).
-            "serving.kserve.io/autoscalerClass": "hpa",
-        }
+    return {
+        IMAGE_ANNOTATION: s.image,
+        "serving.kserve.io/deploymentMode": "Standard",
+        # KServe's webhook checks scaleMetric/scaleTarget against the HPA rules only
+        # with this class named explicitly (else it applies Knative's, refusing cpu).
+        "serving.kserve.io/autoscalerClass": "hpa",
+    }
+
+
+def inference_service(s: Settings) -> dict[str, Any]:
+    """The KServe InferenceService serving ``pvc://<volume>/serving/<service>``."""
+    annotations = _isvc_annotations(s)
     model: dict[str, Any]
     if s.predictor == "kserve":
         model = {
@@ -120,6 +124,9 @@ def inference_service(s: Settings) -> dict[str, Any]:
     # Its storage initializer mounts the volume: placed like every pod that does.
     predictor["labels"] = volume_labels(s)
     predictor.update(predictor_placement(s, spread_by={ISVC_POD_LABEL: s.service}))
+    # The server reads the volume and answers HTTP: no API token in its pods (Knative
+    # accepts this pod field only when false).
+    predictor["automountServiceAccountToken"] = False
     predictor["model"] = model
     return {
         "apiVersion": "serving.kserve.io/v1beta1",
@@ -155,8 +162,8 @@ def message_dumper(s: Settings) -> list[dict[str, Any]]:
             "replicas": 1,
             "selector": {"matchLabels": match},
             "template": {
-                "metadata": {"labels": pod_labels},
-                "spec": {"containers": [container]},
+                "metadata": {"labels": pod_labels, "annotations": dict(NO_ISTIO_SIDECAR)},
+                "spec": {"automountServiceAccountToken": False, "containers": [container]},
             },
         },
     }

@@ -158,3 +158,10 @@ def selector(component: str | None = None, instance: str | None = None) -> str:
     with ``instance``, only the ones that work dir applied)."""
     extra = {INSTANCE_LABEL: instance} if instance else {}
     return ",".join(f"{k}={v}" for k, v in labels(component, **extra).items())
+
+
+# -- sharing a cluster: sidecars -------------------------------------------------------
+
+# On every pod distml makes but the predictors: an Istio sidecar never exits, so a Job's or
+# a TFJob's pod would run forever in a namespace labelled istio-injection=enabled.
+NO_ISTIO_SIDECAR = {"sidecar.istio.io/inject": "false"}

@@ -11,6 +11,7 @@ from k8s.manifests.names import (
     LOADER_LIFETIME_S,
     LOADER_POD,
     MODEL_LABEL,
+    NO_ISTIO_SIDECAR,
     PROJECT_UID,
     ROLLBACK_JOB,
     SELECT_JOB,
@@ -125,10 +126,13 @@ def _project_pod_spec(
     restart_policy: str | None,
     spread_by: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A pod spec that mounts the volume; its pod must carry ``volume_labels(s)``."""
+    """A pod spec that mounts the volume; its pod must carry ``volume_labels(s)``. No
+    service-account token: the project's pods never call the Kubernetes API (the
+    Workflow's steps, whose Argo executor does, are built from the container alone)."""
     spec: dict[str, Any] = {}
     if restart_policy is not None:
         spec["restartPolicy"] = restart_policy
+    spec["automountServiceAccountToken"] = False
     spec["securityContext"] = _pod_security_context()
     spec["containers"] = [container]
     spec["volumes"] = [_volume(s)]
@@ -147,7 +151,11 @@ def _job(
         "spec": {
             "backoffLimit": backoff_limit,
             "template": {
-                "metadata": {"labels": labels(component, **volume_labels(s))},
+                "metadata": {
+                    "labels": labels(component, **volume_labels(s)),
+                    # An Istio sidecar never exits: the Job would never complete.
+                    "annotations": dict(NO_ISTIO_SIDECAR),
+                },
                 # Never: a failed attempt's pod (and its log) stays; the Job makes a new one.
                 "spec": _project_pod_spec(s, container, restart_policy="Never"),
             },
@@ -194,7 +202,14 @@ def loader_pod(s: Settings) -> dict[str, Any]:
     spec = _project_pod_spec(s, container, restart_policy="Never")
     # python as PID 1 ignores SIGTERM: do not make `kubectl delete` wait 30 s for nothing.
     spec["terminationGracePeriodSeconds"] = 1
-    return _pod(meta(LOADER_POD, s.namespace, "loader", extra_labels=volume_labels(s)), spec)
+    metadata = meta(
+        LOADER_POD,
+        s.namespace,
+        "loader",
+        extra_labels=volume_labels(s),
+        annotations=NO_ISTIO_SIDECAR,
+    )
+    return _pod(metadata, spec)
 
 
 def tensorboard_pod(s: Settings) -> dict[str, Any]:
@@ -215,7 +230,13 @@ def tensorboard_pod(s: Settings) -> dict[str, Any]:
     spec = _project_pod_spec(s, container, restart_policy="Never")
     spec["volumes"] = [_volume(s, read_only=True)]
     spec["terminationGracePeriodSeconds"] = 5
-    metadata = meta(TENSORBOARD_POD, s.namespace, "tensorboard", extra_labels=volume_labels(s))
+    metadata = meta(
+        TENSORBOARD_POD,
+        s.namespace,
+        "tensorboard",
+        extra_labels=volume_labels(s),
+        annotations=NO_ISTIO_SIDECAR,
+    )
     return _pod(metadata, spec)
 
 
@@ -283,7 +304,7 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
                     "template": {
                         "metadata": {
                             "labels": labels("train", **model_labels, **volume_labels(s)),
-                            "annotations": {"sidecar.istio.io/inject": "false"},
+                            "annotations": dict(NO_ISTIO_SIDECAR),
                         },
                         # restartPolicy: the operator sets it from the replica spec.
                         "spec": {

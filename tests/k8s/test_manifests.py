@@ -105,3 +105,59 @@ def test_builders_are_pure() -> None:
     second = m.cluster_objects(s, models=MODEL_TYPES, source_dir=True)
     assert second == snapshot
     assert dataclasses.asdict(s) == before
+
+
+# -- pods that share a namespace: no token they do not use, no sidecar that never ends ---
+
+
+def pod_templates(obj: dict) -> list[tuple[dict, dict]]:
+    """(pod metadata, pod spec) of every pod an object makes (the ISVC's predictor: its
+    ``spec.predictor``, whose pod fields KServe copies into the predictor's pods)."""
+    kind, spec = obj["kind"], obj.get("spec", {})
+    if kind == "Pod":
+        return [(obj["metadata"], spec)]
+    if kind in ("Job", "Deployment"):
+        return [(spec["template"]["metadata"], spec["template"]["spec"])]
+    if kind == "TFJob":
+        return [
+            (r["template"]["metadata"], r["template"]["spec"])
+            for r in spec["tfReplicaSpecs"].values()
+        ]
+    if kind == "InferenceService":
+        return [({}, spec["predictor"])]
+    return []
+
+
+@pytest.mark.parametrize("mode", SERVING_MODES)
+@pytest.mark.parametrize("provider", ["kind", "existing"])
+def test_no_pod_distml_makes_mounts_a_service_account_token(mode, provider) -> None:
+    """None of them calls the Kubernetes API: a token would only be there to be stolen."""
+    s = settings(serving_mode=mode, provider=provider, namespace="ml-team", request_logger=True)
+    objs = [o for o in all_objects(s, source_dir=True) if o["kind"] != "Workflow"]
+    objs += [m.tensorboard_pod(s), m.selection_job(s, min_accuracy=0, force=False, rollback=True)]
+    pods = [(o["kind"], spec) for o in objs for _, spec in pod_templates(o)]
+    kinds = {k for k, _ in pods}
+    assert kinds == {"Pod", "Job", "TFJob", "Deployment", "InferenceService"}
+    assert len(pods) == 10  # loader, tensorboard, ingest, 3 TFJobs, select, rollback, dumper, isvc
+    for kind, spec in pods:
+        assert spec["automountServiceAccountToken"] is False, kind
+
+
+@pytest.mark.parametrize("mode", SERVING_MODES)
+def test_every_pod_but_the_predictors_refuses_an_istio_sidecar(mode) -> None:
+    """In a namespace labelled istio-injection=enabled an injected sidecar never exits: a
+    Job's pod would never complete. The predictors may have one (Knative's mesh)."""
+    s = settings(serving_mode=mode, request_logger=True)
+    objs = [o for o in all_objects(s, source_dir=True) if o["kind"] != "Workflow"]
+    objs += [m.tensorboard_pod(s), m.selection_job(s, min_accuracy=0, force=False, rollback=True)]
+    checked = 0
+    for obj in objs:
+        for meta, _ in pod_templates(obj):
+            annotations = meta.get("annotations") or {}
+            if obj["kind"] == "InferenceService":
+                assert "sidecar.istio.io/inject" not in annotations
+                assert "sidecar.istio.io/inject" not in obj["metadata"].get("annotations", {})
+                continue
+            assert annotations.get("sidecar.istio.io/inject") == "false", obj["metadata"]["name"]
+            checked += 1
+    assert checked == 9  # loader, tensorboard, ingest, 3 TFJobs, select, rollback, dumper

@@ -355,3 +355,17 @@ def test_ingest_is_memoized_on_the_workflow_s_key_in_the_labelled_cache() -> Non
 def test_bad_arguments_are_refused_with_what_to_change(kwargs: dict, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         build(**kwargs)
+
+
+# -- a namespace with Istio injection ------------------------------------------------------
+
+
+def test_every_workflow_pod_refuses_an_istio_sidecar_and_keeps_its_token() -> None:
+    """Each step's pod would never end with a sidecar; Argo's executor in each reports
+    the step's result through the API, so the steps' pods (unlike the Jobs they are
+    built from) keep a service-account token."""
+    wf = build()
+    assert wf["spec"]["podMetadata"] == {"annotations": {"sidecar.istio.io/inject": "false"}}
+    assert "automountServiceAccountToken" not in wf["spec"]
+    for t in wf["spec"]["templates"]:
+        assert "automountServiceAccountToken" not in t, t["name"]
