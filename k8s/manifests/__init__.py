@@ -44,6 +44,7 @@ from k8s.manifests.checks import (
     check_settings,
 )
 from k8s.manifests.inference import (
+    has_ingress,
     inference_service,
     ingress_service,
     message_dumper,
@@ -82,6 +83,7 @@ from k8s.manifests.names import (
     TFJOB_CONTAINER,
     TFJOB_PORT,
     TFJOB_PORT_NAME,
+    TRAINING_OPERATOR_NAMESPACE,
     VOLUME_NAME,
     WORKER_GRACE_S,
     WORKFLOW_CACHE,
@@ -147,7 +149,7 @@ def cluster_objects(
     if s.predictor == "kserve":
         out.append(("deploy", serving_runtime(s)))
     out.append(("deploy", inference_service(s)))
-    if s.serving_mode == "standard":
+    if has_ingress(s):
         out.append(("deploy", ingress_service(s)))
     out += [
         (WORKFLOW_STEP, obj)
@@ -195,6 +197,7 @@ __all__ = [
     "TFJOB_CONTAINER",
     "TFJOB_PORT",
     "TFJOB_PORT_NAME",
+    "TRAINING_OPERATOR_NAMESPACE",
     "VOLUME_NAME",
     "WORKER_GRACE_S",
     "WORKFLOW_CACHE",
@@ -208,6 +211,7 @@ __all__ = [
     "cluster_objects",
     "data_cache_key",
     "dns_name",
+    "has_ingress",
     "inference_service",
     "ingest_job",
     "ingress_service",

@@ -1,6 +1,7 @@
 """The RBAC of `invoke workflow`: what the Workflow's own pods may do, and what Argo's
 controller needs in the project namespace for the Workflow's memoization cache. Namespaced
-Roles only: no ClusterRole, nothing beyond what is used.
+Roles only: no ClusterRole, nothing beyond what is used, and ``get``/``patch`` only on the
+objects the steps write (``resourceNames``; a ``create`` cannot be limited so).
 
 - The steps' ServiceAccount (``WORKFLOW_SA``), its Role and RoleBinding: ``workflow_rbac``.
 - Argo's workflow-controller (ServiceAccount ``ARGO_CONTROLLER_SA`` in ``ARGO_NAMESPACE``,
@@ -20,55 +21,75 @@ Roles only: no ClusterRole, nothing beyond what is used.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from k8s.manifests.checks import check_settings
+from k8s.manifests.checks import check_models, check_settings
+from k8s.manifests.inference import has_ingress, ingress_service
 from k8s.manifests.names import (
     ARGO_CONTROLLER_SA,
     ARGO_NAMESPACE,
+    RUNTIME_NAME,
     WORKFLOW_CACHE,
     WORKFLOW_CACHE_WRITER,
     WORKFLOW_COMPONENT,
     WORKFLOW_SA,
+    tfjob_name,
 )
 from k8s.manifests.pods import meta
 from k8s.settings import Settings
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
+APPLY = ("create", "get", "patch")  # client-side `kubectl apply`: get, then create or patch
 
 
-def workflow_rules(s: Settings) -> list[dict[str, Any]]:
+def _rules(group: str, resource: str, names: Sequence[str], verbs: Sequence[str]) -> list[dict]:
+    """``create`` on any name (RBAC cannot limit a create by name), the other verbs only on
+    ``names``."""
+    out = []
+    if "create" in verbs:
+        out.append({"apiGroups": [group], "resources": [resource], "verbs": ["create"]})
+    named = [v for v in verbs if v != "create"]
+    if named:
+        out.append(
+            {
+                "apiGroups": [group],
+                "resources": [resource],
+                "resourceNames": list(names),
+                "verbs": named,
+            }
+        )
+    return out
+
+
+def workflow_rules(s: Settings, models: Sequence[str]) -> list[dict[str, Any]]:
     """Exactly what the Workflow's pods do with the Kubernetes API (and nothing more):
 
     - every step pod: Argo's executor reports the step's result as a WorkflowTaskResult
-      (create, patch; manifests/quick-start/base/executor/emissary/executor-role.yaml);
+      (create, patch; manifests/quick-start/base/executor/emissary/executor-role.yaml;
+      named after the step's node, so not limited by name);
     - the TFJob steps: ``kubectl create`` (create), then the conditions are polled with
-      GET (workflow/executor/resource.go: WaitResource -> checkResourceState);
+      GET (workflow/executor/resource.go: WaitResource -> checkResourceState): GET only
+      the TFJobs of ``models``;
     - the serving steps: ``kubectl apply`` (get, then create or patch) and, for the
-      InferenceService, the same GET poll; in standard mode also the ingress Service.
+      InferenceService, the same GET poll; on a cluster distml made, in standard mode,
+      also the ingress Service. get and patch only the objects of those names.
 
     No pods/log: no step reads logs (``--watch`` reads them with the user's credentials).
     """
-    rules = [
+    rules: list[dict[str, Any]] = [
         {
             "apiGroups": ["argoproj.io"],
             "resources": ["workflowtaskresults"],
             "verbs": ["create", "patch"],
         },
-        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get"]},
+        *_rules("kubeflow.org", "tfjobs", [tfjob_name(m) for m in models], ["create", "get"]),
+        *_rules("serving.kserve.io", "inferenceservices", [s.service], APPLY),
     ]
-    serving = ["inferenceservices"] + (["servingruntimes"] if s.predictor == "kserve" else [])
-    rules.append(
-        {
-            "apiGroups": ["serving.kserve.io"],
-            "resources": serving,
-            "verbs": ["create", "get", "patch"],
-        }
-    )
-    if s.serving_mode == "standard":
-        rules.append(
-            {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "get", "patch"]}
-        )
+    if s.predictor == "kserve":
+        rules += _rules("serving.kserve.io", "servingruntimes", [RUNTIME_NAME], APPLY)
+    if has_ingress(s):
+        rules += _rules("", "services", [ingress_service(s)["metadata"]["name"]], APPLY)
     return rules
 
 
@@ -92,17 +113,18 @@ def _role_and_binding(
     ]
 
 
-def workflow_rbac(s: Settings) -> list[dict[str, Any]]:
+def workflow_rbac(s: Settings, models: Sequence[str]) -> list[dict[str, Any]]:
     """The Workflow's ServiceAccount, its Role (namespaced: no ClusterRole) and the
-    RoleBinding between them, in apply order."""
+    RoleBinding between them, in apply order, for a Workflow training ``models``."""
     check_settings(s)
+    models = check_models(models)
     sa = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": meta(WORKFLOW_SA, s.namespace, WORKFLOW_COMPONENT),
     }
     subject = {"name": WORKFLOW_SA, "namespace": s.namespace}
-    return [sa, *_role_and_binding(WORKFLOW_SA, s.namespace, workflow_rules(s), subject)]
+    return [sa, *_role_and_binding(WORKFLOW_SA, s.namespace, workflow_rules(s, models), subject)]
 
 
 def cache_writer_rbac(s: Settings) -> list[dict[str, Any]]:

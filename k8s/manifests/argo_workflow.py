@@ -15,7 +15,8 @@ what `invoke deploy` applies after selection: ``serving_runtime(s)``,
       3. select                       container on the PVC; a refusal to publish fails it
       4. serving-runtime              resource apply (predictor "kserve" only)
       5. serve                        resource apply; succeeds once KServe reports Ready
-      6. ingress                      resource apply of the ingress Service (standard only)
+      6. ingress                      resource apply of the ingress Service (standard
+                                      mode on a cluster distml made: ``has_ingress``)
 
 Deliberate choices (and why):
 - A fixed name (``WORKFLOW_NAME``), not ``generateName``: one pipeline runs at a time
@@ -53,7 +54,12 @@ import yaml
 
 from k8s.manifests.argo_rbac import cache_writer_rbac, workflow_rbac
 from k8s.manifests.checks import check_min_accuracy, check_models, check_settings
-from k8s.manifests.inference import inference_service, ingress_service, serving_runtime
+from k8s.manifests.inference import (
+    has_ingress,
+    inference_service,
+    ingress_service,
+    serving_runtime,
+)
 from k8s.manifests.names import (
     ARGO_NAMESPACE,
     NO_ISTIO_SIDECAR,
@@ -244,7 +250,7 @@ def _steps(s: Settings) -> list[list[dict[str, Any]]]:
     if s.predictor == "kserve":
         names.append(STEP_RUNTIME)
     names.append(STEP_SERVE)
-    if s.serving_mode == "standard":
+    if has_ingress(s):
         names.append(STEP_INGRESS)
     # One step per group: each waits for the one before. Step and template share a name.
     groups = [[{"name": name, "template": name}] for name in names]
@@ -278,7 +284,7 @@ def _serving_templates(s: Settings) -> list[dict[str, Any]]:
             STEP_SERVE, inference_service(s), "apply", isvc_conditions(), owned=False, retry=True
         )
     )
-    if s.serving_mode == "standard":
+    if has_ingress(s):
         # The way in from the host (deploy applies it too); nothing to wait for.
         out.append(
             _resource_template(STEP_INGRESS, ingress_service(s), "apply", owned=False, retry=True)
@@ -399,4 +405,4 @@ def workflow_objects(s: Settings, **options: Any) -> list[dict[str, Any]]:
     need their ServiceAccount and Role from the first step, and the controller writes the
     cache as soon as ingestion ends). ``options``: ``workflow()``'s keywords."""
     wf = workflow(s, **options)
-    return [*workflow_rbac(s), *cache_writer_rbac(s), workflow_cache(s), wf]
+    return [*workflow_rbac(s, options["models"]), *cache_writer_rbac(s), workflow_cache(s), wf]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from k8s.manifests.names import (
     K8S_NODE_PORT_RANGE,
     MAX_SERVICE_NAME,
+    TRAINING_OPERATOR_NAMESPACE,
     is_dns_label,
     is_dns_subdomain,
 )
@@ -107,6 +108,7 @@ def _check_names(s: Settings) -> None:
         raise ValueError(
             f"namespace {s.namespace!r} is not a DNS-1123 label (a-z, 0-9, '-', at most 63)"
         )
+    _check_not_the_operators_namespace(s)
     for what, name in (
         ("storage class", s.storage_class_name),
         ("image pull secret", s.image_pull_secret),
@@ -127,6 +129,23 @@ def _check_names(s: Settings) -> None:
         )
     if not s.mount_path.startswith("/") or s.mount_path.rstrip("/") == "":
         raise ValueError(f"mount path {s.mount_path!r} must be an absolute path below /")
+
+
+def _check_not_the_operators_namespace(s: Settings) -> None:
+    """On a cluster distml did not create, never the training operator's own namespace: a
+    TFJob there may name the operator's ServiceAccount and run with its cluster-wide
+    rights, and `invoke workflow` lets its steps create TFJobs. (On the clusters distml
+    makes, ``kubeflow`` is distml's namespace, and everything in it distml's.)"""
+    if s.owns_cluster or s.namespace != TRAINING_OPERATOR_NAMESPACE:
+        return
+    raise ValueError(
+        f"namespace {s.namespace} is the training operator's own namespace: distml does not "
+        "run there on a cluster it did not create (a TFJob there could run as the operator's "
+        "ServiceAccount, with its cluster-wide rights). Use a namespace of distml's own: "
+        "unset cluster.namespace (the default on an existing cluster is `distml`) or "
+        "`INVOKE_CLUSTER_NAMESPACE=NAME`; a work dir set up there by an older distml can "
+        "be cleared with `invoke down --forget`"
+    )
 
 
 def _check_training(s: Settings) -> None:

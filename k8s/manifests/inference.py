@@ -180,6 +180,13 @@ def message_dumper(s: Settings) -> list[dict[str, Any]]:
     return [deployment, service]
 
 
+def has_ingress(s: Settings) -> bool:
+    """Whether the deployment has ``ingress_service(s)``: standard mode, on a cluster
+    distml made (an existing cluster's node ports and load balancers are not distml's to
+    take; `invoke loadtest` finds its way in there: runtime.cluster.reach)."""
+    return s.serving_mode == "standard" and s.owns_cluster
+
+
 def ingress_service(s: Settings) -> dict[str, Any]:
     """Standard mode's way in from the host: a Service in front of the predictor pods.
 

@@ -160,8 +160,11 @@ def selector(component: str | None = None, instance: str | None = None) -> str:
     return ",".join(f"{k}={v}" for k, v in labels(component, **extra).items())
 
 
-# -- sharing a cluster: sidecars -------------------------------------------------------
+# -- sharing a cluster: the operator's namespace, sidecars --------------------------------
 
+# Where the pinned training-operator install runs the operator (and its ServiceAccount,
+# which holds cluster-wide rights): a TFJob made there may run as that ServiceAccount.
+TRAINING_OPERATOR_NAMESPACE = "kubeflow"
 # On every pod distml makes but the predictors: an Istio sidecar never exits, so a Job's or
 # a TFJob's pod would run forever in a namespace labelled istio-injection=enabled.
 NO_ISTIO_SIDECAR = {"sidecar.istio.io/inject": "false"}

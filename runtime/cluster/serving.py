@@ -96,8 +96,7 @@ def _apply_serving(cx: ClusterContext, s: Settings) -> None:
             else "created"
         )
     )
-    if s.serving_mode == "standard" and s.owns_cluster:
-        # Not on a cluster distml did not create: its node ports are not ours to take.
+    if manifests.has_ingress(s):  # not on a cluster distml did not create: not ours to take
         apply_reporting(cx, manifests.ingress_service(s))
 
 

@@ -1,8 +1,9 @@
 """k8s.manifests.argo_rbac: the Role of the Workflow's steps grants exactly what the
-rendered steps do, and Argo's controller (its ServiceAccount as the pinned install.yaml
-defines it) is granted exactly what the ingestion step's memoization makes it do to the
-cache ConfigMap, which install.yaml alone does not grant. Both derived from the rendered
-templates, not restated."""
+rendered steps do (get and patch only on the objects of those names), and Argo's
+controller (its ServiceAccount as the pinned install.yaml defines it) is granted exactly
+what the ingestion step's memoization makes it do to the cache ConfigMap, which
+install.yaml alone does not grant. Both derived from the rendered templates, not
+restated."""
 
 from __future__ import annotations
 
@@ -13,10 +14,18 @@ import pytest
 from k8s import manifests as m
 from k8s import versions
 from k8s.manifests.names import ARGO_CONTROLLER_SA, ARGO_NAMESPACE
-from k8s.settings import Settings
+from k8s.settings import EXISTING, SERVING_MODES, Settings
 from ml.contract import MODEL_TYPES
 from tests.support import k8s_schemas, upstream
 from tests.support.workflow_kit import IMAGE, KEY, MATRIX, S, build, embedded
+
+EXISTING_MATRIX = [
+    pytest.param(
+        Settings(image=IMAGE, provider=EXISTING, namespace="ml-team", serving_mode=mode),
+        id=f"existing-{mode}",
+    )
+    for mode in SERVING_MODES
+]
 
 Grant = tuple[str, str, str, str]  # (API group, resource, verb, resource name or "*")
 
@@ -47,17 +56,25 @@ def resource_of(obj: dict[str, Any]) -> tuple[str, str]:
 
 def needed(wf: dict[str, Any]) -> set[tuple[str, str, str]]:
     """What the steps' pods ask of the API: (group, resource, verb)."""
-    out: set[tuple[str, str, str]] = set()
+    return {(g, r, v) for g, r, v, _ in needed_by_name(wf)}
+
+
+def needed_by_name(wf: dict[str, Any]) -> set[Grant]:
+    """What the steps' pods ask of the API, on which object: a create names none ("*",
+    RBAC cannot limit it by name); a get or patch names the step's object."""
+    out: set[Grant] = set()
     for t in wf["spec"]["templates"]:
         if "container" in t or "resource" in t:  # a step that runs a pod
-            out |= EXECUTOR
+            out |= {(*e, "*") for e in EXECUTOR}
         if "resource" in t:
             resource = t["resource"]
             verbs = set(KUBECTL_VERBS[resource["action"]])
             if resource.get("successCondition") or resource.get("failureCondition"):
                 verbs |= CONDITION_VERBS
-            group, plural = resource_of(embedded(t))
-            out |= {(group, plural, v) for v in verbs}
+            obj = embedded(t)
+            group, plural = resource_of(obj)
+            name = obj["metadata"]["name"]
+            out |= {(group, plural, v, "*" if v == "create" else name) for v in verbs}
     return out
 
 
@@ -129,14 +146,47 @@ def covers(granted: set[Grant], need: Grant) -> bool:
 # -- the steps' ServiceAccount ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("s", MATRIX)
+@pytest.mark.parametrize("s", [*MATRIX, *EXISTING_MATRIX])
 def test_the_role_grants_exactly_what_the_steps_do(s: Settings) -> None:
     objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY)
     steps = grants(objs, m.WORKFLOW_SA, s.namespace, s.namespace)
-    assert {(g, r, v) for g, r, v, _ in steps} == needed(objs[-1])
-    assert all(name == "*" for *_, name in steps)
+    assert steps == needed_by_name(objs[-1])
     (role,) = [o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == m.WORKFLOW_SA]
     assert "*" not in str(role["rules"])
+
+
+def test_get_and_patch_are_limited_to_the_objects_the_steps_write() -> None:
+    """A step's token may not read or change any other TFJob, InferenceService or Service
+    of the namespace: only a create (which RBAC cannot limit by name) names none."""
+    s = Settings(image=IMAGE, serving_mode="standard", service="mnist")
+    objs = m.workflow_objects(s, models=["cnn"], cache_key=KEY)
+    steps = grants(objs, m.WORKFLOW_SA, s.namespace, s.namespace)
+    unnamed = {(r, v) for _, r, v, name in steps if name == "*"}
+    assert unnamed == {
+        ("workflowtaskresults", "create"),  # named after the step's node, not known here
+        ("workflowtaskresults", "patch"),
+        ("tfjobs", "create"),
+        ("inferenceservices", "create"),
+        ("servingruntimes", "create"),
+        ("services", "create"),
+    }
+    named = {(r, v, name) for _, r, v, name in steps if name != "*"}
+    assert named == {
+        ("tfjobs", "get", "train-cnn"),
+        *(("inferenceservices", v, "mnist") for v in ("get", "patch")),
+        *(("servingruntimes", v, m.RUNTIME_NAME) for v in ("get", "patch")),
+        *(("services", v, "mnist-ingress") for v in ("get", "patch")),
+    }
+
+
+@pytest.mark.parametrize("mode", ["standard", "knative"])
+def test_on_a_cluster_distml_did_not_create_no_service_may_be_written(mode: str) -> None:
+    """`deploy` makes no ingress Service there (its node ports are not distml's): neither
+    does the Workflow, nor may its steps touch a Service."""
+    s = Settings(image=IMAGE, provider=EXISTING, namespace="ml-team", serving_mode=mode)
+    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY)
+    steps = grants(objs, m.WORKFLOW_SA, s.namespace, s.namespace)
+    assert not any(r == "services" for _, r, _, _ in steps)
 
 
 def test_the_derivation_sees_every_step() -> None:

@@ -357,7 +357,19 @@ def test_bad_arguments_are_refused_with_what_to_change(kwargs: dict, fragment: s
         build(**kwargs)
 
 
-# -- a namespace with Istio injection ------------------------------------------------------
+# -- a cluster distml did not create, a namespace with Istio injection --------------------
+
+
+def test_on_a_cluster_distml_did_not_create_there_is_no_ingress_step() -> None:
+    """`deploy` makes no NodePort Service there (the node ports are not distml's): neither
+    does the Workflow; the rest of the pipeline is unchanged."""
+    s = Settings(image=IMAGE, provider="existing", namespace="ml-team", serving_mode="standard")
+    wf = build(s)
+    assert wfm.STEP_INGRESS not in templates(wf)
+    assert [n for (n,) in step_groups(wf)[3:]] == [wfm.STEP_RUNTIME, wfm.STEP_SERVE]
+    manifests = [embedded(t) for t in wf["spec"]["templates"] if "resource" in t]
+    assert not [o for o in manifests if o["kind"] == "Service"]
+    assert k8s_schemas.validate(wf) == []
 
 
 def test_every_workflow_pod_refuses_an_istio_sidecar_and_keeps_its_token() -> None:

@@ -33,6 +33,10 @@ from tests.support.manifests_kit import settings
         ({"image": "distml"}, "no tag"),
         ({"image": "registry:5000/distml"}, "no tag"),
         ({"image": "distml:latest"}, ":latest"),
+        (
+            {"provider": "existing", "namespace": "kubeflow"},
+            "namespace kubeflow is the training operator's own namespace.*`distml`",
+        ),
     ],
 )
 def test_check_settings_rejects(overrides, message) -> None:
@@ -45,6 +49,10 @@ def test_check_settings_rejects(overrides, message) -> None:
 
 def test_check_settings_accepts_the_defaults_and_digests() -> None:
     m.check_settings(settings())
+    # On the clusters distml makes, kubeflow is distml's namespace (and the default).
+    for provider in ("k3d", "kind", "minikube"):
+        m.check_settings(settings(provider=provider, namespace=m.TRAINING_OPERATOR_NAMESPACE))
+    m.check_settings(settings(provider="existing", namespace="ml-team"))
     m.check_settings(dataclasses.replace(settings(), image="r:5000/distml@sha256:" + "a" * 64))
     m.check_settings(settings(min_replicas=0, max_replicas=1))
 

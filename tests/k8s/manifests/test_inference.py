@@ -58,6 +58,16 @@ def test_ingress_service_per_provider(provider) -> None:
         assert svc["spec"]["type"] == "NodePort" and port["nodePort"] == 31080
 
 
+def test_no_ingress_service_on_a_cluster_distml_did_not_create() -> None:
+    """Its node ports and load balancers are not distml's to take: `deploy`, `render` and
+    the Workflow (one predicate, ``has_ingress``) all leave the Service out."""
+    s = settings(provider="existing", namespace="ml-team", serving_mode="standard")
+    assert not m.has_ingress(s)
+    assert not by_kind(all_objects(s), "Service")
+    assert m.has_ingress(settings(provider="kind", serving_mode="standard"))
+    assert not m.has_ingress(settings(provider="kind"))  # knative: Istio's gateway
+
+
 def test_kserve_predictor_runs_our_server_from_the_model_mount() -> None:
     objs = all_objects(settings())
     runtime, isvc = one(objs, "ServingRuntime"), one(objs, "InferenceService")

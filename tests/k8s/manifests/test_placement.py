@@ -21,7 +21,7 @@ HOSTNAME = "kubernetes.io/hostname"
 
 def settings(**kw: Any) -> Settings:
     """A cluster distml did not create: the only one where pods are placed."""
-    return Settings(image=IMAGE, **{"provider": "existing", **kw})
+    return Settings(image=IMAGE, **{"provider": "existing", "namespace": "ml-team", **kw})
 
 
 def volume_pods(s: Settings) -> dict[str, tuple[dict[str, str], dict[str, Any]]]:

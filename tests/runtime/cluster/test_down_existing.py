@@ -15,10 +15,10 @@ from k8s.manifests.names import COMMON_LABELS, INSTANCE_LABEL, is_ours
 from k8s.objects import TFJOB_API
 from runtime.cluster.submit import jobs_that_fit
 from runtime.requests import DownRequest
-from tests.runtime.cluster.test_existing_up import CTX, existing, results
+from tests.runtime.cluster.test_existing_up import CTX, NS, existing, results
 from tests.support.cluster_kit import make_ctx
 
-PVC = ("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")
+PVC = ("v1", "PersistentVolumeClaim", "strategy-volume", NS)
 
 
 ME = "abcd1234"  # this work dir's instance id
@@ -26,7 +26,7 @@ MINE = {**COMMON_LABELS, INSTANCE_LABEL: ME}
 
 
 def claim(fake, labels, uid="claim-uid"):
-    meta = {"name": "strategy-volume", "namespace": "kubeflow", "labels": labels, "uid": uid}
+    meta = {"name": "strategy-volume", "namespace": NS, "labels": labels, "uid": uid}
     fake.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
 
 
@@ -82,9 +82,9 @@ def test_down_deletes_its_own_claim_and_clears_the_context(rt, fake, wd):
 def test_down_deletes_only_this_work_dirs_objects(rt, fake):
     tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
     for name, labels in [("train-cnn", MINE), ("theirs", {"team": "other"})]:
-        fake.put({**tfjob, "metadata": {"name": name, "namespace": "kubeflow", "labels": labels}})
+        fake.put({**tfjob, "metadata": {"name": name, "namespace": NS, "labels": labels}})
     other = {**COMMON_LABELS, INSTANCE_LABEL: "0other00"}
-    fake.put({**tfjob, "metadata": {"name": "b-cnn", "namespace": "kubeflow", "labels": other}})
+    fake.put({**tfjob, "metadata": {"name": "b-cnn", "namespace": NS, "labels": other}})
     before = {k: copy.deepcopy(v) for k, v in fake.objects.items() if k[3] != "train-cnn"}
     rt.down(DownRequest())
     assert [k[3] for k in fake.deleted] == ["train-cnn"]
@@ -96,7 +96,7 @@ def test_down_on_a_work_dir_without_an_instance_deletes_nothing(rt, fake, wd):
     wd.update_state(instance=None)
     claim(fake, dict(COMMON_LABELS))
     tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
-    meta = {"name": "train-cnn", "namespace": "kubeflow", "labels": dict(COMMON_LABELS)}
+    meta = {"name": "train-cnn", "namespace": NS, "labels": dict(COMMON_LABELS)}
     fake.put({**tfjob, "metadata": meta})
     rt.down(DownRequest())
     assert fake.deleted == []

@@ -23,6 +23,7 @@ from tests.support.cluster_kit import OK, REPO, TAG, available, commands, make_c
 CTX = "team-ctx"
 KC = f"kubectl --context {CTX} "
 PUSHED = f"localhost:5001/{TAG}"
+NS = "ml-team"  # the tests' namespace: never the training operator's (kubeflow) here
 
 
 def results(contexts: str = f"{CTX}\nother-ctx\n") -> dict:
@@ -34,6 +35,7 @@ def results(contexts: str = f"{CTX}\nother-ctx\n") -> dict:
 
 
 def existing(c, wd, fake, lines, registry="localhost:5001", **kw) -> ClusterRuntime:
+    kw.setdefault("namespace", NS)
     return ClusterRuntime(
         c,
         "existing",
@@ -118,17 +120,17 @@ def test_reach_an_unknown_context_names_get_contexts(wd, fake, lines):
 
 def test_an_existing_namespace_is_left_as_it_is(cx, fake, lines):
     ns = {"apiVersion": "v1", "kind": "Namespace"}
-    fake.put({**ns, "metadata": {"name": "kubeflow", "labels": {"team": "ml"}}})
+    fake.put({**ns, "metadata": {"name": NS, "labels": {"team": "ml"}}})
     existing_up.namespace(cx, cx.settings())
     assert fake.applied == []
-    assert fake.obj("v1", "Namespace", "kubeflow")["metadata"]["labels"] == {"team": "ml"}
-    assert "namespace kubeflow: exists, used as it is" in lines
+    assert fake.obj("v1", "Namespace", NS)["metadata"]["labels"] == {"team": "ml"}
+    assert f"namespace {NS}: exists, used as it is" in lines
 
 
 def test_a_missing_namespace_is_made_with_distmls_labels(cx, fake):
     existing_up.namespace(cx, cx.settings())
-    assert fake.kinds_applied() == ["Namespace/kubeflow"]
-    labels = fake.obj("v1", "Namespace", "kubeflow")["metadata"]["labels"]
+    assert fake.kinds_applied() == [f"Namespace/{NS}"]
+    labels = fake.obj("v1", "Namespace", NS)["metadata"]["labels"]
     assert COMMON_LABELS.items() <= labels.items()
 
 
@@ -145,11 +147,11 @@ def test_storage_takes_the_default_class_and_says_pod_affinity_once(cx, wd, fake
 def test_storage_keeps_an_existing_claims_class_and_access_mode(cx, wd, fake, lines):
     storage_class(fake, "local-path", "rancher.io/local-path", default=True)
     spec = {"storageClassName": "nfs", "accessModes": ["ReadWriteMany"]}
-    meta = {"name": "strategy-volume", "namespace": "kubeflow"}
+    meta = {"name": "strategy-volume", "namespace": NS}
     fake.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta})
-    fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")["spec"] = spec
+    fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", NS)["spec"] = spec
     wd.update_state(runtime="existing", volume_access="ReadWriteMany", instance="abcd1234")
-    fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", "kubeflow")["metadata"]["labels"] = {
+    fake.obj("v1", "PersistentVolumeClaim", "strategy-volume", NS)["metadata"]["labels"] = {
         **COMMON_LABELS,
         INSTANCE_LABEL: "abcd1234",
     }
@@ -169,8 +171,8 @@ def test_a_missing_pull_secret_says_how_to_create_it(cx, fake):
     s = cx.settings(image_pull_secret="regcred")
     with pytest.raises(ClusterError) as err:
         existing_up.check_pull_secret(cx, s)
-    assert f"`{KC}-n kubeflow create secret docker-registry regcred" in str(err.value)
-    meta = {"name": "regcred", "namespace": "kubeflow"}
+    assert f"`{KC}-n {NS} create secret docker-registry regcred" in str(err.value)
+    meta = {"name": "regcred", "namespace": NS}
     fake.put({"apiVersion": "v1", "kind": "Secret", "metadata": meta})
     existing_up.check_pull_secret(cx, s)  # present: silent
     existing_up.check_pull_secret(cx, cx.settings())  # unset: nothing to check
@@ -207,7 +209,7 @@ def test_up_on_an_existing_cluster_creates_nothing_and_pushes_the_image(wd, fake
     assert f"docker tag {TAG} {PUSHED}" in ran and f"docker push {PUSHED}" in ran
     assert not any("import" in x or "docker save" in x for x in ran)
     assert fake.kinds_applied() == [
-        "Namespace/kubeflow",
+        f"Namespace/{NS}",
         "PersistentVolumeClaim/strategy-volume",
         "Job/distml-ingest",
     ]

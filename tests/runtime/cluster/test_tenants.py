@@ -15,6 +15,7 @@ from runtime.cluster import ClusterError
 from runtime.requests import DownRequest, TrainRequest, UpRequest
 from runtime.workdir import Workdir
 from tests.runtime.cluster.test_existing_up import (
+    NS,
     existing,
     kube_system,
     node,
@@ -24,7 +25,6 @@ from tests.runtime.cluster.test_existing_up import (
 )
 from tests.support.cluster_kit import make_ctx
 
-NS = "kubeflow"  # the tests' runtime namespace (ClusterRuntime's default argument)
 THEIRS = {"team": "other"}
 OTHER_MANAGER = [{"manager": "kubectl-client-side-apply", "operation": "Update"}]
 
@@ -111,7 +111,7 @@ def test_train_refuses_to_replace_a_tfjob_made_after_up_by_someone_else(cluster,
     assert run(cluster, wd).up(UpRequest()) == 0
     other_teams(cluster)  # created after distml's up: a race with the other team
     before = snapshot(cluster)
-    with pytest.raises(ClusterError, match="TFJob kubeflow/train-cnn: not distml's"):
+    with pytest.raises(ClusterError, match=f"TFJob {NS}/train-cnn: not distml's"):
         run(cluster, wd).train(TrainRequest(models=("cnn",), epochs=1, steps_per_epoch=1))
     assert (
         cluster.objects[(TFJOB_API, "TFJob", NS, "train-cnn")]
