@@ -30,7 +30,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from k8s.manifests.argo_rbac import cache_writer_rbac, workflow_rbac
+from k8s.manifests.argo_rbac import (
+    cache_writer_rbac,
+    controller_service_account,
+    workflow_rbac,
+)
 from k8s.manifests.argo_workflow import (
     CACHE_LABEL,
     memo_key,
@@ -52,6 +56,8 @@ from k8s.manifests.inference import (
     serving_runtime,
 )
 from k8s.manifests.names import (
+    ARGO_CONTROLLER_DEPLOYMENT,
+    ARGO_CONTROLLER_SA,
     ARGO_NAMESPACE,
     COMMON_LABELS,
     COMPONENT_LABEL,
@@ -91,6 +97,7 @@ from k8s.manifests.names import (
     WORKFLOW_NAME,
     WORKFLOW_SA,
     WORKFLOW_STEP,
+    cache_writer_name,
     dns_name,
     is_dns_label,
     labels,
@@ -98,6 +105,7 @@ from k8s.manifests.names import (
     selector,
     storage_uri,
     tfjob_name,
+    workflow_cache_name,
 )
 from k8s.manifests.pods import (
     ingest_job,
@@ -165,6 +173,8 @@ def cluster_objects(
 
 
 __all__ = [
+    "ARGO_CONTROLLER_DEPLOYMENT",
+    "ARGO_CONTROLLER_SA",
     "ARGO_NAMESPACE",
     "CACHE_LABEL",
     "COMMON_LABELS",
@@ -205,10 +215,12 @@ __all__ = [
     "WORKFLOW_NAME",
     "WORKFLOW_SA",
     "WORKFLOW_STEP",
+    "cache_writer_name",
     "cache_writer_rbac",
     "check_models",
     "check_settings",
     "cluster_objects",
+    "controller_service_account",
     "data_cache_key",
     "dns_name",
     "has_ingress",
@@ -234,6 +246,7 @@ __all__ = [
     "train_command",
     "workflow",
     "workflow_cache",
+    "workflow_cache_name",
     "workflow_objects",
     "workflow_rbac",
 ]

@@ -4,9 +4,11 @@ Roles only: no ClusterRole, nothing beyond what is used, and ``get``/``patch`` o
 objects the steps write (``resourceNames``; a ``create`` cannot be limited so).
 
 - The steps' ServiceAccount (``WORKFLOW_SA``), its Role and RoleBinding: ``workflow_rbac``.
-- Argo's workflow-controller (ServiceAccount ``ARGO_CONTROLLER_SA`` in ``ARGO_NAMESPACE``,
-  as install.yaml defines it) keeps the ingestion step's memoization entries in the
-  ConfigMap ``WORKFLOW_CACHE`` **in its own namespace**, not the Workflow's: v4.1.2
+- Argo's workflow-controller (its ServiceAccount, read from its Deployment by `invoke
+  workflow`: ``controller_service_account``; ``ARGO_CONTROLLER_SA`` as install.yaml names
+  it when the Deployment cannot be read) keeps the ingestion step's memoization entries in
+  a ConfigMap ``workflow_cache_name(namespace)`` **in its own namespace**
+  (``ARGO_NAMESPACE``), not the Workflow's: v4.1.2
   workflow/controller/controller.go:235 builds its cache factory with the controller's
   namespace, and cache/cache.go:98 opens every ConfigMap cache there (seen in the first
   real run: "cannot create resource configmaps ... in the namespace argo").
@@ -14,9 +16,11 @@ objects the steps write (``resourceNames``; a ``create`` cannot be limited so).
   cache/configmap_cache.go GETs that ConfigMap and UPDATEs it both to save an entry
   (``save``: without the write the controller marks the step Error, operator.go:
   ``c.Save`` ... ``NodeError``) and on every cache hit (``load`` records the hit time). It
-  CREATEs the ConfigMap only when it is absent, and `invoke workflow` applies it before
+  CREATEs the ConfigMap only when it is absent, and `invoke workflow` makes it before
   every submission: no ``create`` (which a ``resourceNames`` rule could not limit
   anyway). ``cache_writer_rbac``: a Role and RoleBinding in ``ARGO_NAMESPACE``.
+  Every one of those names carries the distml namespace (``per_namespace``): each
+  namespace's `down` deletes its own and never another namespace's.
 """
 
 from __future__ import annotations
@@ -30,11 +34,11 @@ from k8s.manifests.names import (
     ARGO_CONTROLLER_SA,
     ARGO_NAMESPACE,
     RUNTIME_NAME,
-    WORKFLOW_CACHE,
-    WORKFLOW_CACHE_WRITER,
     WORKFLOW_COMPONENT,
     WORKFLOW_SA,
+    cache_writer_name,
     tfjob_name,
+    workflow_cache_name,
 )
 from k8s.manifests.pods import meta
 from k8s.settings import Settings
@@ -127,18 +131,29 @@ def workflow_rbac(s: Settings, models: Sequence[str]) -> list[dict[str, Any]]:
     return [sa, *_role_and_binding(WORKFLOW_SA, s.namespace, workflow_rules(s, models), subject)]
 
 
-def cache_writer_rbac(s: Settings) -> list[dict[str, Any]]:
+def controller_service_account(deployment: dict[str, Any] | None) -> str:
+    """The ServiceAccount Argo's controller runs as, from its Deployment (``None``: it
+    could not be read, and install.yaml's ``ARGO_CONTROLLER_SA`` is assumed). A pod
+    template that names none runs as ``default``."""
+    template = ((deployment or {}).get("spec") or {}).get("template") or {}
+    spec = template.get("spec")
+    if spec is None:
+        return ARGO_CONTROLLER_SA
+    return spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+
+
+def cache_writer_rbac(s: Settings, controller_sa: str = ARGO_CONTROLLER_SA) -> list[dict[str, Any]]:
     """A Role in Argo's namespace (where the controller keeps its caches) letting Argo's
-    controller read and update the memoization ConfigMap (that one only), and its
-    RoleBinding to the controller's ServiceAccount."""
+    controller (ServiceAccount ``controller_sa`` there) read and update this namespace's
+    memoization ConfigMap (that one only), and its RoleBinding to that ServiceAccount."""
     check_settings(s)
     rules = [
         {
             "apiGroups": [""],
             "resources": ["configmaps"],
-            "resourceNames": [WORKFLOW_CACHE],
+            "resourceNames": [workflow_cache_name(s.namespace)],
             "verbs": ["get", "update"],
         }
     ]
-    subject = {"name": ARGO_CONTROLLER_SA, "namespace": ARGO_NAMESPACE}
-    return _role_and_binding(WORKFLOW_CACHE_WRITER, ARGO_NAMESPACE, rules, subject)
+    subject = {"name": controller_sa, "namespace": ARGO_NAMESPACE}
+    return _role_and_binding(cache_writer_name(s.namespace), ARGO_NAMESPACE, rules, subject)

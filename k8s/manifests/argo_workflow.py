@@ -34,8 +34,10 @@ Deliberate choices (and why):
 - The memoization ConfigMap (``workflow_cache``) loses every label but Argo's own the
   first time the controller saves an entry (workflow/controller/cache/configmap_cache.go
   sets its labels to exactly ``workflows.argoproj.io/configmap-type: Cache``): delete it
-  by name (``WORKFLOW_CACHE``), not by the distml labels. Delete it too whenever the
-  volume is deleted, or the next run skips ingestion into an empty volume.
+  by name (``workflow_cache_name(namespace)``), not by the distml labels. Delete it too
+  whenever the volume is deleted, or the next run skips ingestion into an empty volume.
+  It lives in Argo's namespace, shared by every distml namespace: its name (and its
+  Role's) carries the distml namespace, so one namespace's `down` leaves the others'.
 - Every pod of the Workflow carries ``sidecar.istio.io/inject: "false"``
   (``spec.podMetadata``): an injected sidecar never exits, and the step would never end.
   They keep their service-account token: Argo's executor in each reports the step's
@@ -61,14 +63,15 @@ from k8s.manifests.inference import (
     serving_runtime,
 )
 from k8s.manifests.names import (
+    ARGO_CONTROLLER_SA,
     ARGO_NAMESPACE,
     NO_ISTIO_SIDECAR,
-    WORKFLOW_CACHE,
     WORKFLOW_COMPONENT,
     WORKFLOW_NAME,
     WORKFLOW_SA,
     raw_data_dir,
     tfjob_name,
+    workflow_cache_name,
 )
 from k8s.manifests.placement import pull_secrets
 from k8s.manifests.pods import ingest_job, meta, selection_job, tfjob
@@ -128,14 +131,14 @@ def memo_key(image: str, data_checksums: Sequence[str], volume: str = "") -> str
 
 def workflow_cache(s: Settings) -> dict[str, Any]:
     """The ConfigMap Argo keeps the ingestion step's memoization entries in: in Argo's own
-    namespace, where the controller looks for it (see k8s.manifests.argo_rbac)."""
+    namespace, where the controller looks for it (see k8s.manifests.argo_rbac), named for
+    this deployment's namespace."""
     check_settings(s)
+    name = workflow_cache_name(s.namespace)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": meta(
-            WORKFLOW_CACHE, ARGO_NAMESPACE, WORKFLOW_COMPONENT, extra_labels=CACHE_LABEL
-        ),
+        "metadata": meta(name, ARGO_NAMESPACE, WORKFLOW_COMPONENT, extra_labels=CACHE_LABEL),
     }
 
 
@@ -239,7 +242,7 @@ def _ingest_template(s: Settings, cache_max_age: str, source_dir: bool) -> dict[
     template["memoize"] = {
         "key": f"{{{{inputs.parameters.{CACHE_KEY_PARAM}}}}}",
         "maxAge": cache_max_age,
-        "cache": {"configMap": {"name": WORKFLOW_CACHE}},
+        "cache": {"configMap": {"name": workflow_cache_name(s.namespace)}},
     }
     return template
 
@@ -399,10 +402,14 @@ def workflow(
     }
 
 
-def workflow_objects(s: Settings, **options: Any) -> list[dict[str, Any]]:
+def workflow_objects(
+    s: Settings, *, controller_sa: str = ARGO_CONTROLLER_SA, **options: Any
+) -> list[dict[str, Any]]:
     """The steps' ServiceAccount, Role and RoleBinding, the controller's cache Role and
-    RoleBinding, the cache ConfigMap and the Workflow: apply order (the Workflow's pods
-    need their ServiceAccount and Role from the first step, and the controller writes the
-    cache as soon as ingestion ends). ``options``: ``workflow()``'s keywords."""
+    RoleBinding (to ``controller_sa``, the ServiceAccount Argo's controller runs as), the
+    cache ConfigMap and the Workflow: apply order (the Workflow's pods need their
+    ServiceAccount and Role from the first step, and the controller writes the cache as
+    soon as ingestion ends). ``options``: ``workflow()``'s keywords."""
     wf = workflow(s, **options)
-    return [*workflow_rbac(s, options["models"]), *cache_writer_rbac(s), workflow_cache(s), wf]
+    rbac = workflow_rbac(s, options["models"])
+    return [*rbac, *cache_writer_rbac(s, controller_sa), workflow_cache(s), wf]

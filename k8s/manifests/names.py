@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from k8s.settings import Settings
@@ -41,8 +42,9 @@ MESSAGE_DUMPER = "message-dumper"
 # `invoke workflow`'s objects (k8s.manifests.argo_workflow and workflow_rbac).
 WORKFLOW_NAME = "distml-pipeline"
 WORKFLOW_SA = "distml-workflow"  # the steps' ServiceAccount / Role / RoleBinding
-WORKFLOW_CACHE = "distml-workflow-cache"  # the memoization ConfigMap
-# The Role / RoleBinding letting Argo's controller write that ConfigMap.
+# The memoization ConfigMap, and the Role / RoleBinding letting Argo's controller write it:
+# prefixes, each namespace's names are ``workflow_cache_name`` and ``cache_writer_name``.
+WORKFLOW_CACHE = "distml-workflow-cache"
 WORKFLOW_CACHE_WRITER = "distml-workflow-cache-writer"
 WORKFLOW_COMPONENT = "workflow"
 
@@ -160,11 +162,47 @@ def selector(component: str | None = None, instance: str | None = None) -> str:
     return ",".join(f"{k}={v}" for k, v in labels(component, **extra).items())
 
 
-# -- sharing a cluster: the operator's namespace, sidecars --------------------------------
+# -- sharing a cluster: names in Argo's namespace, the operator's namespace, sidecars ----
 
+# Argo's controller Deployment (install.yaml, in ARGO_NAMESPACE): its pod template names the
+# ServiceAccount the cache Role is bound to (a Helm install names it otherwise than
+# ARGO_CONTROLLER_SA, which is only the fallback when the Deployment cannot be read).
+ARGO_CONTROLLER_DEPLOYMENT = "workflow-controller"
 # Where the pinned training-operator install runs the operator (and its ServiceAccount,
 # which holds cluster-wide rights): a TFJob made there may run as that ServiceAccount.
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
 # On every pod distml makes but the predictors: an Istio sidecar never exits, so a Job's or
 # a TFJob's pod would run forever in a namespace labelled istio-injection=enabled.
 NO_ISTIO_SIDECAR = {"sidecar.istio.io/inject": "false"}
+
+
+def per_namespace(prefix: str, namespace: str, *, max_len: int = 63) -> str:
+    """``<prefix>-<namespace>``: the name of an object distml keeps in another namespace
+    (Argo's) for the deployment in ``namespace``, so that one namespace's objects there are
+    never another's. A DNS-1123 label of at most ``max_len``: when too long, the namespace
+    is cut and a hash of the whole of it keeps names of different namespaces apart.
+
+    >>> per_namespace("distml-workflow-cache", "ml-team")
+    'distml-workflow-cache-ml-team'
+    """
+    if not is_dns_label(namespace):
+        raise ValueError(f"namespace {namespace!r} is not a DNS-1123 label")
+    name = f"{prefix}-{namespace}"
+    if len(name) <= max_len:
+        return name
+    digest = hashlib.sha256(namespace.encode()).hexdigest()[:8]
+    keep = max_len - len(prefix) - len(digest) - 2
+    if keep < 1:
+        raise ValueError(f"prefix {prefix!r} leaves no room for a namespace in {max_len}")
+    return f"{prefix}-{namespace[:keep].rstrip('-')}-{digest}"
+
+
+def workflow_cache_name(namespace: str) -> str:
+    """The memoization ConfigMap (in ARGO_NAMESPACE) of the Workflows of ``namespace``."""
+    return per_namespace(WORKFLOW_CACHE, namespace)
+
+
+def cache_writer_name(namespace: str) -> str:
+    """The Role and RoleBinding (in ARGO_NAMESPACE) letting Argo's controller write
+    ``workflow_cache_name(namespace)`` and no other ConfigMap."""
+    return per_namespace(WORKFLOW_CACHE_WRITER, namespace)

@@ -17,6 +17,7 @@ from k8s.argo_status import (
     workflow_phase,
 )
 from k8s.cluster_poll import WaitError
+from k8s.kube import KubeError
 from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob
@@ -66,11 +67,14 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         min_accuracy=request.min_accuracy,
         source_dir=bool(state.source_dir),
         parallelism=fit if fit < len(request.models) else None,
+        controller_sa=_controller_service_account(cx),
     )
     wf = next(o for o in objects if o["kind"] == WORKFLOW_KIND)
     for obj in objects:
         if obj is wf:
             cx.apply(obj)
+        elif obj["kind"] == "ConfigMap":
+            _make_cache(cx, obj)
         else:
             apply_reporting(cx, obj)
     if cx.dry:
@@ -81,6 +85,31 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         cx.out(f"stop it: {_kubectl(cx, 'delete', name)} or `invoke workflow --stop`")
         return 0
     return watch(cx, name, deadline_s=wf["spec"]["activeDeadlineSeconds"])
+
+
+def _controller_service_account(cx: ClusterContext) -> str:
+    """The ServiceAccount Argo's controller runs as, read from its Deployment (a Helm
+    install names it otherwise than install.yaml); install.yaml's when it cannot be read."""
+    ns, name = manifests.ARGO_NAMESPACE, manifests.ARGO_CONTROLLER_DEPLOYMENT
+    try:
+        deployment = cx.kube.get("apps/v1", "Deployment", name, ns)
+    except KubeError as e:
+        deployment = None
+        cx.out(f"note: Deployment {ns}/{name} cannot be read ({e})")
+    sa = manifests.controller_service_account(deployment)
+    if deployment is None and not cx.dry:
+        cx.out(f"note: Argo's controller is taken to run as ServiceAccount {ns}/{sa}")
+    return sa
+
+
+def _make_cache(cx: ClusterContext, cache: dict) -> None:
+    """The memoization ConfigMap, made when absent. One that is there is Argo's to write:
+    its entries are kept, and the labels Argo set (it drops distml's) left as they are."""
+    meta = cache["metadata"]
+    if cx.kube.get("v1", "ConfigMap", meta["name"], meta["namespace"]) is not None:
+        cx.out(f"ConfigMap {meta['namespace']}/{meta['name']}: exists (Argo's cache entries kept)")
+        return
+    apply_reporting(cx, cache)
 
 
 def _kubectl(cx: ClusterContext, verb: str, name: str) -> str:

@@ -84,9 +84,10 @@ def test_apply_order() -> None:
         ("workflow", "ServiceAccount", "distml-workflow"),
         ("workflow", "Role", "distml-workflow"),
         ("workflow", "RoleBinding", "distml-workflow"),
-        ("workflow", "Role", "distml-workflow-cache-writer"),
-        ("workflow", "RoleBinding", "distml-workflow-cache-writer"),
-        ("workflow", "ConfigMap", "distml-workflow-cache"),
+        # In Argo's namespace: named for this namespace (another's `down` leaves them).
+        ("workflow", "Role", "distml-workflow-cache-writer-kubeflow"),
+        ("workflow", "RoleBinding", "distml-workflow-cache-writer-kubeflow"),
+        ("workflow", "ConfigMap", "distml-workflow-cache-kubeflow"),
         ("workflow", "Workflow", "distml-pipeline"),
     ]
 

@@ -1,9 +1,9 @@
 """k8s.manifests.argo_rbac: the Role of the Workflow's steps grants exactly what the
 rendered steps do (get and patch only on the objects of those names), and Argo's
-controller (its ServiceAccount as the pinned install.yaml defines it) is granted exactly
-what the ingestion step's memoization makes it do to the cache ConfigMap, which
+controller (its ServiceAccount as its Deployment names it) is granted exactly what the
+ingestion step's memoization makes it do to this namespace's cache ConfigMap, which
 install.yaml alone does not grant. Both derived from the rendered templates, not
-restated."""
+restated. What lives in Argo's namespace is named per distml namespace."""
 
 from __future__ import annotations
 
@@ -209,7 +209,8 @@ def test_the_workflow_runs_as_its_own_namespaced_service_account() -> None:
     assert not {"ClusterRole", "ClusterRoleBinding"} & set(kinds)
     sa, role, binding = objs[:3]
     assert sa["metadata"]["name"] == role["metadata"]["name"] == m.WORKFLOW_SA
-    in_argo = {m.WORKFLOW_CACHE, m.WORKFLOW_CACHE_WRITER}  # where Argo's controller looks
+    # Where Argo's controller looks.
+    in_argo = {m.workflow_cache_name(S.namespace), m.cache_writer_name(S.namespace)}
     for o in objs:
         want = ARGO_NAMESPACE if o["metadata"]["name"] in in_argo else S.namespace
         assert o["metadata"]["namespace"] == want, o["metadata"]["name"]
@@ -265,11 +266,12 @@ def test_the_controller_may_do_exactly_what_memoization_needs(s: Settings) -> No
     assert all(covers(both, n) for n in need)
     # Nothing for the controller in the project namespace: it never looks there.
     assert not grants(objs, ARGO_CONTROLLER_SA, ARGO_NAMESPACE, s.namespace)
-    (cache,) = [o for o in objs if o["metadata"]["name"] == m.WORKFLOW_CACHE]
+    cache_name = m.workflow_cache_name(s.namespace)
+    (cache,) = [o for o in objs if o["metadata"]["name"] == cache_name]
     assert cache["metadata"]["namespace"] == ARGO_NAMESPACE
     # The cache exists before the Workflow does: the controller never has to create it.
     kinds_names = [(o["kind"], o["metadata"]["name"]) for o in objs]
-    assert kinds_names.index(("ConfigMap", m.WORKFLOW_CACHE)) < kinds_names.index(
+    assert kinds_names.index(("ConfigMap", cache_name)) < kinds_names.index(
         ("Workflow", m.WORKFLOW_NAME)
     )
 
@@ -278,11 +280,11 @@ def test_without_the_cache_role_the_controller_cannot_save_an_entry() -> None:
     """install.yaml's argo-cluster-role grants configmaps get/list/watch only: the Role
     is what lets the controller save (and re-read) the ingestion step's cache entry."""
     objs = m.workflow_objects(S, models=MODEL_TYPES, cache_key=KEY)
-    dropped = [o for o in objs if o["metadata"]["name"] != m.WORKFLOW_CACHE_WRITER]
+    dropped = [o for o in objs if o["metadata"]["name"] != m.cache_writer_name(S.namespace)]
     assert len(dropped) == len(objs) - 2
     have = grants(dropped + install_yaml(), ARGO_CONTROLLER_SA, ARGO_NAMESPACE, ARGO_NAMESPACE)
     missing = {n for n in controller_needs(objs[-1]) if not covers(have, n)}
-    assert missing == {("", "configmaps", "update", m.WORKFLOW_CACHE)}
+    assert missing == {("", "configmaps", "update", m.workflow_cache_name(S.namespace))}
 
 
 def test_the_cache_role_is_namespaced_and_bound_to_the_controller_only() -> None:
@@ -292,10 +294,85 @@ def test_the_cache_role_is_namespaced_and_bound_to_the_controller_only() -> None
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "Role",
-        "name": m.WORKFLOW_CACHE_WRITER,
+        "name": m.cache_writer_name(S.namespace),
     }
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": ARGO_CONTROLLER_SA, "namespace": ARGO_NAMESPACE}
     ]
     for obj in (role, binding):
         assert k8s_schemas.validate(obj) == [], obj["kind"]
+
+
+# -- one namespace's objects in Argo's namespace are never another's --------------------
+
+
+def in_argo(objs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {
+        (o["kind"], o["metadata"]["name"]) for o in objs if o["metadata"]["namespace"] == "argo"
+    }
+
+
+def test_two_namespaces_share_nothing_in_argos_namespace() -> None:
+    """One namespace's `down` deletes its cache, Role and RoleBinding by name: another
+    namespace's must have other names, and its Role must not grant on the other's cache."""
+    a, b = (Settings(image=IMAGE, namespace=ns) for ns in ("team-a", "team-b"))
+    objs_a, objs_b = (m.workflow_objects(s, models=["cnn"], cache_key=KEY) for s in (a, b))
+    assert len(in_argo(objs_a)) == 3
+    assert not in_argo(objs_a) & in_argo(objs_b)
+    for s, objs in ((a, objs_a), (b, objs_b)):
+        cached = grants(objs, ARGO_CONTROLLER_SA, ARGO_NAMESPACE, ARGO_NAMESPACE)
+        assert {name for *_, name in cached} == {m.workflow_cache_name(s.namespace)}
+        (ingest,) = [t for t in objs[-1]["spec"]["templates"] if "memoize" in t]
+        assert ingest["memoize"]["cache"]["configMap"]["name"] == m.workflow_cache_name(s.namespace)
+
+
+@pytest.mark.parametrize("namespace", ["a", "ml-team", "n" * 63, "n" * 40 + "-" + "x" * 22])
+def test_names_in_argos_namespace_stay_dns_labels_for_any_namespace(namespace: str) -> None:
+    names = {m.workflow_cache_name(namespace), m.cache_writer_name(namespace)}
+    assert all(m.is_dns_label(n) for n in names), names
+    assert len(names) == 2
+    s = Settings(image=IMAGE, namespace=namespace)
+    for obj in m.workflow_objects(s, models=["cnn"], cache_key=KEY)[3:6]:
+        assert k8s_schemas.validate(obj) == [], obj["kind"]
+
+
+def test_long_namespaces_that_share_a_prefix_get_different_names() -> None:
+    one, two = "n" * 60 + "one", "n" * 60 + "two"
+    assert m.workflow_cache_name(one) != m.workflow_cache_name(two)
+    assert m.cache_writer_name(one) != m.cache_writer_name(two)
+    assert m.workflow_cache_name("ml-team") == "distml-workflow-cache-ml-team"
+
+
+def controller_deployment(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "workflow-controller", "namespace": "argo"},
+        "spec": {"template": {"spec": spec}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("deployment", "sa"),
+    [
+        (
+            controller_deployment({"serviceAccountName": "argo-workflows-workflow-controller"}),
+            "argo-workflows-workflow-controller",
+        ),  # a Helm install's
+        (controller_deployment({"serviceAccountName": "argo"}), "argo"),
+        (controller_deployment({"containers": []}), "default"),  # names none: the default
+        (None, ARGO_CONTROLLER_SA),  # cannot be read: install.yaml's
+        ({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}}, ARGO_CONTROLLER_SA),
+    ],
+    ids=["helm", "install-yaml", "none-named", "unreadable", "no-template"],
+)
+def test_the_controller_service_account_is_read_from_its_deployment(deployment, sa) -> None:
+    assert m.controller_service_account(deployment) == sa
+
+
+def test_the_cache_role_is_bound_to_the_service_account_given() -> None:
+    helm = "argo-workflows-workflow-controller"
+    objs = m.workflow_objects(S, models=["cnn"], cache_key=KEY, controller_sa=helm)
+    need = controller_needs(objs[-1])
+    assert grants(objs, helm, ARGO_NAMESPACE, ARGO_NAMESPACE) == need
+    assert not grants(objs, ARGO_CONTROLLER_SA, ARGO_NAMESPACE, ARGO_NAMESPACE)

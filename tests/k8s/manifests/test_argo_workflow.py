@@ -327,7 +327,7 @@ def test_ingest_is_memoized_on_the_workflow_s_key_in_the_labelled_cache() -> Non
     assert ingest["memoize"] == {
         "key": "{{inputs.parameters.cache-key}}",
         "maxAge": "48h",
-        "cache": {"configMap": {"name": m.WORKFLOW_CACHE}},
+        "cache": {"configMap": {"name": "distml-workflow-cache-kubeflow"}},
     }
     assert ingest["inputs"]["parameters"] == [{"name": wfm.CACHE_KEY_PARAM}]
     (step,) = templates(wf)[wfm.ENTRYPOINT]["steps"][0]
@@ -335,7 +335,8 @@ def test_ingest_is_memoized_on_the_workflow_s_key_in_the_labelled_cache() -> Non
         {"name": wfm.CACHE_KEY_PARAM, "value": "{{workflow.parameters.cache-key}}"}
     ]
     cache = m.workflow_cache(S)
-    assert cache["metadata"]["name"] == m.WORKFLOW_CACHE
+    assert cache["metadata"]["name"] == m.workflow_cache_name(S.namespace)
+    assert cache["metadata"]["namespace"] == m.ARGO_NAMESPACE
     # workflow/common/common.go: LabelKeyConfigMapType = LabelValueTypeConfigMapCache
     assert cache["metadata"]["labels"]["workflows.argoproj.io/configmap-type"] == "Cache"
 

@@ -55,12 +55,20 @@ def test_down_keep_cluster_deletes_only_what_distml_applied(wd, fake):
     assert ("Deployment", "training-operator") not in deleted
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 29 item 8: runtime/cluster/down.py must delete the names of this namespace "
+    "in Argo's namespace (manifests.workflow_cache_name / cache_writer_name)",
+)
 def test_down_keep_cluster_deletes_the_workflow_its_rbac_and_its_relabelled_cache(wd, fake):
     set_up(wd, fake)
     wd.update_state(argo=True)
     runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
-    # In Argo's namespace, where its controller keeps caches (k8s.manifests.argo_rbac).
-    cache = fake.obj("v1", "ConfigMap", manifests.WORKFLOW_CACHE, manifests.ARGO_NAMESPACE)
+    # In Argo's namespace, where its controller keeps caches (k8s.manifests.argo_rbac),
+    # named for this deployment's namespace.
+    cache_name = manifests.workflow_cache_name("kubeflow")
+    writer = manifests.cache_writer_name("kubeflow")
+    cache = fake.obj("v1", "ConfigMap", cache_name, manifests.ARGO_NAMESPACE)
     cache["metadata"]["labels"] = dict(manifests.CACHE_LABEL)  # what Argo's controller does
     c = make_ctx(fake, {re.compile(r"^kubectl .*"): OK})  # removing Argo itself, if asked
     runtime(c, wd, fake).down(DownRequest(keep_cluster=True))
@@ -69,11 +77,7 @@ def test_down_keep_cluster_deletes_the_workflow_its_rbac_and_its_relabelled_cach
         assert (kind, manifests.WORKFLOW_SA) in deleted
     assert ("Workflow", manifests.WORKFLOW_NAME) in deleted
     in_argo = {(k[1], k[3]) for k in fake.deleted if k[2] == manifests.ARGO_NAMESPACE}
-    assert in_argo >= {
-        ("ConfigMap", manifests.WORKFLOW_CACHE),
-        ("Role", manifests.WORKFLOW_CACHE_WRITER),
-        ("RoleBinding", manifests.WORKFLOW_CACHE_WRITER),
-    }
+    assert in_argo >= {("ConfigMap", cache_name), ("Role", writer), ("RoleBinding", writer)}
     assert deleted.index(("Workflow", manifests.WORKFLOW_NAME)) == 0  # its TFJobs go with it
 
 

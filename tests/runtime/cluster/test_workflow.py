@@ -13,6 +13,7 @@ import pytest
 
 from k8s import capacity, manifests
 from k8s.argo_status import MAIN_CONTAINER, NODE_ID_ANNOTATION, POD_WORKFLOW_LABEL, WORKFLOW_API
+from k8s.kube import KubeError
 from k8s.objects import TFJOB_API
 from k8s.ownership import stamp
 from k8s.settings import Settings
@@ -499,3 +500,102 @@ def test_a_stopped_workflow_that_does_not_go_fails_clearly(wd, fake):
         runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
     assert fake.applied == []
     assert fake.clock.now >= STOP_WAIT_S
+
+
+# -- Argo's namespace is shared: this namespace's cache, Argo's own service account -------
+
+# What `invoke workflow` keeps in Argo's namespace: each name is suffixed with the namespace.
+IN_ARGO = [
+    ("ConfigMap", "distml-workflow-cache"),
+    ("Role", "distml-workflow-cache-writer"),
+    ("RoleBinding", "distml-workflow-cache-writer"),
+]
+CACHE = {"workflows.argoproj.io/configmap-type": "Cache"}  # all Argo leaves on its cache
+
+
+def controller(fake, sa: str | None) -> None:
+    """Argo's controller Deployment as an install made it (``sa`` None: names none)."""
+    spec: dict[str, Any] = {"containers": [{"name": "workflow-controller", "image": "x"}]}
+    if sa is not None:
+        spec["serviceAccountName"] = sa
+    meta = {"name": manifests.ARGO_CONTROLLER_DEPLOYMENT, "namespace": manifests.ARGO_NAMESPACE}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta}
+    fake.put({**deployment, "spec": {"template": {"spec": spec}}})
+
+
+def cache_binding(fake) -> dict[str, Any]:
+    name = manifests.cache_writer_name(NS)
+    return fake.obj("rbac.authorization.k8s.io/v1", "RoleBinding", name, manifests.ARGO_NAMESPACE)
+
+
+@pytest.mark.parametrize(
+    ("sa", "bound"),
+    [
+        ("argo-workflows-workflow-controller", "argo-workflows-workflow-controller"),
+        (None, "default"),
+    ],
+    ids=["a Helm install's", "none named"],
+)
+def test_the_cache_role_is_bound_to_the_service_account_argo_runs_as(wd, fake, sa, bound):
+    with_argo(wd, fake)
+    controller(fake, sa)
+    assert runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest()) == 0
+    subject = {"kind": "ServiceAccount", "name": bound, "namespace": manifests.ARGO_NAMESPACE}
+    assert cache_binding(fake)["subjects"] == [subject]
+
+
+def test_an_unreadable_controller_deployment_falls_back_to_install_yamls_account(wd, fake):
+    with_argo(wd, fake)
+    controller(fake, "argo-workflows-workflow-controller")
+    real = fake.get
+
+    def forbidden(api, kind, name, namespace=None):
+        if kind == "Deployment" and namespace == manifests.ARGO_NAMESPACE:
+            raise KubeError(f"deployments.apps {name} is forbidden")
+        return real(api, kind, name, namespace)
+
+    fake.get = forbidden
+    lines: list[str] = []
+    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest()) == 0
+    (subject,) = cache_binding(fake)["subjects"]
+    assert subject["name"] == manifests.ARGO_CONTROLLER_SA
+    assert any(
+        "workflow-controller cannot be read" in line and "forbidden" in line for line in lines
+    )
+    assert "note: Argo's controller is taken to run as ServiceAccount argo/argo" in lines
+
+
+def test_argos_namespace_holds_this_namespaces_cache_and_role_by_name(wd, fake):
+    """`down` in another namespace deletes its own names, never these."""
+    with_argo(wd, fake)
+    runtime(make_ctx(fake, {}), wd, fake).workflow(WorkflowRequest())
+    in_argo = sorted(
+        (kind, name) for (_, kind, ns, name) in fake.objects if ns == manifests.ARGO_NAMESPACE
+    )
+    mine = [(kind, f"{prefix}-{NS}") for kind, prefix in IN_ARGO]
+    assert [o for o in in_argo if o[0] != "Deployment"] == sorted(mine)
+    wf = submitted(fake)
+    (ingest,) = [t for t in wf["spec"]["templates"] if "memoize" in t]
+    assert ingest["memoize"]["cache"]["configMap"]["name"] == f"distml-workflow-cache-{NS}"
+
+
+def test_a_cache_argo_has_written_is_kept_as_argo_left_it(wd, fake):
+    """Argo relabels its cache when it saves an entry (only its own label is left): the
+    next submission neither rewrites it nor, on a cluster distml did not create, takes
+    it for someone else's object."""
+    with_argo(wd, fake)
+    name = manifests.workflow_cache_name(NS)
+    argos = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": manifests.ARGO_NAMESPACE, "labels": CACHE},
+        "data": {"ingest-abc": '{"nodeID": "w-1"}'},
+    }
+    fake.put(argos)
+    fake.applied.clear()
+    lines: list[str] = []
+    assert runtime(make_ctx(fake, {}), wd, fake, lines=lines).workflow(WorkflowRequest()) == 0
+    assert "ConfigMap" not in [o["kind"] for o in fake.applied]
+    kept = fake.obj("v1", "ConfigMap", name, manifests.ARGO_NAMESPACE)
+    assert kept["data"] == argos["data"] and kept["metadata"]["labels"] == CACHE
+    assert f"ConfigMap argo/{name}: exists (Argo's cache entries kept)" in lines
