@@ -149,20 +149,27 @@ def _delete_objects(cx: ClusterContext) -> None:
 
 
 def _delete_argo_cache(cx: ClusterContext, s: Settings) -> list[str]:
-    """Argo relabels its cache ConfigMap (k8s.manifests.argo_workflow): deleted by name, and
-    with the volume, or the next workflow would skip ingestion into an empty volume. It and
-    the Role that lets Argo's controller write it live in Argo's namespace. On a cluster
-    distml did not create, only when this work dir used Argo: a user with rights in their
-    own namespace only must still be able to run `down`."""
+    """This namespace's Argo memoization cache, deleted with the volume (else the next
+    workflow would skip ingestion into an empty volume), and the Role and RoleBinding that
+    let Argo's controller write it: in Argo's namespace, named per distml namespace
+    (``manifests.workflow_cache_name``). On a cluster distml did not create, only when
+    this work dir used Argo (a user with rights in their own namespace only must still be
+    able to run `down`), the Role and RoleBinding only when this work dir's, and the cache
+    only with them (Argo strips its labels when it writes an entry)."""
     if not (s.owns_cluster or cx.wd.state().argo):
         return []
     argo = manifests.ARGO_NAMESPACE
+    writer = manifests.cache_writer_name(s.namespace)
+    rbac = [(RBAC_API, "RoleBinding", writer), (RBAC_API, "Role", writer)]
+    mine = [
+        (api, kind, name)
+        for api, kind, name in rbac
+        if (obj := cx.kube.get(api, kind, name, argo)) is not None
+        and (s.owns_cluster or owned(obj, cx.instance))
+    ]
+    cache = [("v1", "ConfigMap", manifests.workflow_cache_name(s.namespace))]
     gone = []
-    for api, kind, name in (
-        ("v1", "ConfigMap", manifests.WORKFLOW_CACHE),
-        (RBAC_API, "RoleBinding", manifests.WORKFLOW_CACHE_WRITER),
-        (RBAC_API, "Role", manifests.WORKFLOW_CACHE_WRITER),
-    ):
+    for api, kind, name in mine + (cache if s.owns_cluster or mine else []):
         if cx.kube.delete(api, kind, name, argo):
             gone.append(f"{kind} {argo}/{name}")
     return gone

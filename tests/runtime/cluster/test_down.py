@@ -55,11 +55,6 @@ def test_down_keep_cluster_deletes_only_what_distml_applied(wd, fake):
     assert ("Deployment", "training-operator") not in deleted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29 item 8: runtime/cluster/down.py must delete the names of this namespace "
-    "in Argo's namespace (manifests.workflow_cache_name / cache_writer_name)",
-)
 def test_down_keep_cluster_deletes_the_workflow_its_rbac_and_its_relabelled_cache(wd, fake):
     set_up(wd, fake)
     wd.update_state(argo=True)

@@ -161,3 +161,31 @@ def test_a_bound_readwriteonce_volume_plans_on_its_own_node_not_the_roomiest(rt,
     fake.obj(*PVC)["metadata"]["annotations"] = annotations
     assert jobs_that_fit(rt.cx, s, 3) == 1
     assert any("on the volume's node small (ReadWriteOnce)" in line for line in rt.lines)
+
+
+@pytest.mark.parametrize("ours", [True, False], ids=["this work dir's", "not this work dir's"])
+def test_down_deletes_argos_cache_of_its_namespace_only_with_its_own_role(rt, fake, wd, ours):
+    from k8s import manifests
+
+    wd.update_state(argo=True)
+    argo = manifests.ARGO_NAMESPACE
+    labels = MINE if ours else {"team": "other"}
+
+    def put(kind, name, labels, api="rbac.authorization.k8s.io/v1"):
+        meta = {"name": name, "namespace": argo, "labels": dict(labels)}
+        fake.put({"apiVersion": api, "kind": kind, "metadata": meta})
+
+    for ns, their_labels in ((NS, labels), ("elsewhere", {**COMMON_LABELS, INSTANCE_LABEL: "x"})):
+        writer = manifests.cache_writer_name(ns)
+        put("Role", writer, their_labels)
+        put("RoleBinding", writer, their_labels)
+        put("ConfigMap", manifests.workflow_cache_name(ns), manifests.CACHE_LABEL, api="v1")
+    rt.down(DownRequest())
+    in_argo = sorted((k[1], k[3]) for k in fake.deleted if k[2] == argo)
+    mine = manifests.cache_writer_name(NS)
+    expected = [
+        ("ConfigMap", manifests.workflow_cache_name(NS)),
+        ("Role", mine),
+        ("RoleBinding", mine),
+    ]
+    assert in_argo == (expected if ours else [])
