@@ -32,7 +32,7 @@ from common.poll import Clock, Done, Pending, Verdict
 from k8s.cluster_poll import POLL_S, Missing, Out, WaitError, fail_with, outcome, poll_cluster, secs
 from k8s.diagnose import indent, pod_report, safe, tfjob_report_lines, with_hints
 from k8s.kube import Kube
-from k8s.objects import WORKFLOW_API, WORKFLOW_KIND, Obj, name_of, status_of
+from k8s.objects import WORKFLOW_API, WORKFLOW_KIND, Kubectl, Obj, name_of, status_of
 
 POD_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 NODE_ID_ANNOTATION = "workflows.argoproj.io/node-id"
@@ -186,7 +186,9 @@ def step_pod(kube: Kube, namespace: str, workflow: str, node: Obj) -> Obj | None
     return None
 
 
-def failure_report(kube: Kube, namespace: str, wf: Obj, tail: int = LOG_TAIL) -> str:
+def failure_report(
+    kube: Kube, namespace: str, wf: Obj, tail: int = LOG_TAIL, *, kubectl: Kubectl
+) -> str:
     """Why a workflow failed: its message, each failed step's message and its (last
     attempt's) pod's state, events and log tail (container ``main``); for a step that
     creates a TFJob, the TFJob's own report (conditions, worker pods, events, log tails);
@@ -214,7 +216,7 @@ def failure_report(kube: Kube, namespace: str, wf: Obj, tail: int = LOG_TAIL) ->
             lines.append("    its pod is gone (podGC may have removed it)")
         if step.name in tfjobs:
             lines += indent(tfjob_report_lines(kube, namespace, tfjobs[step.name], tail), 4)
-    return with_hints(lines)
+    return with_hints(lines, kubectl)
 
 
 class _WorkflowJudge:
@@ -228,8 +230,10 @@ class _WorkflowJudge:
         name: str,
         clock: Clock,
         on_update: Callable[[list[StepRow]], Any],
+        kubectl: Kubectl,
     ) -> None:
         self.kube, self.namespace, self.name = kube, namespace, name
+        self.kubectl = kubectl
         self.clock, self.on_update = clock, on_update
         self.start = clock.monotonic()
         self.missing = Missing(clock)
@@ -246,8 +250,8 @@ class _WorkflowJudge:
                 WaitError(
                     f"Workflow {self.namespace}/{self.name} does not exist (waited {waited}); "
                     "was it deleted (`invoke workflow --stop`)?",
-                    next_step=f"kubectl -n {self.namespace} get workflows; `invoke workflow` "
-                    "submits a new one",
+                    next_step=f"{self.kubectl(f'-n {self.namespace} get workflows')}; "
+                    "`invoke workflow` submits a new one",
                 )
             )
         if wf is None:
@@ -266,7 +270,7 @@ class _WorkflowJudge:
         return WaitError(
             f"timed out after {secs(timeout)} waiting for {what} (phase "
             f"{workflow_phase(self.last)}; unfinished steps: {', '.join(running) or 'none'})",
-            next_step=f"kubectl -n {self.namespace} get workflow {self.name} -o yaml; "
+            next_step=f"{self.kubectl(f'-n {self.namespace} get workflow {self.name} -o yaml')}; "
             "`invoke workflow --stop` stops it",
         )
 
@@ -281,6 +285,7 @@ def wait_workflow(
     interval: float = POLL_S,
     clock: Clock = time,
     out: Out = print,
+    kubectl: Kubectl,
 ) -> Obj:
     """Wait until the workflow's phase is final; return the workflow as last read.
 
@@ -289,8 +294,8 @@ def wait_workflow(
     ``WaitError``; so does the deadline.
     """
     what = f"Workflow {namespace}/{name}"
-    judge = _WorkflowJudge(kube, namespace, name, clock, on_update)
+    judge = _WorkflowJudge(kube, namespace, name, clock, on_update, kubectl)
     verdict = poll_cluster(
         judge.observe, judge, what=what, timeout=timeout, interval=interval, clock=clock, out=out
     )
-    return outcome(verdict, what, lambda v: judge.timed_out(timeout, what, v))
+    return outcome(verdict, what, lambda v: judge.timed_out(timeout, what, v), kubectl=kubectl)

@@ -8,7 +8,8 @@ Every wait takes a ``Kube`` (``k8s.kube``) and a ``clock`` (anything with ``.mon
 ``.sleep(seconds)``; the real ``time`` module by default, a fake one in tests). A wait prints a
 line through ``out`` when what it waits for changes state, never once per poll. Timeouts and
 failures raise ``WaitError``: its message says what was waited for, the last seen status, the
-evidence and hints (``k8s.diagnose``) and what to run next.
+evidence and hints (``k8s.diagnose``) and what to run next: every command in it built by the
+``kubectl`` the wait is given (``Provider.kubectl``, which names the context).
 
 Transient API errors while polling (an API server restart, a blip under load) are retried;
 only when every call has failed for ``API_GRACE_S`` does a wait give up on them.
@@ -24,7 +25,15 @@ from common.errors import DistmlError
 from common.poll import Clock, Done, Failed, Pending, Verdict, first_line, poll
 from k8s.diagnose import hints
 from k8s.kube import KubeError
-from k8s.objects import STUCK_REASONS, Obj, container_statuses, name_of, short, waiting_reasons
+from k8s.objects import (
+    STUCK_REASONS,
+    Kubectl,
+    Obj,
+    container_statuses,
+    name_of,
+    short,
+    waiting_reasons,
+)
 
 POLL_S = 2.0  # default polling interval
 STUCK_S = 60.0  # a pod in one of STUCK_REASONS for this long will not recover on its own
@@ -86,7 +95,9 @@ def poll_cluster(
     )
 
 
-def outcome(verdict: Verdict, what: str, timed_out: Callable[[Pending], WaitError]) -> Any:
+def outcome(
+    verdict: Verdict, what: str, timed_out: Callable[[Pending], WaitError], *, kubectl: Kubectl
+) -> Any:
     """Done → its value; Failed → its WaitError (or, when the API kept failing, one that
     says so); Pending (the deadline passed) → ``timed_out(verdict)``."""
     if isinstance(verdict, Done):
@@ -96,7 +107,8 @@ def outcome(verdict: Verdict, what: str, timed_out: Callable[[Pending], WaitErro
             raise verdict.cause
         raise WaitError(
             f"gave up waiting for {what}: {verdict.reason}",
-            next_step="check that the cluster is up (`kubectl get nodes`); `invoke up` starts it",
+            next_step=f"check that the cluster is up (`{kubectl('get nodes')}`); `invoke up` "
+            "starts it when distml made it",
         ) from verdict.cause
     raise timed_out(verdict)
 
@@ -172,6 +184,7 @@ def retry(
     clock: Clock = time,
     out: Out = print,
     retry_on: tuple[type[BaseException], ...] = (KubeError,),
+    kubectl: Kubectl,
 ) -> T:
     """Call ``fn`` until it does not raise one of ``retry_on`` (webhook races: cert-manager,
     the training-operator's validating webhook); one line per retry; WaitError after
@@ -208,7 +221,7 @@ def retry(
     raise WaitError(
         f"gave up on {what} after {secs(clock.monotonic() - start)} and {attempts} attempts; "
         f"last error: {last}",
-        "\n".join(f"hint: {h}" for h in hints(str(last))),
+        "\n".join(f"hint: {h}" for h in hints(str(last), kubectl)),
         next_step="check the pods of the component it depends on "
-        "(`kubectl get pods -A`), then re-run the same command",
+        f"(`{kubectl('get pods -A')}`), then re-run the same command",
     ) from last

@@ -7,6 +7,7 @@ error must not hide the problem being reported.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TypeVar
@@ -19,6 +20,7 @@ from k8s.objects import (
     PREDICTOR_CONTAINER,
     TF_CONTAINER,
     TFJOB_API,
+    Kubectl,
     Obj,
     condition,
     conditions,
@@ -41,7 +43,8 @@ from k8s.objects import (
 EVENTS_SHOWN = 8
 T = TypeVar("T")
 
-# Known pitfalls: any of these patterns in the diagnostics → what to do about it.
+# Known pitfalls: any of these patterns in the diagnostics → what to do about it. A command
+# in a hint is written `kubectl ARGS`; ``hints`` builds it with the provider's ``kubectl``.
 HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("insufficient cpu",),
@@ -106,16 +109,28 @@ HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
-def hints(text: str) -> list[str]:
-    """The hints whose patterns occur in ``text`` (case-insensitive), in table order."""
+_COMMAND = re.compile(r"`kubectl ([^`]+)`")
+
+
+def naming_context(text: str, kubectl: Kubectl) -> str:
+    """``text`` with each command in it (`kubectl ARGS`, in backticks) built by ``kubectl``:
+    the provider's, so that a command pasted from it reads the cluster distml used."""
+    return _COMMAND.sub(lambda m: f"`{kubectl(m[1])}`", text)
+
+
+def hints(text: str, kubectl: Kubectl) -> list[str]:
+    """The hints whose patterns occur in ``text`` (case-insensitive), in table order, their
+    commands built by ``kubectl``."""
     low = text.lower()
-    return [hint for patterns, hint in HINTS if any(p in low for p in patterns)]
+    return [
+        naming_context(hint, kubectl) for patterns, hint in HINTS if any(p in low for p in patterns)
+    ]
 
 
-def with_hints(lines: list[str]) -> str:
+def with_hints(lines: list[str], kubectl: Kubectl) -> str:
     """The lines as one text, followed by the hints they call for."""
     text = "\n".join(lines)
-    found = hints(text)
+    found = hints(text, kubectl)
     if found:
         text += "\nhints:\n" + "\n".join(f"  - {h}" for h in found)
     return text
@@ -193,7 +208,9 @@ def unschedulable(kube: Kube, namespace: str, pods: Iterable[Obj]) -> list[str]:
 # --------------------------------------------------------------------------- reports
 
 
-def deployments_report(kube: Kube, namespace: str, found: dict[str, Obj | None]) -> str:
+def deployments_report(
+    kube: Kube, namespace: str, found: dict[str, Obj | None], *, kubectl: Kubectl
+) -> str:
     """For each Deployment that is not Available: ready replicas, conditions, and each of
     its pods that is not ready with its recent events."""
     lines: list[str] = []
@@ -212,11 +229,18 @@ def deployments_report(kube: Kube, namespace: str, found: dict[str, Obj | None])
                 continue
             lines += indent([f"pod {name_of(pod)}: {pod_summary(pod)}"], 2)
             lines += indent(events_lines(kube, namespace, name_of(pod), limit=4), 4)
-    return with_hints(lines)
+    return with_hints(lines, kubectl)
 
 
 def job_report(
-    kube: Kube, namespace: str, name: str, job: Obj | None, pods: list[Obj], tail: int
+    kube: Kube,
+    namespace: str,
+    name: str,
+    job: Obj | None,
+    pods: list[Obj],
+    tail: int,
+    *,
+    kubectl: Kubectl,
 ) -> str:
     """A batch Job's conditions and pod counts; each pod's state, events and log tail."""
     lines = [f"Job {namespace}/{name}:" + ("" if job else " not found")]
@@ -232,17 +256,23 @@ def job_report(
     if not pods:
         lines.append("  no pods")
     lines += indent(events_lines(kube, namespace, name), 2)
-    return with_hints(lines)
+    return with_hints(lines, kubectl)
 
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 def tfjob_failure_report(
-    kube: Kube, namespace: str, name: str, tail: int = 40, kept_logs: Mapping[str, str] = EMPTY
+    kube: Kube,
+    namespace: str,
+    name: str,
+    tail: int = 40,
+    kept_logs: Mapping[str, str] = EMPTY,
+    *,
+    kubectl: Kubectl,
 ) -> str:
     """The TFJob's report (``tfjob_report_lines``) with the known pitfalls' hints."""
-    return with_hints(tfjob_report_lines(kube, namespace, name, tail, kept_logs))
+    return with_hints(tfjob_report_lines(kube, namespace, name, tail, kept_logs), kubectl)
 
 
 def tfjob_report_lines(
@@ -281,7 +311,9 @@ def tfjob_report_lines(
     return lines
 
 
-def isvc_failure_report(kube: Kube, namespace: str, name: str, tail: int = 40) -> str:
+def isvc_failure_report(
+    kube: Kube, namespace: str, name: str, tail: int = 40, *, kubectl: Kubectl
+) -> str:
     """The InferenceService's conditions, its Knative Service and Revisions' conditions (when
     Knative runs it), its predictor pods' phases, events and log tails, and hints."""
     isvc = safe(lambda: kube.get(ISVC_API, "InferenceService", name, namespace), None)
@@ -306,7 +338,7 @@ def isvc_failure_report(kube: Kube, namespace: str, name: str, tail: int = 40) -
             detail=pod_is_troubled(pod),
         )
     lines += events_lines(kube, namespace, name)
-    return with_hints(lines)
+    return with_hints(lines, kubectl)
 
 
 def isvc_last_status(kube: Kube, namespace: str, name: str) -> str:

@@ -25,6 +25,7 @@ from k8s.kube import Kube
 from k8s.objects import (
     ISVC_API,
     ISVC_LABEL,
+    Kubectl,
     Obj,
     condition,
     is_true,
@@ -40,15 +41,22 @@ class _IsvcJudge:
     """Ready (for the latest spec) → Done(url); missing or a stuck predictor → Failed."""
 
     def __init__(
-        self, kube: Kube, namespace: str, name: str, stuck_after: float, clock: Clock
+        self,
+        kube: Kube,
+        namespace: str,
+        name: str,
+        stuck_after: float,
+        clock: Clock,
+        kubectl: Kubectl,
     ) -> None:
         self.kube, self.namespace, self.name = kube, namespace, name
+        self.kubectl = kubectl
         self.clock, self.start = clock, clock.monotonic()
         self.stuck, self.missing = Stuck(clock, stuck_after), Missing(clock)
         self.status = "not seen yet"
         self.next_step = (
-            f"kubectl -n {namespace} describe inferenceservice {name}; "
-            f"kubectl -n {namespace} get pods -l {ISVC_LABEL}={name}"
+            f"{kubectl(f'-n {namespace} describe inferenceservice {name}')}; "
+            + kubectl(f"-n {namespace} get pods -l {ISVC_LABEL}={name}")
         )
 
     def observe(self) -> tuple[Obj | None, list[Obj]]:
@@ -67,23 +75,26 @@ class _IsvcJudge:
             return fail_with(
                 WaitError(
                     f"{ref} does not exist (waited {waited})",
-                    next_step=f"kubectl -n {self.namespace} get inferenceservices; "
+                    next_step=f"{self.kubectl(f'-n {self.namespace} get inferenceservices')}; "
                     "`invoke serve` creates it",
                 )
             )
         stuck = self.stuck.update(pods) + crashlooping(pods, CRASHLOOP_RESTARTS)
         if stuck:
-            report = isvc_failure_report(self.kube, self.namespace, self.name)
+            report = self.report()
             return fail_with(WaitError(f"{ref} is stuck: {stuck[0]}", report, self.next_step))
         self.status = _isvc_status(isvc)
         return Pending(f"InferenceService {self.name}: {self.status}")
+
+    def report(self) -> str:
+        return isvc_failure_report(self.kube, self.namespace, self.name, kubectl=self.kubectl)
 
     def timed_out(self, timeout: float, what: str, verdict: Pending) -> WaitError:
         last = isvc_last_status(self.kube, self.namespace, self.name) or self.status
         return WaitError(
             f"timed out after {secs(timeout)} waiting for {what}; last status: {last}"
             + api_note(verdict.error),
-            isvc_failure_report(self.kube, self.namespace, self.name),
+            self.report(),
             next_step=self.next_step,
         )
 
@@ -115,13 +126,15 @@ def wait_isvc_ready(
     stuck_after: float = STUCK_S,
     clock: Clock = time,
     out: Out = print,
+    kubectl: Kubectl,
 ) -> str:
-    """Wait for the InferenceService's condition Ready == "True"; return its ``status.url``."""
+    """Wait for the InferenceService's condition Ready == "True"; return its ``status.url``.
+    ``kubectl``: the provider's, for the commands the error names."""
     what = f"InferenceService {namespace}/{name} to be Ready"
-    judge = _IsvcJudge(kube, namespace, name, stuck_after, clock)
+    judge = _IsvcJudge(kube, namespace, name, stuck_after, clock, kubectl)
     verdict = poll_cluster(
         judge.observe, judge, what=what, timeout=timeout, interval=interval, clock=clock, out=out
     )
     if isinstance(verdict, Done):
         out(f"InferenceService {name}: Ready at {verdict.value}")
-    return outcome(verdict, what, lambda v: judge.timed_out(timeout, what, v))
+    return outcome(verdict, what, lambda v: judge.timed_out(timeout, what, v), kubectl=kubectl)

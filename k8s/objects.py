@@ -8,7 +8,7 @@ reads the cluster through a ``Kube``; nothing here waits or prints.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from k8s.kube import Kube
@@ -24,6 +24,18 @@ ISVC_LABEL = "serving.kserve.io/inferenceservice"
 TFJOB_LABELS = ("training.kubeflow.org/job-name", "job-name")  # v1.9 labels, then the old ones
 TF_CONTAINER = "tensorflow"
 PREDICTOR_CONTAINER = "kserve-container"
+
+#: Builds a kubectl command line for the user to paste from its arguments, naming the
+#: kubeconfig context distml used (``Provider.kubectl``: ``kubectl --context CTX ARGS``):
+#: pasted, it reads the same cluster whatever kubectl's current context is by then.
+Kubectl = Callable[[str], str]
+
+
+def unnamed_context(args: str) -> str:
+    """``kubectl ARGS``, naming no context: only for callers that do not pass the
+    provider's ``kubectl`` yet (a command built so reads kubectl's current context)."""
+    return f"kubectl {args}"
+
 
 # Waiting reasons that do not fix themselves: fail early instead of waiting out the deadline.
 STUCK_REASONS = (
@@ -307,8 +319,10 @@ class ReplicaCounter:
         ]
 
 
-def namespace_refusal(namespace: Obj | None) -> str | None:
-    """Why distml cannot serve from this (existing) namespace, or None."""
+def namespace_refusal(namespace: Obj | None, kubectl: Kubectl | None = None) -> str | None:
+    """Why distml cannot serve from this (existing) namespace, or None; the command that
+    removes the label is built with ``kubectl`` (the provider's: it names the context)."""
+    kubectl = kubectl or unnamed_context
     labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
     if KSERVE_SKIPPED_NAMESPACE_LABEL not in labels:
         return None
@@ -319,5 +333,5 @@ def namespace_refusal(namespace: Obj | None) -> str | None:
         "install labels its namespace so), and KServe's pod mutator skips such namespaces: the "
         "predictor would never get the model mounted. Use another namespace "
         f"(INVOKE_CLUSTER_NAMESPACE=distml) or, if nothing else needs it, remove the label: "
-        f"kubectl label namespace {name} {KSERVE_SKIPPED_NAMESPACE_LABEL}-"
+        + kubectl(f"label namespace {name} {KSERVE_SKIPPED_NAMESPACE_LABEL}-")
     )

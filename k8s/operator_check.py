@@ -15,6 +15,7 @@ from typing import Any
 from common.errors import DistmlError
 from k8s import versions
 from k8s.manifests.names import ARGO_NAMESPACE
+from k8s.objects import Kubectl
 
 VERSION_LABEL = "app.kubernetes.io/version"
 
@@ -130,14 +131,15 @@ def version_note(step: str, label: str, deployment: dict[str, Any]) -> str:
     )
 
 
-def blocked_reason(kube: Any, step: str) -> str | None:
+def blocked_reason(kube: Any, step: str, kubectl: Kubectl) -> str | None:
     """Why distml must not install ``step`` although its Deployment is not Available:
     the Deployment is there but not Available, or the install's CRD / APIService is there
-    (installed another way, or under other names). None: it is simply absent."""
+    (installed another way, or under other names). None: it is simply absent. The command
+    in a reason is built by ``kubectl`` (the provider's: it names the context)."""
     probe = PROBES[step]
     where = f"{probe.namespace}/{probe.deployment}"
     if kube.get("apps/v1", "Deployment", probe.deployment, probe.namespace) is not None:
-        look = f"`kubectl -n {probe.namespace} describe deployment {probe.deployment}`"
+        look = f"`{kubectl(f'-n {probe.namespace} describe deployment {probe.deployment}')}`"
         return f"Deployment {where} is there but not Available ({look})"
     api_version, kind, name = probe.marker
     if name and kube.get(api_version, kind, name) is not None:
@@ -156,12 +158,13 @@ def blocked_message(steps: list[tuple[str, str, str]], context: str) -> str:
     return "\n".join(lines)
 
 
-def missing_message(steps: list[tuple[str, str]], context: str, kubectl: str) -> str:
-    """What is missing on the cluster and how to install it: distml, asked, or by hand."""
+def missing_message(steps: list[tuple[str, str]], context: str, kubectl: Kubectl) -> str:
+    """What is missing on the cluster and how to install it: distml, asked, or by hand
+    (each command built by ``kubectl``, the provider's: it names the context)."""
     lines = [f"the cluster of context {context!r} lacks what distml needs:"]
     for step, label in steps:
         probe = PROBES[step]
-        by_hand = "; ".join(f"`{kubectl} {args}`" for args in probe.install)
+        by_hand = "; ".join(f"`{kubectl(args)}`" for args in probe.install)
         lines.append(
             f"  - {label} (no Available Deployment {probe.namespace}/{probe.deployment}); "
             f"by hand: {by_hand}"

@@ -196,7 +196,14 @@ class Installer:
         if self.dry:
             self.kubectl(args)
             return
-        retry(attempt, what=what, timeout=self.timeout, clock=self.clock, out=self.out)
+        retry(
+            attempt,
+            what=what,
+            timeout=self.timeout,
+            clock=self.clock,
+            out=self.out,
+            kubectl=self.provider.kubectl,
+        )
 
     def wait(self, namespace: str, names: list[str] | None = None) -> None:
         if not self.dry:
@@ -207,6 +214,7 @@ class Installer:
                 timeout=self.timeout,
                 clock=self.clock,
                 out=self.out,
+                kubectl=self.provider.kubectl,
             )
 
     def present(self, step: str, label: str, namespace: str, *deployments: str) -> bool:
@@ -221,7 +229,7 @@ class Installer:
                 found = self.kube.get("apps/v1", "Deployment", probe.deployment, probe.namespace)
                 self.out(version_note(step, label, found or {}))
             return True
-        reason = None if self.owned else blocked_reason(self.kube, step)
+        reason = None if self.owned else blocked_reason(self.kube, step, self.provider.kubectl)
         if reason:
             self.blocked.append((step, label, reason))
             return True
@@ -250,6 +258,7 @@ class Installer:
                 timeout=self.timeout,
                 clock=self.clock,
                 out=self.out,
+                kubectl=self.provider.kubectl,
             )
 
     def cert_manager(self) -> None:
@@ -429,8 +438,7 @@ class Installer:
         context = self.provider.context
         parts = [blocked_message(self.blocked, context)] if self.blocked else []
         if self.missing:
-            kubectl = self.provider.kubectl("").strip()
-            parts.append(missing_message(self.missing, context, kubectl))
+            parts.append(missing_message(self.missing, context, self.provider.kubectl))
         if parts:
             raise MissingOperators("\n".join(parts))
 
@@ -476,4 +484,5 @@ class Installer:
                 next_step=f"`{self.provider.kubectl(f'get namespace {name} -o yaml')}`: its "
                 "status.conditions say which objects or finalizers it waits for",
             ),
+            kubectl=self.provider.kubectl,
         )

@@ -44,6 +44,7 @@ from k8s.objects import (
     TERMINAL,
     TF_CONTAINER,
     TFJOB_API,
+    Kubectl,
     Obj,
     condition,
     format_condition,
@@ -103,9 +104,11 @@ class _TFJobsJudge:
         clock: Clock,
         out: Out,
         on_update: Callable[[list[TFJobRow]], Any] | None,
-        on_deleted_pod: Callable[[str], bool] | None = None,
+        on_deleted_pod: Callable[[str], bool] | None,
+        kubectl: Kubectl,
     ) -> None:
         self.kube, self.namespace, self.names, self.limits = kube, namespace, names, limits
+        self.kubectl = kubectl
         self.clock, self.out, self.on_update = clock, out, on_update
         self.on_deleted_pod = on_deleted_pod
         self.start = clock.monotonic()
@@ -138,8 +141,8 @@ class _TFJobsJudge:
                     WaitError(
                         f"TFJob {self.namespace}/{name} does not exist (waited {waited}); "
                         "was it deleted?",
-                        next_step=f"kubectl -n {self.namespace} get tfjobs; `invoke train` "
-                        "submits it",
+                        next_step=f"{self.kubectl(f'-n {self.namespace} get tfjobs')}; "
+                        "`invoke train` submits it",
                     )
                 )
             self._judge_one(name, job, pods)
@@ -178,7 +181,11 @@ class _TFJobsJudge:
             if reason:
                 self.out(f"TFJob {name} failed: {reason}")
             report = tfjob_failure_report(
-                self.kube, self.namespace, name, kept_logs=self.kept_logs[name]
+                self.kube,
+                self.namespace,
+                name,
+                kept_logs=self.kept_logs[name],
+                kubectl=self.kubectl,
             )
             self.out(report)
 
@@ -237,9 +244,12 @@ class _TFJobsJudge:
             )
         return WaitError(
             headline + api_note(verdict.error),
-            "\n".join(tfjob_failure_report(self.kube, self.namespace, n) for n in unfinished),
-            next_step=f"kubectl -n {self.namespace} describe tfjob {unfinished[0]}; if a worker "
-            "is Pending, lower --workers or give Docker more CPU",
+            "\n".join(
+                tfjob_failure_report(self.kube, self.namespace, n, kubectl=self.kubectl)
+                for n in unfinished
+            ),
+            next_step=f"{self.kubectl(f'-n {self.namespace} describe tfjob {unfinished[0]}')}; "
+            "if a worker is Pending, lower --workers or give Docker more CPU",
         )
 
 
@@ -257,6 +267,7 @@ def wait_tfjobs(
     on_update: Callable[[list[TFJobRow]], Any] | None = None,
     unschedulable_after: float = UNSCHEDULABLE_S,
     on_deleted_pod: Callable[[str], bool] | None = None,
+    kubectl: Kubectl,
 ) -> dict[str, str]:
     """Wait until every TFJob is Succeeded or Failed; return name → "Succeeded"/"Failed".
 
@@ -268,13 +279,16 @@ def wait_tfjobs(
     ``on_update(rows)`` is called whenever a row changed; without it, each job's state
     changes are printed as lines instead. ``on_deleted_pod(name)``, called when the operator
     failed a job for a deleted worker pod, resubmits it and returns True (the wait goes on
-    for the new job), or returns False (the job counts as Failed).
+    for the new job), or returns False (the job counts as Failed). ``kubectl``: the
+    provider's, for the commands the reports and errors name.
     """
     names = list(names)
     what = f"TFJobs {', '.join(names)} in {namespace}"
     limits = _TFJobLimits(max_restarts, stuck_after, unschedulable_after)
-    judge = _TFJobsJudge(kube, namespace, names, limits, clock, out, on_update, on_deleted_pod)
+    judge = _TFJobsJudge(
+        kube, namespace, names, limits, clock, out, on_update, on_deleted_pod, kubectl
+    )
     verdict = poll_cluster(
         judge.observe, judge, what=what, timeout=timeout, interval=interval, clock=clock, out=out
     )
-    return outcome(verdict, what, lambda v: judge.timed_out(timeout, what, v))
+    return outcome(verdict, what, lambda v: judge.timed_out(timeout, what, v), kubectl=kubectl)

@@ -1,5 +1,7 @@
 """The waits for built-in workloads: Deployments to be Available (``up``'s operators) and a
-batch/v1 Job to complete (ingest, select). Built on ``k8s.cluster_poll``."""
+batch/v1 Job to complete (ingest, select). Built on ``k8s.cluster_poll``; the commands their
+errors print are built by the ``kubectl`` they are given (the provider's: it names the
+context)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from k8s.kube import Kube
 from k8s.objects import (
     DEPLOYMENT_API,
     JOB_API,
+    Kubectl,
     Obj,
     condition,
     format_condition,
@@ -31,6 +34,7 @@ from k8s.objects import (
     job_pods,
     name_of,
     pod_state,
+    unnamed_context,
 )
 
 # --------------------------------------------------------------------------- Deployments
@@ -58,6 +62,7 @@ def wait_deployments_available(
     interval: float = POLL_S,
     clock: Clock = time,
     out: Out = print,
+    kubectl: Kubectl,
 ) -> list[str]:
     """Wait until every Deployment (``names``, or all matching ``label_selector`` / in the
     namespace) has condition Available=True; return their names."""
@@ -84,9 +89,9 @@ def wait_deployments_available(
         return WaitError(
             f"timed out after {secs(timeout)} waiting for {what}; last status: {status}"
             + api_note(verdict.error),
-            deployments_report(kube, namespace, seen or {}),
-            next_step=f"kubectl -n {namespace} get pods; kubectl -n {namespace} describe "
-            f"deployment {first}".rstrip(),
+            deployments_report(kube, namespace, seen or {}, kubectl=kubectl),
+            next_step=f"{kubectl(f'-n {namespace} get pods')}; "
+            + kubectl(f"-n {namespace} describe deployment {first}".rstrip()),
         )
 
     verdict = poll_cluster(
@@ -94,7 +99,7 @@ def wait_deployments_available(
     )
     if isinstance(verdict, Done):
         out(f"{namespace}: {_deployments_status(seen or {})}")
-    return outcome(verdict, what, timed_out)
+    return outcome(verdict, what, timed_out, kubectl=kubectl)
 
 
 # --------------------------------------------------------------------------- Jobs
@@ -104,18 +109,25 @@ class _JobJudge:
     """Complete → Done(job); Failed, missing or stuck → Failed; else the pods' states."""
 
     def __init__(
-        self, kube: Kube, namespace: str, name: str, tail: int, stuck_after: float, clock: Clock
+        self,
+        kube: Kube,
+        namespace: str,
+        name: str,
+        tail: int,
+        stuck_after: float,
+        clock: Clock,
+        kubectl: Kubectl,
     ) -> None:
         self.kube, self.namespace, self.name, self.tail = kube, namespace, name, tail
+        self.kubectl = kubectl
         self.clock, self.start = clock, clock.monotonic()
         self.stuck, self.missing = Stuck(clock, stuck_after), Missing(clock)
         self.job: Obj | None = None
         self.pods: list[Obj] = []
         self.status = "not seen yet"
         self.final = ""  # the line to print when the job ended
-        self.next_step = (
-            f"kubectl -n {namespace} describe job {name}; kubectl -n {namespace} logs job/{name}"
-        )
+        describe, logs = f"-n {namespace} describe job {name}", f"-n {namespace} logs job/{name}"
+        self.next_step = f"{kubectl(describe)}; {kubectl(logs)}"
 
     def observe(self) -> tuple[Obj | None, list[Obj]]:
         return (
@@ -124,7 +136,15 @@ class _JobJudge:
         )
 
     def report(self) -> str:
-        return job_report(self.kube, self.namespace, self.name, self.job, self.pods, self.tail)
+        return job_report(
+            self.kube,
+            self.namespace,
+            self.name,
+            self.job,
+            self.pods,
+            self.tail,
+            kubectl=self.kubectl,
+        )
 
     def __call__(self, observation: tuple[Obj | None, list[Obj]]) -> Verdict:
         self.job, self.pods = job, pods = observation
@@ -141,7 +161,7 @@ class _JobJudge:
             return fail_with(
                 WaitError(
                     f"{ref} does not exist (waited {waited})",
-                    next_step=f"kubectl -n {self.namespace} get jobs",
+                    next_step=self.kubectl(f"-n {self.namespace} get jobs"),
                 )
             )
         stuck = self.stuck.update(pods)
@@ -179,14 +199,19 @@ def wait_job(
     tail: int = 40,
     clock: Clock = time,
     out: Out = print,
+    kubectl: Kubectl | None = None,
 ) -> Obj:
     """Wait for the batch/v1 Job to be Complete; return it. Failed, stuck or timed out →
-    WaitError with its conditions, pod states, events and log tail."""
+    WaitError with its conditions, pod states, events and log tail.
+
+    ``kubectl``: the provider's, for the commands the error names (None: commands without
+    a context, for callers that do not pass it yet)."""
     what = f"Job {namespace}/{name} to complete"
-    judge = _JobJudge(kube, namespace, name, tail, stuck_after, clock)
+    kubectl = kubectl or unnamed_context
+    judge = _JobJudge(kube, namespace, name, tail, stuck_after, clock, kubectl)
     verdict = poll_cluster(
         judge.observe, judge, what=what, timeout=timeout, interval=interval, clock=clock, out=out
     )
     if judge.final:
         out(judge.final)
-    return outcome(verdict, what, lambda v: judge.timed_out(timeout, what, v))
+    return outcome(verdict, what, lambda v: judge.timed_out(timeout, what, v), kubectl=kubectl)

@@ -65,7 +65,13 @@ def deploy(cx: ClusterContext, request: DeployRequest, timeout: float) -> int:
         return 0
     try:
         url = wait_isvc_ready(
-            cx.kube, cx.namespace, s.service, timeout=timeout, clock=cx.clock, out=cx.out
+            cx.kube,
+            cx.namespace,
+            s.service,
+            timeout=timeout,
+            clock=cx.clock,
+            out=cx.out,
+            kubectl=cx.provider.kubectl,
         )
     except WaitError as e:
         raise ClusterError(f"the InferenceService did not become Ready: {e}") from e

@@ -104,6 +104,7 @@ def _run_waves(
                 out=cx.out,
                 on_update=lines,
                 on_deleted_pod=resubmit,
+                kubectl=cx.provider.kubectl,
             )
         except WaitError as e:
             raise ClusterError(f"training did not finish: {e}") from e

@@ -151,6 +151,7 @@ def watch(cx: ClusterContext, name: str, *, deadline_s: float) -> int:
             on_update=lines,
             clock=cx.clock,
             out=cx.out,
+            kubectl=cx.provider.kubectl,
         )
     except WaitError as e:
         raise ClusterError(f"the workflow did not finish: {e}") from e
@@ -166,7 +167,7 @@ def watch(cx: ClusterContext, name: str, *, deadline_s: float) -> int:
         cx.out("next: invoke status, then invoke loadtest")
         return 0
     cx.out(f"Workflow {name}: {phase} after {lines.elapsed():.0f} s")
-    cx.out(failure_report(cx.kube, cx.namespace, final))
+    cx.out(failure_report(cx.kube, cx.namespace, final, kubectl=cx.provider.kubectl))
     cx.out("next: fix the cause above, then `invoke workflow --watch` (a cached ingest is skipped)")
     return 1
 

@@ -30,6 +30,7 @@ from k8s.objects import TFJOB_API
 from k8s.settings import Settings
 from tests.support.fakekube import FakeKube, conditions_status
 from tests.support.k8s_schemas import validate
+from tests.support.wait_kit import KUBECTL, NAMED, unnamed_commands
 
 NS = "kubeflow"
 WF = "distml-pipeline"
@@ -229,7 +230,14 @@ def test_the_wait_reports_each_change_once_and_returns_the_final_workflow(fake):
     ]
     fake.sequence(WORKFLOW_API, "Workflow", NS, WF, statuses)
     final = wait_workflow(
-        fake, NS, WF, timeout=600, on_update=updates.append, clock=fake.clock, out=print
+        fake,
+        NS,
+        WF,
+        timeout=600,
+        on_update=updates.append,
+        clock=fake.clock,
+        out=print,
+        kubectl=KUBECTL,
     )
     assert final["status"]["phase"] == "Succeeded"
     assert [[(r.name, r.phase) for r in rows] for rows in updates] == [
@@ -249,22 +257,44 @@ def test_a_failed_workflow_ends_the_wait_it_does_not_raise(fake, phase):
             node(f"{WF}-4", "train-cnn", "Failed", group=1, within="train", message="boom"),
         )
     )
-    final = wait_workflow(fake, NS, WF, timeout=60, on_update=lambda rows: None, clock=fake.clock)
+    final = wait_workflow(
+        fake, NS, WF, timeout=60, on_update=lambda rows: None, clock=fake.clock, kubectl=KUBECTL
+    )
     assert final["status"]["phase"] == phase
     assert fake.clock.sleeps == []  # checked at once
 
 
 def test_a_deleted_workflow_fails_the_wait_after_the_grace(fake):
     with pytest.raises(WaitError, match=r"does not exist .*`invoke workflow --stop`") as err:
-        wait_workflow(fake, NS, WF, timeout=600, on_update=lambda rows: None, clock=fake.clock)
-    assert err.value.next_step.startswith(f"kubectl -n {NS} get workflows")
+        wait_workflow(
+            fake,
+            NS,
+            WF,
+            timeout=600,
+            on_update=lambda rows: None,
+            clock=fake.clock,
+            kubectl=KUBECTL,
+        )
+    assert err.value.next_step.startswith(f"{NAMED}-n {NS} get workflows")
     assert 30 <= fake.clock.now < 600
 
 
 def test_the_deadline_names_the_unfinished_steps(fake):
     fake.put(workflow("Running", ROOT, INGEST_HIT, TRAIN_CNN))
-    with pytest.raises(WaitError, match=r"timed out after 100s .*unfinished steps: train-cnn\)"):
-        wait_workflow(fake, NS, WF, timeout=100, on_update=lambda rows: None, clock=fake.clock)
+    with pytest.raises(
+        WaitError, match=r"timed out after 100s .*unfinished steps: train-cnn\)"
+    ) as err:
+        wait_workflow(
+            fake,
+            NS,
+            WF,
+            timeout=100,
+            on_update=lambda rows: None,
+            clock=fake.clock,
+            kubectl=KUBECTL,
+        )
+    assert err.value.next_step.startswith(f"{NAMED}-n {NS} get workflow {WF} -o yaml; ")
+    assert unnamed_commands(str(err.value)) == []
 
 
 def test_api_blips_are_retried(fake):
@@ -272,7 +302,14 @@ def test_api_blips_are_retried(fake):
     fake.fail("get", KubeError("connection refused"), times=2)
     lines: list[str] = []
     final = wait_workflow(
-        fake, NS, WF, timeout=60, on_update=lambda rows: None, clock=fake.clock, out=lines.append
+        fake,
+        NS,
+        WF,
+        timeout=60,
+        on_update=lambda rows: None,
+        clock=fake.clock,
+        out=lines.append,
+        kubectl=KUBECTL,
     )
     assert final["status"]["phase"] == "Succeeded"
     assert any("retrying: connection refused" in line for line in lines)
@@ -304,7 +341,7 @@ def test_the_report_shows_each_failed_step_once_with_its_last_attempts_log_tail(
     step_pod_of(fake, f"{WF}-ingest-222", f"{WF}-a1", workflow_name="another")  # not ours
     fake.set_log(f"{WF}-ingest-111", "\n".join(f"line {i}" for i in range(50)) + "\nno space")
 
-    report = failure_report(fake, NS, wf, tail=5)
+    report = failure_report(fake, NS, wf, tail=5, kubectl=KUBECTL)
 
     assert report.startswith(f"Workflow {NS}/{WF}: Failed\n  message: child failed\n")
     assert (
@@ -360,7 +397,7 @@ def test_a_failed_train_step_reports_its_tfjob(fake):
     )
     fake.set_log(f"{job}-worker-0", "ValueError: Collective ops must be configured")
 
-    report = failure_report(fake, NS, wf)
+    report = failure_report(fake, NS, wf, kubectl=KUBECTL)
 
     assert f"  step {job}: Failed: cond\n    pod {WF}-{job}-1: Failed" in report
     assert "failure condition matched" in report  # the argoexec pod's log
@@ -383,12 +420,12 @@ def test_a_pod_named_after_its_node_is_found_without_the_annotation(fake):
     assert validate(wf) == []
     fake.add_pod(NS, f"{WF}-9", {POD_WORKFLOW_LABEL: WF}, phase="Failed", container="main")
     fake.set_log(f"{WF}-9", "condition not met")
-    report = failure_report(fake, NS, wf)
+    report = failure_report(fake, NS, wf, kubectl=KUBECTL)
     assert "  step serve: Failed: Ready=False\n" in report
     assert "condition not met" in report
 
 
 def test_a_workflow_that_failed_before_any_step_says_so(fake):
-    report = failure_report(fake, NS, workflow("Error", message="invalid spec: x"))
+    report = failure_report(fake, NS, workflow("Error", message="invalid spec: x"), kubectl=KUBECTL)
     assert "message: invalid spec: x" in report
     assert "no step failed" in report

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from k8s.cluster_poll import WaitError, retry
+from common.poll import Failed
+from k8s.cluster_poll import WaitError, outcome, retry
 from k8s.kube import KubeError
 from tests.support.fakekube import FakeKube
-from tests.support.wait_kit import NS, TF, collect
+from tests.support.wait_kit import KUBECTL, NAMED, NS, TF, collect, unnamed_commands
 
 
 def test_retry_succeeds_after_two_webhook_errors(fake: FakeKube) -> None:
@@ -28,6 +29,7 @@ def test_retry_succeeds_after_two_webhook_errors(fake: FakeKube) -> None:
         timeout=60,
         clock=fake.clock,
         out=out,
+        kubectl=KUBECTL,
     )
 
     assert result == tfjob
@@ -46,10 +48,19 @@ def test_retry_gives_up_at_the_deadline_with_the_last_error(fake: FakeKube) -> N
         raise KubeError(f"x509: certificate signed by unknown authority (call {len(calls)})")
 
     with pytest.raises(WaitError) as info:
-        retry(apply, what="cert-manager webhook", timeout=10, clock=fake.clock, out=lambda _: 0)
+        retry(
+            apply,
+            what="cert-manager webhook",
+            timeout=10,
+            clock=fake.clock,
+            out=lambda _: 0,
+            kubectl=KUBECTL,
+        )
 
     assert "gave up on cert-manager webhook after 10s and 6 attempts" in str(info.value)
     assert "last error: x509: certificate signed by unknown authority (call 6)" in str(info.value)
+    assert f"(`{NAMED}get pods -A`)" in info.value.next_step
+    assert unnamed_commands(str(info.value)) == []
     assert calls == [0, 2, 4, 6, 8, 10]
     assert isinstance(info.value.__cause__, KubeError)
 
@@ -59,5 +70,12 @@ def test_retry_does_not_swallow_other_errors(fake: FakeKube) -> None:
         raise ValueError("a bug")
 
     with pytest.raises(ValueError, match="a bug"):
-        retry(broken, what="x", timeout=60, clock=fake.clock, out=print)
+        retry(broken, what="x", timeout=60, clock=fake.clock, out=print, kubectl=KUBECTL)
     assert fake.clock.now == 0
+
+
+def test_a_wait_that_gave_up_on_the_api_names_the_context_to_check_it_with():
+    with pytest.raises(WaitError) as info:
+        outcome(Failed("the API kept failing"), "x", lambda v: WaitError("t"), kubectl=KUBECTL)
+    assert f"(`{NAMED}get nodes`)" in info.value.next_step
+    assert unnamed_commands(str(info.value)) == []

@@ -221,6 +221,7 @@ def test_a_deployment_there_but_not_available_is_never_installed_over():
         inst.all()
     assert "will not install over" in str(err.value)
     assert "training-operator is there but not Available" in str(err.value)
+    assert f"`{KUBECTL}-n kubeflow describe deployment training-operator`" in str(err.value)
     assert ran == []  # nothing applied
 
 

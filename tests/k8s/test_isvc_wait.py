@@ -9,7 +9,15 @@ import pytest
 from k8s.cluster_poll import WaitError
 from k8s.isvc_wait import wait_isvc_ready
 from tests.support.fakekube import FakeKube, conditions_status
-from tests.support.wait_kit import INSUFFICIENT_CPU, NS, collect, predictor
+from tests.support.wait_kit import (
+    INSUFFICIENT_CPU,
+    KUBECTL,
+    NAMED,
+    NS,
+    collect,
+    predictor,
+    unnamed_commands,
+)
 
 ISVC = "serving.kserve.io/v1beta1"
 KN = "serving.knative.dev/v1"
@@ -43,7 +51,12 @@ def test_isvc_ready_returns_the_url_and_ignores_transition_status(fake: FakeKube
     )
     lines, out = collect()
 
-    assert wait_isvc_ready(fake, NS, "tf-mnist", timeout=300, clock=fake.clock, out=out) == url
+    assert (
+        wait_isvc_ready(
+            fake, NS, "tf-mnist", timeout=300, clock=fake.clock, out=out, kubectl=KUBECTL
+        )
+        == url
+    )
     assert fake.clock.now == 4
     assert lines == [
         "InferenceService tf-mnist: Ready=Unknown",
@@ -105,7 +118,9 @@ def test_isvc_revision_missing_times_out_with_reason_knative_state_and_hints(
     )
 
     with pytest.raises(WaitError) as info:
-        wait_isvc_ready(fake, NS, "tf-mnist", timeout=300, clock=fake.clock, out=lambda _: None)
+        wait_isvc_ready(
+            fake, NS, "tf-mnist", timeout=300, clock=fake.clock, out=lambda _: None, kubectl=KUBECTL
+        )
 
     message = str(info.value)
     assert "timed out after 300s waiting for InferenceService kubeflow/tf-mnist to be Ready" in (
@@ -119,7 +134,8 @@ def test_isvc_revision_missing_times_out_with_reason_knative_state_and_hints(
     assert "Warning FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu" in message
     assert "lower --workers / --max-replicas, or give Docker more CPU" in message
     assert "registries-skipping-tag-resolving" in message
-    assert "kubectl -n kubeflow describe inferenceservice tf-mnist" in message
+    assert f"{NAMED}-n kubeflow describe inferenceservice tf-mnist" in message
+    assert unnamed_commands(message) == []
     assert fake.clock.now == 300
 
 
@@ -132,7 +148,9 @@ def test_isvc_ingress_not_configured_hint(fake: FakeKube) -> None:
         isvc_status("False", "IngressNotConfigured", "Ingress has not yet been reconciled."),
     )
     with pytest.raises(WaitError) as info:
-        wait_isvc_ready(fake, NS, "tf-mnist", timeout=20, clock=fake.clock, out=lambda _: None)
+        wait_isvc_ready(
+            fake, NS, "tf-mnist", timeout=20, clock=fake.clock, out=lambda _: None, kubectl=KUBECTL
+        )
     assert "Ready=False (IngressNotConfigured" in info.value.headline
     assert "net-istio or the Istio ingress gateway is not ready" in str(info.value)
 
@@ -144,7 +162,9 @@ def test_isvc_predictor_stuck_pulling_its_image_fails_early(fake: FakeKube) -> N
     predictor(fake, "p-0", phase="Pending", ready=False, waiting_reason="ImagePullBackOff")
 
     with pytest.raises(WaitError) as info:
-        wait_isvc_ready(fake, NS, "tf-mnist", timeout=600, clock=fake.clock, out=lambda _: None)
+        wait_isvc_ready(
+            fake, NS, "tf-mnist", timeout=600, clock=fake.clock, out=lambda _: None, kubectl=KUBECTL
+        )
 
     assert info.value.headline == (
         "InferenceService kubeflow/tf-mnist is stuck: pod p-0 container kserve-container has "
@@ -176,7 +196,9 @@ def test_isvc_ready_for_an_older_generation_is_not_ready_yet(fake: FakeKube) -> 
             {**isvc["status"], "observedGeneration": 2},
         ),
     )
-    url = wait_isvc_ready(fake, NS, "tf-mnist", timeout=60, clock=fake.clock, out=lambda _: None)
+    url = wait_isvc_ready(
+        fake, NS, "tf-mnist", timeout=60, clock=fake.clock, out=lambda _: None, kubectl=KUBECTL
+    )
     assert url == "http://tf-mnist-kubeflow.example.com"
     assert fake.clock.now >= 20  # the stale Ready of generation 1 was not taken
 
@@ -200,5 +222,7 @@ def test_a_crashlooping_predictor_fails_the_isvc_wait_early(fake: FakeKube) -> N
         container="kserve-container",
     )
     with pytest.raises(WaitError, match="CrashLoopBackOff after 5 restarts"):
-        wait_isvc_ready(fake, NS, "tf-mnist", timeout=600, clock=fake.clock, out=lambda _: None)
+        wait_isvc_ready(
+            fake, NS, "tf-mnist", timeout=600, clock=fake.clock, out=lambda _: None, kubectl=KUBECTL
+        )
     assert fake.clock.now < 600

@@ -1,12 +1,20 @@
 """k8s.objects' ReplicaCounter against tests/support/fakekube.py: it counts only the ready,
 running predictor pods of its InferenceService, over time, and names the pending ones with
-the scheduler's message."""
+the scheduler's message. The refusal of a namespace KServe skips names the context in the
+command it gives."""
 
 from __future__ import annotations
 
-from k8s.objects import ReplicaCounter
+from k8s.objects import KSERVE_SKIPPED_NAMESPACE_LABEL, ReplicaCounter, namespace_refusal
 from tests.support.fakekube import FakeKube
-from tests.support.wait_kit import INSUFFICIENT_CPU, NS, predictor
+from tests.support.wait_kit import (
+    INSUFFICIENT_CPU,
+    KUBECTL,
+    NAMED,
+    NS,
+    predictor,
+    unnamed_commands,
+)
 
 
 def test_replica_counter_counts_only_ready_running_pods(fake: FakeKube) -> None:
@@ -48,3 +56,12 @@ def test_pending_names_pods_with_the_event_message_when_no_condition_says(fake: 
         ("p-1", INSUFFICIENT_CPU),
         ("p-2", ""),
     ]
+
+
+def test_a_namespace_kserve_skips_is_refused_with_the_command_naming_the_context():
+    labels = {KSERVE_SKIPPED_NAMESPACE_LABEL: "kubeflow"}
+    namespace = {"metadata": {"name": "ml-team", "labels": labels}}
+    message = namespace_refusal(namespace, KUBECTL) or ""
+    assert message.endswith(f"{NAMED}label namespace ml-team control-plane-")
+    assert unnamed_commands(message) == []
+    assert namespace_refusal({"metadata": {"name": "ml-team"}}, KUBECTL) is None

@@ -18,6 +18,7 @@ from k8s.operator_check import (
     missing_message,
     version_note,
 )
+from k8s.providers import provider
 from tests.support.upstream import index, objects
 
 UPSTREAM_ENV = "DISTML_UPSTREAM_DIR"
@@ -103,7 +104,7 @@ def test_a_version_that_cannot_be_read_is_said_unknown():
 def test_the_missing_message_gives_each_missing_step_its_commands():
     kubectl = "kubectl --context 'my ctx'"
     steps = [("istio", "Istio"), ("kserve", "KServe")]
-    message = missing_message(steps, "my ctx", kubectl)
+    message = missing_message(steps, "my ctx", provider("existing", kube_context="my ctx").kubectl)
     assert "context 'my ctx'" in message.splitlines()[0]
     for step, label in steps:
         probe = PROBES[step]

@@ -10,7 +10,16 @@ from k8s.cluster_poll import WaitError
 from k8s.diagnose import tfjob_failure_report
 from k8s.tfjobs import TFJobRow, wait_tfjobs
 from tests.support.fakekube import FakeKube
-from tests.support.wait_kit import INSUFFICIENT_CPU, NS, TF, collect, tfjob_status
+from tests.support.wait_kit import (
+    INSUFFICIENT_CPU,
+    KUBECTL,
+    NAMED,
+    NS,
+    TF,
+    collect,
+    tfjob_status,
+    unnamed_commands,
+)
 
 
 def worker(fake: FakeKube, job: str, i: int, **kwargs) -> dict:
@@ -53,6 +62,7 @@ def test_tfjobs_all_succeed_with_live_rows_and_no_state_lines(fake: FakeKube) ->
         clock=fake.clock,
         out=out,
         on_update=updates.append,
+        kubectl=KUBECTL,
     )
 
     assert result == {"cnn": "Succeeded", "cnn-dropout": "Succeeded"}
@@ -72,7 +82,9 @@ def test_tfjobs_without_on_update_print_each_state_change(fake: FakeKube) -> Non
     two_succeeding_tfjobs(fake)
     lines, out = collect()
 
-    result = wait_tfjobs(fake, NS, ["cnn", "cnn-dropout"], timeout=600, clock=fake.clock, out=out)
+    result = wait_tfjobs(
+        fake, NS, ["cnn", "cnn-dropout"], timeout=600, clock=fake.clock, out=out, kubectl=KUBECTL
+    )
 
     assert result == {"cnn": "Succeeded", "cnn-dropout": "Succeeded"}
     assert [line.split(" (")[0] for line in lines] == [
@@ -123,7 +135,9 @@ def test_tfjob_failed_reports_conditions_events_and_tensorflow_log(fake: FakeKub
     fake.at(2, fail)
     lines, out = collect()
 
-    result = wait_tfjobs(fake, NS, ["good", "bad"], timeout=600, clock=fake.clock, out=out)
+    result = wait_tfjobs(
+        fake, NS, ["good", "bad"], timeout=600, clock=fake.clock, out=out, kubectl=KUBECTL
+    )
 
     assert result == {"good": "Succeeded", "bad": "Failed"}
     report = "\n".join(lines)
@@ -143,7 +157,9 @@ def test_tfjob_failed_reports_conditions_events_and_tensorflow_log(fake: FakeKub
     assert not any(r[0] == "bad-worker-0" for r in fake.log_requests)
 
     # The report function on its own says the same.
-    assert "ValueError: Collective ops" in tfjob_failure_report(fake, NS, "bad", tail=5)
+    assert "ValueError: Collective ops" in tfjob_failure_report(
+        fake, NS, "bad", tail=5, kubectl=KUBECTL
+    )
 
 
 def test_tfjobs_timeout_shows_the_pending_worker(fake: FakeKube) -> None:
@@ -162,6 +178,7 @@ def test_tfjobs_timeout_shows_the_pending_worker(fake: FakeKube) -> None:
             clock=fake.clock,
             out=lambda _: None,
             unschedulable_after=10_000,
+            kubectl=KUBECTL,
         )
 
     message = str(info.value)
@@ -174,6 +191,8 @@ def test_tfjobs_timeout_shows_the_pending_worker(fake: FakeKube) -> None:
     assert "pod cnn-worker-1: Pending; unschedulable: 0/1 nodes" in info.value.diagnostics
     assert "Warning FailedScheduling: 0/1 nodes are available" in info.value.diagnostics
     assert "lower --workers or give Docker more CPU" in message
+    assert info.value.next_step.startswith(f"{NAMED}-n kubeflow describe tfjob cnn; ")
+    assert unnamed_commands(message) == []
     assert fake.clock.now == 300
 
 
@@ -191,6 +210,7 @@ def test_a_worker_the_scheduler_keeps_refusing_fails_its_job_early(fake: FakeKub
         clock=fake.clock,
         out=lines.append,
         unschedulable_after=120,
+        kubectl=KUBECTL,
     )
     assert result == {"cnn": "Failed"}
     assert 120 <= fake.clock.now < 130  # not the hour-long deadline
@@ -223,6 +243,7 @@ def test_tfjob_crashloop_past_max_restarts_counts_as_failed(fake: FakeKube) -> N
         clock=fake.clock,
         out=out,
         on_update=updates.append,
+        kubectl=KUBECTL,
     )
 
     assert result == {"cnn": "Failed"}
@@ -249,7 +270,14 @@ def test_tfjob_crashloop_within_the_budget_keeps_waiting(fake: FakeKube) -> None
     )
 
     result = wait_tfjobs(
-        fake, NS, ["cnn"], timeout=600, max_restarts=2, clock=fake.clock, out=lambda _: None
+        fake,
+        NS,
+        ["cnn"],
+        timeout=600,
+        max_restarts=2,
+        clock=fake.clock,
+        out=lambda _: None,
+        kubectl=KUBECTL,
     )
 
     assert result == {"cnn": "Succeeded"}
@@ -269,7 +297,9 @@ def test_tfjob_worker_stuck_pulling_its_image_fails_that_job_only(fake: FakeKube
     )
     lines, out = collect()
 
-    result = wait_tfjobs(fake, NS, ["cnn", "cnn-dropout"], timeout=600, clock=fake.clock, out=out)
+    result = wait_tfjobs(
+        fake, NS, ["cnn", "cnn-dropout"], timeout=600, clock=fake.clock, out=out, kubectl=KUBECTL
+    )
 
     assert result == {"cnn": "Failed", "cnn-dropout": "Succeeded"}
     assert fake.clock.now == 100
@@ -284,6 +314,9 @@ def test_tfjob_worker_stuck_pulling_its_image_fails_that_job_only(fake: FakeKube
 
 
 def test_tfjob_that_never_appears_is_an_error(fake: FakeKube) -> None:
-    with pytest.raises(WaitError, match="TFJob kubeflow/cnn does not exist"):
-        wait_tfjobs(fake, NS, ["cnn"], timeout=600, clock=fake.clock, out=lambda _: None)
+    with pytest.raises(WaitError, match="TFJob kubeflow/cnn does not exist") as info:
+        wait_tfjobs(
+            fake, NS, ["cnn"], timeout=600, clock=fake.clock, out=lambda _: None, kubectl=KUBECTL
+        )
+    assert info.value.next_step.startswith(f"{NAMED}-n kubeflow get tfjobs; ")
     assert fake.clock.now <= 40

@@ -13,6 +13,7 @@ from k8s.tfjobs import failed_for_a_deleted_pod, wait_tfjobs
 from tests.support.fake_training_operator import FakeTrainingOperator, past_backoff_limit
 from tests.support.fakekube import FakeClock, FakeKube
 from tests.support.tfjob_kit import JOB, NS, job
+from tests.support.wait_kit import KUBECTL
 
 
 @pytest.fixture
@@ -76,7 +77,9 @@ def test_the_report_keeps_the_crashed_runs_logs_the_operator_deleted(fake):
     fake.at(10, lambda: operator.crash(JOB, NS, (0, 1)))  # fault 1: restarts, goes on
     fake.at(20, lambda: operator.crash(JOB, NS, (0,)))  # fault 2: past the limit
     out: list[str] = []
-    result = wait_tfjobs(fake, NS, [JOB], timeout=600, clock=fake.clock, out=out.append)
+    result = wait_tfjobs(
+        fake, NS, [JOB], timeout=600, clock=fake.clock, out=out.append, kubectl=KUBECTL
+    )
     assert result == {JOB: "Failed"}
     report = "\n".join(out)
     assert f"Pod {NS}/{JOB}-worker-1: deleted; log of its last crashed run:" in report

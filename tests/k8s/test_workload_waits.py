@@ -11,7 +11,7 @@ from k8s.cluster_poll import WaitError
 from k8s.kube import KubeError
 from k8s.workload_waits import wait_deployments_available, wait_job
 from tests.support.fakekube import FakeKube
-from tests.support.wait_kit import INSUFFICIENT_CPU, NS, collect
+from tests.support.wait_kit import INSUFFICIENT_CPU, KUBECTL, NAMED, NS, collect, unnamed_commands
 
 
 def deployment(fake: FakeKube, name: str, available: str, app: str | None = None) -> None:
@@ -46,7 +46,9 @@ def test_deployments_become_available(fake: FakeKube) -> None:
     fake.at(10, lambda: deployment(fake, "kserve-controller-manager", "True"))
     lines, out = collect()
 
-    names = wait_deployments_available(fake, NS, timeout=60, clock=fake.clock, out=out)
+    names = wait_deployments_available(
+        fake, NS, timeout=60, clock=fake.clock, out=out, kubectl=KUBECTL
+    )
 
     assert names == ["kserve-controller-manager", "training-operator"]
     assert fake.clock.now == 10
@@ -60,11 +62,17 @@ def test_deployments_by_name_and_selector(fake: FakeKube) -> None:
     deployment(fake, "a", "True")
     deployment(fake, "b", "False")
     assert wait_deployments_available(
-        fake, NS, names=["a"], timeout=1, clock=fake.clock, out=lambda _: None
+        fake, NS, names=["a"], timeout=1, clock=fake.clock, out=lambda _: None, kubectl=KUBECTL
     ) == ["a"]
     with pytest.raises(WaitError, match="Deployments in kubeflow \\(matching part=operator\\)"):
         wait_deployments_available(
-            fake, NS, label_selector="part=operator", timeout=4, clock=fake.clock, out=print
+            fake,
+            NS,
+            label_selector="part=operator",
+            timeout=4,
+            clock=fake.clock,
+            out=print,
+            kubectl=KUBECTL,
         )
 
 
@@ -86,7 +94,7 @@ def test_deployments_timeout_names_the_deployment_and_its_image_pull_pod(
     lines, out = collect()
 
     with pytest.raises(WaitError) as info:
-        wait_deployments_available(fake, NS, timeout=30, clock=fake.clock, out=out)
+        wait_deployments_available(fake, NS, timeout=30, clock=fake.clock, out=out, kubectl=KUBECTL)
 
     message = str(info.value)
     assert isinstance(info.value, DistmlError)
@@ -97,7 +105,8 @@ def test_deployments_timeout_names_the_deployment_and_its_image_pull_pod(
     assert "pod kserve-controller-manager-7d9-x2: Pending" in message
     assert "manager: ImagePullBackOff (Back-off pulling image" in message
     assert "re-import it into the cluster" in message  # the hint
-    assert "next: kubectl -n kubeflow get pods" in message
+    assert f"next: {NAMED}-n kubeflow get pods; {NAMED}-n kubeflow describe deployment" in message
+    assert unnamed_commands(message) == []
     assert "training-operator:" not in info.value.diagnostics  # only the unavailable one
     assert info.value.diagnostics in message
     assert fake.clock.now == 30
@@ -108,12 +117,16 @@ def test_a_transient_api_error_is_retried_a_persistent_one_gives_up(fake: FakeKu
     deployment(fake, "a", "True")
     fake.fail("list", KubeError("list Deployment in kubeflow failed: connection reset"))
     lines, out = collect()
-    assert wait_deployments_available(fake, NS, timeout=60, clock=fake.clock, out=out) == ["a"]
+    assert wait_deployments_available(
+        fake, NS, timeout=60, clock=fake.clock, out=out, kubectl=KUBECTL
+    ) == ["a"]
     assert "API call failed, retrying: list Deployment in kubeflow failed" in lines[0]
 
     fake.fail("list", KubeError("list Deployment failed: connection refused"), times=100)
     with pytest.raises(WaitError, match="the cluster API kept failing for 30s") as info:
-        wait_deployments_available(fake, NS, timeout=600, clock=fake.clock, out=out)
+        wait_deployments_available(
+            fake, NS, timeout=600, clock=fake.clock, out=out, kubectl=KUBECTL
+        )
     assert "invoke up" in str(info.value)
 
 
@@ -139,7 +152,7 @@ def test_job_complete(fake: FakeKube) -> None:
     )
     lines, out = collect()
 
-    job = wait_job(fake, NS, "copy-model", timeout=60, clock=fake.clock, out=out)
+    job = wait_job(fake, NS, "copy-model", timeout=60, clock=fake.clock, out=out, kubectl=KUBECTL)
 
     assert job["metadata"]["name"] == "copy-model"
     assert fake.clock.now == 8
@@ -168,7 +181,9 @@ def test_job_failed_shows_conditions_events_and_log_tail(fake: FakeKube) -> None
     fake.set_log("copy-model-abc", "\n".join(f"line {i}" for i in range(100)) + "\ncp: denied")
 
     with pytest.raises(WaitError) as info:
-        wait_job(fake, NS, "copy-model", timeout=60, tail=5, clock=fake.clock, out=print)
+        wait_job(
+            fake, NS, "copy-model", timeout=60, tail=5, clock=fake.clock, out=print, kubectl=KUBECTL
+        )
 
     message = str(info.value)
     assert message.startswith(
@@ -178,7 +193,8 @@ def test_job_failed_shows_conditions_events_and_log_tail(fake: FakeKube) -> None
     assert "Warning BackOff: Back-off restarting failed container" in message
     assert "log tail" in message and "cp: denied" in message and "line 96" in message
     assert "line 95" not in message  # only the tail
-    assert "kubectl -n kubeflow logs job/copy-model" in message
+    assert f"{NAMED}-n kubeflow logs job/copy-model" in message
+    assert unnamed_commands(message) == []
     assert fake.clock.now == 0
 
 
@@ -194,7 +210,15 @@ def test_job_timeout_names_the_scheduling_problem(fake: FakeKube) -> None:
     fake.add_event(NS, "copy-model-abc", "FailedScheduling", INSUFFICIENT_CPU)
 
     with pytest.raises(WaitError) as info:
-        wait_job(fake, NS, "copy-model", timeout=120, clock=fake.clock, out=lambda _: None)
+        wait_job(
+            fake,
+            NS,
+            "copy-model",
+            timeout=120,
+            clock=fake.clock,
+            out=lambda _: None,
+            kubectl=KUBECTL,
+        )
 
     headline = info.value.headline
     assert "timed out after 120s waiting for Job kubeflow/copy-model to complete" in headline
@@ -219,7 +243,15 @@ def test_job_stuck_in_image_pull_fails_early(fake: FakeKube) -> None:
     )
 
     with pytest.raises(WaitError) as info:
-        wait_job(fake, NS, "copy-model", timeout=600, clock=fake.clock, out=lambda _: None)
+        wait_job(
+            fake,
+            NS,
+            "copy-model",
+            timeout=600,
+            clock=fake.clock,
+            out=lambda _: None,
+            kubectl=KUBECTL,
+        )
 
     assert info.value.headline.startswith(
         "Job kubeflow/copy-model is stuck: pod copy-model-abc container tensorflow has been in "
