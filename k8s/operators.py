@@ -22,6 +22,7 @@ from common.poll import Done, Pending, api_note
 from k8s import manifests, upstream_files, versions
 from k8s.cluster_poll import POLL_S, WaitError, outcome, poll_cluster, retry
 from k8s.kube import Kube, KubeError
+from k8s.kubectl_errors import NO_MATCH_TRIES, PermanentError, classify_kubectl_error
 from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.objects import is_true
 from k8s.operator_check import (
@@ -35,56 +36,6 @@ from k8s.operator_check import (
 from k8s.providers import Provider
 from k8s.settings import EXISTING, MIRROR_SETTING, Settings
 from k8s.workload_waits import wait_deployments_available
-
-# kubectl failures that go away by themselves: the API server or a webhook is starting or
-# blipping. Checked first: "error validating data: failed to download openapi ...
-# connection refused" is a transient failure that also contains "error validating".
-TRANSIENT_KUBECTL_ERRORS = (
-    "failed to download openapi",
-    "connection refused",
-    "was refused",  # "The connection to the server 127.0.0.1:6443 was refused"
-    "i/o timeout",
-    "the server is currently unable to handle the request",
-    "no endpoints available",
-    "failed calling webhook",
-)
-# kubectl failures that no amount of retrying fixes (a wrong URL, a flag this kubectl
-# does not know, a manifest it cannot parse, a schema or field error, an empty selection):
-# fail at once with kubectl's own message.
-PERMANENT_KUBECTL_ERRORS = (
-    "unable to read url",
-    "404 not found",
-    "unknown flag",
-    "unknown shorthand flag",
-    "error parsing",
-    "error validating",
-    "strict decoding error",
-    "unknown field",
-    "couldn't get version/kind",
-    "no objects passed to apply",
-    "denied the request",  # an admission webhook refused the object itself
-)
-NO_MATCH_TRIES = 5
-
-
-def classify_kubectl_error(text: str) -> str:
-    """ "transient", "permanent" or "no-match" (CRDs not served yet) for kubectl's stderr.
-    Anything unrecognised is transient: retried until the deadline, never given up early."""
-    low = text.lower()
-    if "no matches for kind" in low:
-        return "no-match"
-    if any(p in low for p in TRANSIENT_KUBECTL_ERRORS):
-        return "transient"
-    if any(p in low for p in PERMANENT_KUBECTL_ERRORS):
-        return "permanent"
-    return "transient"
-
-
-class PermanentError(KubeError):
-    """A failure retrying cannot fix."""
-
-    permanent = True
-
 
 # Knative resolves image tags to digests through a registry; a locally imported image
 # has none, so the revision would never become ready (RevisionMissing). These registries

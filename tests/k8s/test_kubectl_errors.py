@@ -1,11 +1,11 @@
-"""k8s.operators.classify_kubectl_error: which kubectl failures `up` retries until its
+"""k8s.kubectl_errors.classify_kubectl_error: which kubectl failures `up` retries until its
 deadline and which stop it at once, table-driven with kubectl's real messages."""
 
 from __future__ import annotations
 
 import pytest
 
-from k8s.operators import classify_kubectl_error
+from k8s.kubectl_errors import classify_kubectl_error
 
 TRANSIENT = [
     # An API-server blip during client-side validation: contains "error validating" too.
