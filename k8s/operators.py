@@ -7,13 +7,17 @@ reports every step as already done and changes nothing), then installs with ``ku
 through ``c.run`` (so ``--dry`` prints it), then waits for the component with a deadline.
 Webhook races ("connection refused" / "x509" right after a Deployment turns Available)
 are retried until the deadline.
+
+On a cluster distml did not create, every step is surveyed first (read-only: ``survey``);
+a blocked step, or a missing one without ``--install-operators``, stops `up` before anything
+is installed.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +31,13 @@ from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.objects import is_true
 from k8s.operator_check import (
     PROBES,
+    Finding,
     MissingOperators,
     blocked_message,
-    blocked_reason,
     missing_message,
     version_note,
 )
+from k8s.operator_check import survey as survey_step
 from k8s.providers import Provider
 from k8s.settings import EXISTING, MIRROR_SETTING, Settings
 from k8s.workload_waits import wait_deployments_available
@@ -57,7 +62,7 @@ KSERVE_TF_RUNTIME = (
 # Argo Workflows: its namespace (ARGO_NAMESPACE, from k8s.manifests.names: the Workflow's
 # RBAC names it too) and the Deployments `up` waits for (the controller runs workflows;
 # the server is the UI and API).
-ARGO_DEPLOYMENTS = ("workflow-controller", "argo-server")
+ARGO_DEPLOYMENTS = PROBES["argo"].deployments
 # How long `down --keep-cluster` gives kubectl to delete Argo's objects (CRDs included:
 # the API server deletes every Workflow first) and the namespace to go.
 ARGO_DELETE_TIMEOUT_S = 300
@@ -95,6 +100,8 @@ class Installer:
     install_missing: bool = True
     missing: list[tuple[str, str]] = field(default_factory=list)
     blocked: list[tuple[str, str, str]] = field(default_factory=list)  # never installed over
+    # A cluster distml did not create: what ``survey`` found of each step, before any install.
+    findings: dict[str, Finding] = field(default_factory=dict)
 
     @property
     def dry(self) -> bool:
@@ -147,14 +154,12 @@ class Installer:
         if self.dry:
             self.kubectl(args)
             return
-        retry(
-            attempt,
-            what=what,
-            timeout=self.timeout,
-            clock=self.clock,
-            out=self.out,
-            kubectl=self.provider.kubectl,
-        )
+        self.retry(attempt, what)
+
+    def retry(self, fn: Callable[[], Any], what: str) -> None:
+        """``fn`` until it does not raise KubeError (``k8s.cluster_poll.retry``)."""
+        kubectl, clock = self.provider.kubectl, self.clock
+        retry(fn, what=what, timeout=self.timeout, clock=clock, out=self.out, kubectl=kubectl)
 
     def wait(self, namespace: str, names: list[str] | None = None) -> None:
         if not self.dry:
@@ -169,20 +174,16 @@ class Installer:
             )
 
     def present(self, step: str, label: str, namespace: str, *deployments: str) -> bool:
-        """True when there is nothing to install: every one of ``deployments`` is
-        Available (said, with the version found on a cluster distml did not create), or
-        it is missing and not to be installed (collected for ``all``'s report)."""
-        if all(deployment_available(self.kube, namespace, d) for d in deployments):
-            if self.owned:
-                self.out(f"{label}: already installed")
-            else:
-                probe = PROBES[step]
-                found = self.kube.get("apps/v1", "Deployment", probe.deployment, probe.namespace)
-                self.out(version_note(step, label, found or {}))
-            return True
-        reason = None if self.owned else blocked_reason(self.kube, step, self.provider.kubectl)
-        if reason:
-            self.blocked.append((step, label, reason))
+        """True when there is nothing to install: every one of ``deployments`` is Available
+        (on a cluster distml did not create: as ``survey`` found it), or it is missing and
+        not to be installed (collected for ``all``'s report)."""
+        if not self.owned:
+            if step not in self.findings:
+                self.survey([step])  # a step run on its own: surveyed first all the same
+            if not self.findings[step].missing:
+                return True  # found (said by the survey), or blocked (raised by it)
+        elif all(deployment_available(self.kube, namespace, d) for d in deployments):
+            self.out(f"{label}: already installed")
             return True
         if not self.install_missing:
             self.missing.append((step, label))
@@ -190,9 +191,44 @@ class Installer:
         self.out(f"{label}: installing")
         return False
 
+    def survey(self, steps: Iterable[str]) -> None:
+        """On a cluster distml did not create, before anything is installed: what is there
+        of every step (read-only; each found one said with its version). Raises
+        ``MissingOperators``, listing every blocked step and (without
+        ``--install-operators``) every missing one, when anything is blocked or missing;
+        else says what it is about to install."""
+        to_install: list[tuple[str, str]] = []
+        for step in (s for s in steps if s in PROBES):
+            label = PROBES[step].label
+            finding = self.findings[step] = survey_step(self.kube, step, self.provider.kubectl)
+            if finding.found:
+                self.out(version_note(step, label, finding.deployment or {}))
+            elif finding.blocked:
+                self.blocked.append((step, label, finding.blocked))
+            elif self.install_missing:
+                to_install.append((step, label))
+            else:
+                self.missing.append((step, label))
+        labels = [label for _, label in to_install]
+        if self.blocked or self.missing:
+            raise MissingOperators(self.report(labels))
+        if to_install:
+            self.out(
+                f"installing {', '.join(labels)} from the pinned files; "
+                "nothing else cluster-wide changes"
+            )
+
+    def report(self, to_install: list[str] | None = None) -> str:
+        """Every blocked step, then every missing one with the commands that install it."""
+        context = self.provider.context
+        parts = [blocked_message(self.blocked, context, to_install)] if self.blocked else []
+        if self.missing:
+            parts.append(missing_message(self.missing, context, self.provider.kubectl))
+        return "\n".join(parts)
+
     # ------------------------------------------------------------------ steps
     def training_operator(self) -> None:
-        label = f"Kubeflow training operator {versions.TRAINING_OPERATOR_REF}"
+        label = PROBES["training_operator"].label
         if self.present("training_operator", label, "kubeflow", "training-operator"):
             return
         # Server-side: client-side apply fails on the CRDs ("annotations: Too long").
@@ -203,24 +239,17 @@ class Installer:
             # Its validating webhook answers a moment after the Deployment is Available:
             # a server-side dry-run TFJob proves it admits jobs.
             probe = manifests.tfjob(self.settings, "cnn")
-            retry(
-                lambda: self.kube.apply(probe, dry_run=True),
-                what="the TFJob admission webhook",
-                timeout=self.timeout,
-                clock=self.clock,
-                out=self.out,
-                kubectl=self.provider.kubectl,
-            )
+            self.retry(lambda: self.kube.apply(probe, dry_run=True), "the TFJob admission webhook")
 
     def cert_manager(self) -> None:
-        label = f"cert-manager {versions.CERT_MANAGER_VERSION}"
+        label = PROBES["cert_manager"].label
         if self.present("cert_manager", label, "cert-manager", "cert-manager-webhook"):
             return
         self.apply(versions.CERT_MANAGER_URL, label, "--server-side")
         self.wait("cert-manager")
 
     def istio(self) -> None:
-        label = f"Istio {versions.ISTIO_VERSION} (net-istio {versions.KNATIVE_VERSION})"
+        label = PROBES["istio"].label
         installed = self.present("istio", label, "istio-system", "istiod")
         if not installed:
             self.apply(versions.ISTIO_URL, label)
@@ -281,7 +310,7 @@ class Installer:
         )
 
     def knative(self) -> None:
-        label = f"Knative Serving {versions.KNATIVE_VERSION}"
+        label = PROBES["knative"].label
         if not self.present("knative", label, "knative-serving", "net-istio-controller"):
             self.apply(versions.KNATIVE_SERVING_CRDS_URL, label)
             self.apply(versions.KNATIVE_SERVING_CORE_URL, label)
@@ -311,7 +340,7 @@ class Installer:
         )
 
     def metrics_server(self) -> None:
-        label = f"metrics-server {versions.METRICS_SERVER_VERSION}"
+        label = PROBES["metrics_server"].label
         if self.present("metrics_server", label, "kube-system", "metrics-server"):
             return
         if self.provider.name == "minikube":
@@ -342,7 +371,7 @@ class Installer:
         self.wait("kube-system", ["metrics-server"])
 
     def kserve(self) -> None:
-        label = f"KServe {versions.KSERVE_VERSION}"
+        label = PROBES["kserve"].label
         installed = self.present("kserve", label, "kserve", "kserve-controller-manager")
         if installed and not self.owned:
             return  # its cluster resources are the admin's (only `--predictor tfserving` uses them)
@@ -369,7 +398,7 @@ class Installer:
         # No default-mode patch: every InferenceService names its mode in an annotation.
 
     def argo(self) -> None:
-        label = f"Argo Workflows {versions.ARGO_WORKFLOWS_VERSION}"
+        label = PROBES["argo"].label
         if self.present("argo", label, ARGO_NAMESPACE, *ARGO_DEPLOYMENTS):
             return
         self.kube.apply(
@@ -384,14 +413,13 @@ class Installer:
 
     def all(self) -> None:
         s = self.settings
-        for step in components(self.provider.name, s.serving_mode, s.with_argo):
+        steps = components(self.provider.name, s.serving_mode, s.with_argo)
+        if not self.owned:
+            self.survey(steps)  # nothing is installed when anything is blocked or missing
+        for step in steps:
             getattr(self, step)()
-        context = self.provider.context
-        parts = [blocked_message(self.blocked, context)] if self.blocked else []
-        if self.missing:
-            parts.append(missing_message(self.missing, context, self.provider.kubectl))
-        if parts:
-            raise MissingOperators("\n".join(parts))
+        if self.blocked or self.missing:
+            raise MissingOperators(self.report())
 
     # ------------------------------------------------------------------ removal
     def remove_argo(self) -> None:
@@ -399,7 +427,7 @@ class Installer:
         cluster roles and priority class; kubectl waits until they are gone), then the
         namespace, waited for too: an `up --with-argo` right after must not meet objects
         that are still being deleted."""
-        label = f"Argo Workflows {versions.ARGO_WORKFLOWS_VERSION}"
+        label = PROBES["argo"].label
         args = (
             f"delete -n {ARGO_NAMESPACE} {self.source(versions.ARGO_WORKFLOWS_URL)} "
             f"--ignore-not-found --timeout {ARGO_DELETE_TIMEOUT_S}s"

@@ -2,7 +2,9 @@
 finds the operators and says their versions, reports what is missing with the commands
 that install it (installing it only with ``--install-operators``) and changes nothing
 cluster-wide: no istiod, Knative ConfigMap or metrics-server patch, no KServe cluster
-resources. A cluster distml made (kind) still gets its tuning."""
+resources. It surveys every step before installing any, and installs nothing when one is
+blocked (a broken Deployment, or anything its install makes cluster-wide there without it).
+A cluster distml made (kind) still gets its tuning."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ import pytest
 from invoke import Config, MockContext, Result
 
 from k8s import operators, versions
-from k8s.operator_check import PROBES, VERSION_LABEL, MissingOperators
+from k8s.operator_check import (
+    CLUSTER_WIDE_KINDS,
+    PROBES,
+    VERSION_LABEL,
+    MissingOperators,
+    cluster_wide,
+)
 from k8s.operators import ARGO_DEPLOYMENTS, Installer, components
 from k8s.providers import provider as make_provider
 from k8s.settings import Settings
@@ -58,6 +66,7 @@ def installer(
 
     def run(command: str, **_: Any) -> Result:
         ran.append(command)
+        said.append(f"$ {command}")  # the order of what is said and what runs
         return Result(command=command)
 
     ctx.run = run  # type: ignore[method-assign]
@@ -221,7 +230,6 @@ def test_a_deployment_there_but_not_available_is_never_installed_over():
         inst.all()
     assert "will not install over" in str(err.value)
     assert "training-operator is there but not Available" in str(err.value)
-    assert f"`{KUBECTL}-n kubeflow describe deployment training-operator`" in str(err.value)
     assert ran == []  # nothing applied
 
 
@@ -230,8 +238,59 @@ def test_an_install_made_another_way_is_never_installed_over(step):
     # e.g. a metrics-server under another name serving the metrics API, KServe elsewhere.
     inst, fake, ran, _ = installer(mode="standard", install_missing=True)
     install_probes(fake, tuple(s for s in steps("standard") if s != step))
-    api_version, kind, name = PROBES[step].marker
+    api_version, kind, name = cluster_wide(step)[-1]
     fake.put({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
     with pytest.raises(MissingOperators, match=f"{kind} {name} is there"):
         inst.all()
     assert ran == []
+
+
+def test_a_standalone_mpi_operators_crd_is_never_taken_over():
+    # mpi-operator v2 runs in its own namespace and owns mpijobs.kubeflow.org (v2beta1); the
+    # training operator's bundle holds that CRD too (v1), and only tfjobs was looked at.
+    inst, fake, ran, _ = installer(mode="standard", install_missing=True)
+    install_probes(fake, tuple(s for s in steps("standard") if s != "training_operator"))
+    add_deployment(fake, "mpi-operator", "mpi-operator")
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}
+    fake.put({**crd, "metadata": {"name": "mpijobs.kubeflow.org"}})
+    with pytest.raises(MissingOperators) as err:
+        inst.all()
+    assert "CustomResourceDefinition mpijobs.kubeflow.org is there without Deployment " in (
+        str(err.value)
+    )
+    assert f"`{KUBECTL}get crd mpijobs.kubeflow.org -o yaml`" in str(err.value)
+    assert ran == [] and fake.applied == [] and fake.dry_runs == []
+
+
+def test_one_blocked_step_stops_every_install_and_all_are_listed_at_once():
+    # Before: the training operator was installed, then `up` stopped at cert-manager.
+    inst, fake, ran, said = installer(mode="knative", install_missing=True)
+    install_probes(fake, ("istio", "knative"))  # training operator and KServe: installable
+    probe = PROBES["cert_manager"]
+    add_deployment(fake, probe.namespace, probe.deployment)
+    fake.obj("apps/v1", "Deployment", probe.deployment, probe.namespace)["status"] = {}
+    webhook = ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration")
+    fake.put({"apiVersion": webhook[0], "kind": webhook[1],
+              "metadata": {"name": "inferenceservice.serving.kserve.io"}})  # fmt: skip
+    fake.put({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+              "metadata": {"name": "tfjobs.kubeflow.org"}})  # fmt: skip
+    with pytest.raises(MissingOperators) as err:
+        inst.all()
+    assert ran == [] and fake.applied == [] and fake.dry_runs == []  # not even a Namespace
+    blocked = [line for line in str(err.value).splitlines() if line.startswith("  - ")]
+    assert [line.split(":")[0] for line in blocked] == [
+        f"  - {PROBES[s].label}" for s in ("training_operator", "cert_manager", "kserve")
+    ]
+    assert f"`{KUBECTL}-n cert-manager describe deployment cert-manager-webhook`" in blocked[1]
+    assert "distml installed nothing" in str(err.value)
+    assert not any(line.startswith("$ ") or "installing" in line for line in said)
+
+
+def test_the_survey_reads_and_writes_nothing_before_it_has_seen_every_step():
+    inst, fake, _, _ = installer(mode="standard", install_missing=True, with_argo=True)
+    add_deployment(fake, "argo", "workflow-controller")  # argo-server missing: partial
+    with pytest.raises(MissingOperators, match="argo/argo-server is missing beside"):
+        inst.all()
+    assert {c[0] for c in fake.calls} == {"get"}
+    read = {c[1][1] for c in fake.calls}
+    assert read == {"Deployment", *CLUSTER_WIDE_KINDS}  # each kind looked at, nothing listed

@@ -1,7 +1,10 @@
 """k8s.operator_check: the version a Deployment runs (its version label, else its image
-tag), the line `up` says about it, the message listing what an existing cluster lacks, and
-PROBES held against the pinned upstream install files: each probe's Deployment is in the
-files its own install commands apply, and runs the version the probe pins."""
+tag), the line `up` says about it, the message listing what an existing cluster lacks (its
+commands naming the context), what the survey finds of a step (found, blocked, missing)
+against the fake cluster, and PROBES and CLUSTER_WIDE held against the pinned upstream
+install files: each probe's Deployment is in the files its own install commands apply and
+runs the version the probe pins, and CLUSTER_WIDE is everything those files make
+cluster-wide that another install could own."""
 
 from __future__ import annotations
 
@@ -12,14 +15,21 @@ from typing import Any
 import pytest
 
 from k8s.operator_check import (
+    CLUSTER_WIDE,
+    CLUSTER_WIDE_KINDS,
     PROBES,
     VERSION_LABEL,
+    blocked_message,
+    cluster_wide,
     found_version,
     missing_message,
+    survey,
     version_note,
 )
 from k8s.providers import provider
+from tests.support.fakekube import FakeKube, conditions_status
 from tests.support.upstream import index, objects
+from tests.support.wait_kit import KUBECTL, NAMED, unnamed_commands
 
 UPSTREAM_ENV = "DISTML_UPSTREAM_DIR"
 DIGEST = "sha256:" + "ab" * 32
@@ -151,16 +161,107 @@ def test_each_probe_pins_the_version_its_upstream_files_deploy(step):
 
 
 @pytest.mark.parametrize("step", sorted(PROBES))
-def test_each_marker_is_made_by_the_probes_own_install_files(step):
-    # The CRD / APIService that says "installed another way" must be one this install makes.
+def test_cluster_wide_is_everything_the_steps_own_install_files_make_cluster_wide(step):
+    # Every CRD, admission webhook configuration and APIService: the training operator's
+    # six CRDs (mpijobs.kubeflow.org among them) and its failurePolicy: Fail webhook.
     if not os.environ.get(UPSTREAM_ENV):
         pytest.skip(f"{UPSTREAM_ENV} is not set: the pinned upstream install files are needed")
     probe = PROBES[step]
-    api_version, kind, name = probe.marker
     urls = [t for args in probe.install for t in shlex.split(args) if t in index()]
-    made = {
-        (obj.get("apiVersion"), obj.get("kind"), obj["metadata"].get("name"))
-        for url in urls
-        for obj in objects(url)
-    }
-    assert (api_version, kind, name) in made, (step, urls)
+    made: dict[str, set[str]] = {}
+    for obj in (o for url in urls for o in objects(url)):
+        if obj.get("kind") in CLUSTER_WIDE_KINDS:
+            assert obj["apiVersion"] == CLUSTER_WIDE_KINDS[obj["kind"]][0], obj["kind"]
+            made.setdefault(obj["kind"], set()).add(obj["metadata"]["name"])
+    listed = {kind: set(names) for kind, names in CLUSTER_WIDE[step].items()}
+    assert listed == made, f"CLUSTER_WIDE[{step!r}] should be {made}"
+    assert all(list(names) == sorted(names) for names in CLUSTER_WIDE[step].values())
+
+
+def test_the_training_operators_every_crd_and_its_webhook_are_listed():
+    names = {name for _, _, name in cluster_wide("training_operator")}
+    assert {"tfjobs.kubeflow.org", "mpijobs.kubeflow.org", "pytorchjobs.kubeflow.org"} <= names
+    assert "validator.training-operator.kubeflow.org" in names
+    assert len(names) == 7
+
+
+# ------------------------------------------------------------------ survey
+def deployment_in(fake: FakeKube, step: str, name: str, available: bool = True) -> None:
+    status = conditions_status(("Available", "True" if available else "False"))
+    meta = {"name": name, "namespace": PROBES[step].namespace}
+    fake.put({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "status": status})
+
+
+@pytest.mark.parametrize("step", sorted(PROBES))
+def test_a_step_whose_deployments_are_available_is_found(step):
+    fake = FakeKube()
+    for name in PROBES[step].deployments:
+        deployment_in(fake, step, name)
+    finding = survey(fake, step, KUBECTL)
+    assert finding.found and not finding.blocked and not finding.missing
+    assert finding.deployment["metadata"]["name"] == PROBES[step].deployment
+
+
+@pytest.mark.parametrize("step", sorted(PROBES))
+def test_a_step_with_nothing_of_it_there_is_missing(step):
+    finding = survey(FakeKube(), step, KUBECTL)
+    assert finding.missing and not finding.found and not finding.blocked
+
+
+def test_a_deployment_there_but_not_available_blocks_with_a_command_naming_the_context():
+    fake = FakeKube()
+    deployment_in(fake, "cert_manager", "cert-manager-webhook", available=False)
+    finding = survey(fake, "cert_manager", KUBECTL)
+    assert "Deployment cert-manager/cert-manager-webhook is there but not Available" in (
+        finding.blocked
+    )
+    assert f"`{NAMED}-n cert-manager describe deployment cert-manager-webhook`" in finding.blocked
+    assert unnamed_commands(finding.blocked) == []
+
+
+def test_a_partial_install_blocks():
+    fake = FakeKube()
+    deployment_in(fake, "argo", "workflow-controller")  # argo-server is not there
+    finding = survey(fake, "argo", KUBECTL)
+    assert "Deployment argo/argo-server is missing beside argo/workflow-controller" in (
+        finding.blocked
+    )
+
+
+@pytest.mark.parametrize(
+    ("step", "kind", "name"),
+    [(step, kind, name) for step in sorted(PROBES) for _, kind, name in cluster_wide(step)],
+)
+def test_any_object_the_install_makes_cluster_wide_blocks_it_when_there_without_it(
+    step, kind, name
+):
+    # e.g. a standalone mpi-operator's mpijobs.kubeflow.org: the training operator's install
+    # would take it over. (Before: only tfjobs.kubeflow.org was looked at.)
+    fake = FakeKube()
+    fake.put({"apiVersion": CLUSTER_WIDE_KINDS[kind][0], "kind": kind, "metadata": {"name": name}})
+    finding = survey(fake, step, KUBECTL)
+    probe = PROBES[step]
+    assert f"{kind} {name} is there without Deployment {probe.namespace}/{probe.deployment}" in (
+        finding.blocked
+    )
+    assert f"`{NAMED}get {CLUSTER_WIDE_KINDS[kind][1]} {name} -o yaml`" in finding.blocked
+    assert unnamed_commands(finding.blocked) == []
+
+
+def test_every_object_taken_is_named_at_once():
+    fake = FakeKube()
+    for name in ("mpijobs.kubeflow.org", "pytorchjobs.kubeflow.org"):
+        fake.put({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                  "metadata": {"name": name}})  # fmt: skip
+    finding = survey(fake, "training_operator", KUBECTL)
+    assert finding.blocked.startswith(
+        "CustomResourceDefinitions mpijobs.kubeflow.org, pytorchjobs.kubeflow.org are there"
+    )
+
+
+def test_the_blocked_message_lists_each_step_and_what_would_be_installed():
+    message = blocked_message(
+        [("istio", "Istio", "why one"), ("kserve", "KServe", "why two")], "ctx", ["Knative"]
+    )
+    assert "  - Istio: why one" in message and "  - KServe: why two" in message
+    assert "distml installed nothing" in message and "it installs Knative" in message
