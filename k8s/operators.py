@@ -10,20 +10,21 @@ are retried until the deadline.
 
 On a cluster distml did not create, every step is surveyed first (read-only: ``survey``);
 a blocked step, or a missing one without ``--install-operators``, stops `up` before anything
-is installed.
+is installed. Istio's gateway is made a ClusterIP there unless asked (``k8s.istio_gateway``).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from common.poll import Done, Pending, api_note
-from k8s import manifests, upstream_files, versions
+from k8s import istio_gateway, manifests, upstream_files, versions
 from k8s.cluster_poll import POLL_S, WaitError, outcome, poll_cluster, retry
 from k8s.kube import Kube, KubeError
 from k8s.kubectl_errors import NO_MATCH_TRIES, PermanentError, classify_kubectl_error
@@ -39,7 +40,7 @@ from k8s.operator_check import (
 )
 from k8s.operator_check import survey as survey_step
 from k8s.providers import Provider
-from k8s.settings import EXISTING, MIRROR_SETTING, Settings
+from k8s.settings import EXISTING, MIRROR_SETTING, Settings, gateway_type
 from k8s.workload_waits import wait_deployments_available
 
 # Knative resolves image tags to digests through a registry; a locally imported image
@@ -100,8 +101,10 @@ class Installer:
     install_missing: bool = True
     missing: list[tuple[str, str]] = field(default_factory=list)
     blocked: list[tuple[str, str, str]] = field(default_factory=list)  # never installed over
-    # A cluster distml did not create: what ``survey`` found of each step, before any install.
+    # A cluster distml did not create: what ``survey`` found of each step, before any install,
+    # and Istio's install file with its gateway as chosen (None: as released).
     findings: dict[str, Finding] = field(default_factory=dict)
+    istio_file: str | None = None
 
     @property
     def dry(self) -> bool:
@@ -212,11 +215,14 @@ class Installer:
         labels = [label for _, label in to_install]
         if self.blocked or self.missing:
             raise MissingOperators(self.report(labels))
-        if to_install:
-            self.out(
-                f"installing {', '.join(labels)} from the pinned files; "
-                "nothing else cluster-wide changes"
-            )
+        if not to_install:
+            return
+        self.out(
+            f"installing {', '.join(labels)} from the pinned files; "
+            "nothing else cluster-wide changes"
+        )
+        if "istio" in dict(to_install):
+            self.prepare_istio()
 
     def report(self, to_install: list[str] | None = None) -> str:
         """Every blocked step, then every missing one with the commands that install it."""
@@ -225,6 +231,20 @@ class Installer:
         if self.missing:
             parts.append(missing_message(self.missing, context, self.provider.kubectl))
         return "\n".join(parts)
+
+    def prepare_istio(self) -> None:
+        """Before anything is installed on a cluster distml did not create: say what Istio's
+        gateway will be, and make the install file of a ClusterIP or NodePort one (from the
+        verified pinned file: one that cannot be had stops `up` here)."""
+        try:
+            kind = gateway_type(self.settings)
+        except ValueError as e:
+            raise PermanentError(str(e)) from e
+        self.out(istio_gateway.notice(kind))
+        if kind != "LoadBalancer":
+            url, mirror = versions.ISTIO_URL, self.settings.manifest_mirror
+            pinned = upstream_files.local_copy(url, mirror, MIRROR_SETTING).read_text()
+            self.istio_file = istio_gateway.typed(pinned, kind)
 
     # ------------------------------------------------------------------ steps
     def training_operator(self) -> None:
@@ -252,11 +272,22 @@ class Installer:
         label = PROBES["istio"].label
         installed = self.present("istio", label, "istio-system", "istiod")
         if not installed:
-            self.apply(versions.ISTIO_URL, label)
+            self.apply_istio(label)
         if self.owned:
             self.istiod_requests()
         if not installed:
             self.wait("istio-system")
+
+    def apply_istio(self, label: str) -> None:
+        """Istio as pinned, or (``prepare_istio``) with its gateway Service's type changed,
+        from a copy: no LoadBalancer is made, even for the moment before a patch."""
+        if self.istio_file is None:
+            self.apply(versions.ISTIO_URL, label)
+            return
+        with tempfile.TemporaryDirectory(prefix="distml-istio-") as tmp:
+            path = Path(tmp) / "istio.yaml"
+            path.write_text(self.istio_file)
+            self.kubectl_retrying(f"apply -f {shlex.quote(str(path))}", label)
 
     def istiod_requests(self) -> None:
         """istiod asks for 500m / 2 GiB and its HPA (60% CPU) for up to 3 replicas: on one

@@ -23,6 +23,10 @@ ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")
 # INVOKE_CLUSTER_WORKER_CPU=100m): a small cluster lowers them so the jobs fit
 # (docs/cluster.md, "Resources"); each names the Settings field whose request it sets.
 MIRROR_SETTING = "cluster.manifest_mirror (INVOKE_CLUSTER_MANIFEST_MIRROR)"
+# The Service types Istio's ingress gateway may be given when `up --install-operators`
+# installs Istio on a cluster distml did not create (``Settings.istio_gateway_type``).
+GATEWAY_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+GATEWAY_SETTING = "cluster.istio_gateway_type (INVOKE_CLUSTER_ISTIO_GATEWAY_TYPE)"
 CPU_REQUEST_SETTINGS = {"worker_cpu": "worker_resources", "predictor_cpu": "predictor_resources"}
 
 
@@ -121,6 +125,12 @@ class Settings:
     # ``cluster.manifest_mirror``: a directory holding the pinned install files, laid out as
     # k8s/upstream.lock.json names them, applied instead of their URLs (offline machines).
     manifest_mirror: str = ""
+    # ``cluster.istio_gateway_type``: the type of Istio's ingress gateway Service when `up
+    # --install-operators` installs Istio on a cluster distml did not create; "" is
+    # ClusterIP (reached by a port-forward). As released it is a LoadBalancer: on a cloud, a
+    # billed load balancer open to the internet in front of a model with no authentication,
+    # so only when asked. The clusters distml makes keep their own (k8s.operators).
+    istio_gateway_type: str = ""
 
     @property
     def storage_class(self) -> str:
@@ -136,6 +146,17 @@ class Settings:
     def threads(self) -> int:
         """TF threads per worker pod: its CPU limit in whole cores, at least 1."""
         return max(1, int(quantity(self.worker_resources.cpu_limit)))
+
+
+def gateway_type(s: Settings) -> str:
+    """The type Istio's gateway Service is given on a cluster distml did not create:
+    ``s.istio_gateway_type``, else ClusterIP; ValueError, naming the setting, for another."""
+    if s.istio_gateway_type and s.istio_gateway_type not in GATEWAY_TYPES:
+        raise ValueError(
+            f"{GATEWAY_SETTING} {s.istio_gateway_type!r} is not a gateway Service type; valid: "
+            f"{', '.join(GATEWAY_TYPES)}"
+        )
+    return s.istio_gateway_type or "ClusterIP"
 
 
 def default_namespace(provider: str) -> str:

@@ -211,6 +211,18 @@ def mirrored(url: str, mirror: Path, named_by: str) -> Path:
     return _verified_in(pin, mirror, named_by)
 
 
+def local_copy(url: str, mirror: str = "", named_by: str = "") -> Path:
+    """The verified local copy of the pinned file ``url``: in the directory ``mirror`` when
+    one is named (``named_by``: the setting that names it), else :func:`path`'s (the
+    mirror directory of its kind, the cache, or a download)."""
+    if mirror:
+        return mirrored(url, Path(mirror), named_by)
+    pin = by_url().get(url)
+    if pin is None:
+        raise UpstreamError(f"{url} is not pinned in {LOCK_FILE.name}")
+    return path(pin)
+
+
 #: Hosts that could not be reached in this process → why: not tried again (one DNS or
 #: connect timeout per host, not one per file).
 _UNREACHABLE: dict[str, str] = {}

@@ -4,16 +4,19 @@ that install it (installing it only with ``--install-operators``) and changes no
 cluster-wide: no istiod, Knative ConfigMap or metrics-server patch, no KServe cluster
 resources. It surveys every step before installing any, and installs nothing when one is
 blocked (a broken Deployment, or anything its install makes cluster-wide there without it).
+Istio's gateway is made a ClusterIP unless asked otherwise (tests/k8s/test_istio_gateway.py).
 A cluster distml made (kind) still gets its tuning."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from invoke import Config, MockContext, Result
 
-from k8s import operators, versions
+from k8s import operators, upstream_files, versions
 from k8s.operator_check import (
     CLUSTER_WIDE_KINDS,
     PROBES,
@@ -21,7 +24,7 @@ from k8s.operator_check import (
     MissingOperators,
     cluster_wide,
 )
-from k8s.operators import ARGO_DEPLOYMENTS, Installer, components
+from k8s.operators import ARGO_DEPLOYMENTS, Installer, PermanentError, components
 from k8s.providers import provider as make_provider
 from k8s.settings import Settings
 from tests.support.fakekube import FakeKube, conditions_status
@@ -67,9 +70,13 @@ def installer(
     def run(command: str, **_: Any) -> Result:
         ran.append(command)
         said.append(f"$ {command}")  # the order of what is said and what runs
+        local = Path(command.rsplit(" ", 1)[-1])
+        if local.is_absolute() and local.is_file():  # a file distml wrote: kept for the test
+            ctx.applied_files[command] = local.read_text()  # type: ignore[attr-defined]
         return Result(command=command)
 
     ctx.run = run  # type: ignore[method-assign]
+    ctx.applied_files = {}  # type: ignore[attr-defined]
     fake = FakeKube()
     settings = Settings(image="registry.example.com/distml:t", provider=provider,
                         serving_mode=mode, **kw)  # fmt: skip
@@ -83,6 +90,36 @@ def installer(
 def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Deployments an install waits for are taken as Available at once."""
     monkeypatch.setattr(operators, "wait_deployments_available", lambda *a, **k: None)
+
+
+GATEWAY_SERVICE = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "istio-ingressgateway", "namespace": "istio-system"},
+    "spec": {"type": "LoadBalancer", "ports": [{"name": "http2", "port": 80}]},
+}
+ISTIOD = {"apiVersion": "apps/v1", "kind": "Deployment",
+          "metadata": {"name": "istiod", "namespace": "istio-system"}}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def small_istio_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Istio's pinned install file, as small as it can be: the gateway Service as released
+    (a LoadBalancer) and istiod. (The real one: tests/k8s/test_istio_gateway.py.)"""
+    path = tmp_path / "istio.yaml"
+    path.write_text(yaml.safe_dump_all([GATEWAY_SERVICE, ISTIOD]))
+
+    def local_copy(url: str, mirror: str = "", named_by: str = "") -> Path:
+        assert url == versions.ISTIO_URL
+        return path
+
+    monkeypatch.setattr(upstream_files, "local_copy", local_copy)
+    return path
+
+
+def gateway_type_in(text: str) -> str:
+    (service,) = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "Service"]
+    return service["spec"]["type"]
 
 
 # ------------------------------------------------------------------ all there
@@ -174,7 +211,7 @@ def test_install_operators_applies_only_the_missing_ones_and_patches_nothing(mod
     assert all(cmd.startswith(f"{KUBECTL}apply ") for cmd in ran), ran
     assert not any(" patch " in cmd for cmd in ran)
     expected = {
-        "istio": [versions.ISTIO_URL],
+        "istio": ["istio.yaml"],  # a copy with its gateway a ClusterIP, not ISTIO_URL
         "knative": [
             versions.KNATIVE_SERVING_CRDS_URL,
             versions.KNATIVE_SERVING_CORE_URL,
@@ -183,7 +220,8 @@ def test_install_operators_applies_only_the_missing_ones_and_patches_nothing(mod
         "metrics_server": [versions.METRICS_SERVER_URL],
     }
     urls = [u for step in missing for u in expected[step]]
-    assert [cmd.rsplit(" ", 1)[-1] for cmd in ran] == urls
+    applied = [cmd.rsplit(" ", 1)[-1] for cmd in ran]
+    assert [a if a.startswith("https://") else Path(a).name for a in applied] == urls
     assert versions.KSERVE_CLUSTER_RESOURCES_URL not in " ".join(ran)
     assert inst.missing == []
 
@@ -294,3 +332,69 @@ def test_the_survey_reads_and_writes_nothing_before_it_has_seen_every_step():
     assert {c[0] for c in fake.calls} == {"get"}
     read = {c[1][1] for c in fake.calls}
     assert read == {"Deployment", *CLUSTER_WIDE_KINDS}  # each kind looked at, nothing listed
+
+
+# ------------------------------------------------------------------ Istio's gateway
+def test_istio_is_installed_with_its_gateway_a_cluster_ip_and_said_so_first():
+    inst, fake, ran, said = installer(mode="knative", install_missing=True)
+    install_probes(fake, tuple(s for s in steps("knative") if s != "istio"))
+    inst.all()
+    (istio,) = [c for c in ran if c.endswith("/istio.yaml")]
+    assert istio.startswith(f"{KUBECTL}apply -f /")
+    assert versions.ISTIO_URL not in " ".join(ran)
+    assert gateway_type_in(inst.c.applied_files[istio]) == "ClusterIP"
+    notice = next(i for i, line in enumerate(said) if "ingress gateway" in line)
+    assert notice < said.index(f"$ {istio}")
+    assert "is made ClusterIP (not a LoadBalancer, as released)" in said[notice]
+    assert "cluster.istio_gateway_type" in said[notice]
+    assert not Path(istio.rsplit(" ", 1)[-1]).exists()  # the copy is removed after
+
+
+@pytest.mark.parametrize("kind", ["NodePort", "ClusterIP"])
+def test_the_gateway_type_asked_for_is_the_one_made(kind):
+    inst, fake, ran, _ = installer(mode="knative", install_missing=True, istio_gateway_type=kind)
+    install_probes(fake, tuple(s for s in steps("knative") if s != "istio"))
+    inst.all()
+    (istio,) = [c for c in ran if c.endswith("/istio.yaml")]
+    assert gateway_type_in(inst.c.applied_files[istio]) == kind
+
+
+def test_a_load_balancer_only_when_asked_and_then_with_a_warning():
+    inst, fake, ran, said = installer(
+        mode="knative", install_missing=True, istio_gateway_type="LoadBalancer"
+    )
+    install_probes(fake, tuple(s for s in steps("knative") if s != "istio"))
+    inst.all()
+    assert ran == [f"{KUBECTL}apply -f {versions.ISTIO_URL}"]  # as released
+    warning = next(line for line in said if "ingress gateway" in line)
+    assert warning.startswith("warning:") and "billed load balancer" in warning
+    assert "no authentication" in warning
+
+
+def test_an_unknown_gateway_type_stops_up_before_anything_is_installed():
+    inst, fake, ran, _ = installer(mode="knative", install_missing=True, istio_gateway_type="lb")
+    install_probes(fake, tuple(s for s in steps("knative") if s not in ("istio", "kserve")))
+    with pytest.raises(PermanentError, match=r"cluster\.istio_gateway_type .* 'lb' .*LoadBalancer"):
+        inst.all()
+    assert ran == [] and fake.applied == []
+
+
+def test_an_istio_already_there_keeps_its_gateway_and_nothing_is_said_of_it():
+    inst, fake, ran, said = installer(mode="knative", install_missing=True)
+    install_probes(fake, tuple(s for s in steps("knative") if s != "knative"))
+    inst.all()
+    assert not any("ingress gateway" in line for line in said)
+    assert not any(c.endswith(("/istio.yaml", versions.ISTIO_URL)) for c in ran)
+    assert ran  # Knative was installed
+
+
+def test_an_istio_file_that_cannot_be_had_stops_up_before_anything_is_installed(monkeypatch):
+    def unavailable(url: str, mirror: str = "", named_by: str = "") -> Path:
+        raise upstream_files.Unavailable("set DISTML_UPSTREAM_DIR")
+
+    monkeypatch.setattr(upstream_files, "local_copy", unavailable)
+    inst, fake, ran, _ = installer(mode="knative", install_missing=True)
+    install_probes(fake, ("cert_manager", "knative", "kserve"))  # training operator: missing
+    with pytest.raises(upstream_files.Unavailable):
+        inst.all()
+    assert ran == [] and fake.applied == []

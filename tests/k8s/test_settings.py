@@ -1,6 +1,7 @@
 """k8s.settings: the TensorFlow threads a worker pod gets are its CPU limit in whole cores
-(millicores rounded down, at least one), and a Resources renders as the requests and limits
-Kubernetes reads, with a GPU limit only when GPUs are asked for."""
+(millicores rounded down, at least one), a Resources renders as the requests and limits
+Kubernetes reads, with a GPU limit only when GPUs are asked for, and Istio's gateway on an
+existing cluster is a ClusterIP unless another known type is asked for."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from k8s.settings import Resources, Settings
+from k8s.settings import GATEWAY_TYPES, Resources, Settings, gateway_type
 
 
 @pytest.mark.parametrize(
@@ -28,3 +29,17 @@ def test_resources_render_requests_and_limits_and_a_gpu_only_when_asked() -> Non
     }
     assert r.as_dict(gpus=2)["limits"] == {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "2"}
     assert r.as_dict(gpus=2)["requests"] == r.as_dict()["requests"]
+
+
+def test_the_gateway_is_a_cluster_ip_unless_asked():
+    assert gateway_type(Settings(image="x:1", provider="existing")) == "ClusterIP"
+    for kind in GATEWAY_TYPES:
+        s = Settings(image="x:1", provider="existing", istio_gateway_type=kind)
+        assert gateway_type(s) == kind
+
+
+@pytest.mark.parametrize("kind", ["loadbalancer", "ExternalName", "LB"])
+def test_an_unknown_gateway_type_is_refused_naming_the_setting(kind):
+    s = Settings(image="x:1", provider="existing", istio_gateway_type=kind)
+    with pytest.raises(ValueError, match=rf"cluster\.istio_gateway_type .*'{kind}'.*ClusterIP"):
+        gateway_type(s)

@@ -126,6 +126,22 @@ def test_a_named_mirror_is_used_and_its_file_verified(tmp_path, monkeypatch, dea
         uf.path(pin)
 
 
+def test_a_local_copy_is_the_named_mirrors_else_the_pins_own(tmp_path, monkeypatch, dead_url):
+    pin = pin_of(BODY, dead_url + "file.yaml")
+    monkeypatch.setattr(uf, "by_url", lambda: {pin.url: pin})
+    for where in ("setting", "env"):
+        (tmp_path / where / "demo").mkdir(parents=True)
+        (tmp_path / where / pin.name).write_bytes(BODY)
+    monkeypatch.setenv("DISTML_UPSTREAM_DIR", str(tmp_path / "env"))
+    named = uf.local_copy(pin.url, str(tmp_path / "setting"), "cluster.manifest_mirror")
+    assert named == tmp_path / "setting" / pin.name
+    assert uf.local_copy(pin.url) == tmp_path / "env" / pin.name
+    with pytest.raises(uf.Unavailable, match=r"not in cluster\.manifest_mirror"):
+        uf.local_copy(pin.url, str(tmp_path / "empty"), "cluster.manifest_mirror")
+    with pytest.raises(uf.UpstreamError, match="is not pinned"):
+        uf.local_copy(dead_url + "other.yaml")
+
+
 def test_a_download_is_verified_cached_and_then_needs_no_server(isolated, tmp_path, http_mirror):
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "file.yaml").write_bytes(BODY)
