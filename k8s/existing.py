@@ -46,8 +46,9 @@ def choose_context(
     """(context, why): the one `up` recorded for this work dir; else, for `up` only, the
     one asked for (never kubectl's current one by default). `up` on another context than
     the recorded one is refused (the work dir's objects live there); the other tasks use
-    the recorded one and say that the setting is ignored. No other task acts on a cluster this work dir
-    has nothing on: `down` then has nothing to delete there (""), the rest are refused."""
+    the recorded one and say that the setting is ignored. No other task acts on a cluster
+    this work dir has nothing on: `down` then has nothing to delete there (""), the rest
+    are refused."""
     if recorded:
         if asked and asked != recorded:
             if for_up:

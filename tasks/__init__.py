@@ -60,6 +60,9 @@ ns.configure(
             "image_pull_secret": "",  # a Secret in the namespace, for a private registry
             "storage_class": "",  # the volume's class ("": the provider's, or the default)
             "volume_access": "",  # ReadWriteOnce / ReadWriteMany ("": from the class)
+            # Istio's gateway Service when `up --install-operators` installs it on an
+            # existing cluster ("": ClusterIP; LoadBalancer only when asked for)
+            "istio_gateway_type": "",
             **dict.fromkeys(CPU_REQUEST_SETTINGS, ""),  # "": the built-in requests
         },
     }

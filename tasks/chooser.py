@@ -82,6 +82,7 @@ def cluster_runtime(c, name, wd, *, for_up=False, for_down=False, context=None):
             storage_class=str(cluster.get("storage_class") or ""),
             volume_access=str(cluster.get("volume_access") or ""),
             image_pull_secret=str(cluster.get("image_pull_secret") or ""),
+            istio_gateway_type=str(cluster.get("istio_gateway_type") or ""),
             out=out,
         )
     except ValueError as e:  # a setting this provider cannot honour

@@ -19,6 +19,7 @@ from k8s.settings import (
     SERVING_MODES,
     Resources,
     Settings,
+    gateway_type,
 )
 from ml import contract
 from ml.contract import MODEL_TYPES
@@ -101,6 +102,7 @@ def check_settings(s: Settings) -> None:
     _check_resources("predictor", s.predictor_resources)
     _check_training(s)
     _check_serving(s)
+    gateway_type(s)  # cluster.istio_gateway_type: one of GATEWAY_TYPES, or unset
 
 
 def _check_names(s: Settings) -> None:

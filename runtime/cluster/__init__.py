@@ -94,6 +94,7 @@ class ClusterRuntime:
         storage_class: str = "",
         volume_access: str = "",
         image_pull_secret: str = "",
+        istio_gateway_type: str = "",
         out: Out = print,
         kube: Kube | None = None,
         clock: Any = time,
@@ -125,6 +126,7 @@ class ClusterRuntime:
             storage_class=storage_class,
             volume_access=volume_access,
             image_pull_secret=image_pull_secret,
+            istio_gateway_type=istio_gateway_type,
         )
         self.name = provider_name
         self.registry = registry

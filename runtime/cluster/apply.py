@@ -49,9 +49,8 @@ def delete_and_wait(
     )
     if not isinstance(verdict, Done):
         raise ClusterError(
-            f"{kind} {name} was not deleted within {timeout:.0f} s; check its "
-            f"finalizers: kubectl --context {cx.provider.context} -n "
-            f"{cx.namespace} get {kind.lower()} {name} -o yaml"
+            f"{kind} {name} was not deleted within {timeout:.0f} s; check its finalizers: "
+            + cx.provider.kubectl(f"-n {cx.namespace} get {kind.lower()} {name} -o yaml")
         )
 
 
@@ -88,8 +87,7 @@ def wait_pod(cx: ClusterContext, name: str, *, timeout: float, ready: bool = Fal
     raise ClusterError(
         f"pod {name} is {state}"
         + (f" (events: {last})" if last else "")
-        + f"; check `kubectl --context {cx.provider.context} -n {cx.namespace} "
-        f"describe pod {name}`"
+        + f"; check `{cx.provider.kubectl(f'-n {cx.namespace} describe pod {name}')}`"
     )
 
 
@@ -101,7 +99,15 @@ def run_job(cx: ClusterContext, job: dict[str, Any], timeout: float, what: str) 
     if cx.dry:
         return ""
     try:
-        wait_job(cx.kube, cx.namespace, name, timeout=timeout, clock=cx.clock, out=cx.out)
+        wait_job(
+            cx.kube,
+            cx.namespace,
+            name,
+            timeout=timeout,
+            clock=cx.clock,
+            out=cx.out,
+            kubectl=cx.provider.kubectl,
+        )
     except WaitError as e:
         raise ClusterError(f"{what} failed: {e}") from e
     return job_logs(cx, name)

@@ -47,6 +47,7 @@ class ClusterContext:
     storage_class: str = ""  # cluster.storage_class ("" the provider's, or the default class)
     volume_access: str = ""  # cluster.volume_access ("" decided from the class: k8s.storage)
     image_pull_secret: str = ""  # cluster.image_pull_secret
+    istio_gateway_type: str = ""  # cluster.istio_gateway_type ("": ClusterIP)
     _kube: Kube | None = field(default=None, init=False, repr=False)
 
     @property
@@ -101,6 +102,7 @@ class ClusterContext:
             or self.volume_access
             or "ReadWriteOnce",
             image_pull_secret=self.image_pull_secret,
+            istio_gateway_type=self.istio_gateway_type,
         )
         s = replace(base, **{k: v for k, v in changes.items() if v is not None})
         try:
@@ -133,7 +135,7 @@ class ClusterContext:
                 raise ClusterError(str(e)) from e
             self.out(f"note: namespace {self.namespace} cannot be read ({e}): not checked")
             return
-        problem = namespace_refusal(ns)
+        problem = namespace_refusal(ns, self.provider.kubectl)
         if problem:
             raise ClusterError(problem)
 

@@ -117,9 +117,12 @@ def check_pull_secret(cx: ClusterContext, s: Settings) -> None:
     if cx.get("v1", "Secret", s.image_pull_secret) is None:
         raise ClusterError(
             f"cluster.image_pull_secret names Secret {s.image_pull_secret!r}, which namespace "
-            f"{s.namespace} does not have: `{cx.provider.kubectl('')}-n {s.namespace} create "
-            f"secret docker-registry {s.image_pull_secret} --docker-server=REGISTRY "
-            "--docker-username=USER --docker-password=...`"
+            f"{s.namespace} does not have: `"
+            + cx.provider.kubectl(
+                f"-n {s.namespace} create secret docker-registry {s.image_pull_secret} "
+                "--docker-server=REGISTRY --docker-username=USER --docker-password=..."
+            )
+            + "`"
         )
 
 

@@ -55,12 +55,12 @@ def up(
         found = existing_up.reach(cx)
         existing_up.require_registry(cx, s)
         existing_up.claim(cx, s, found)  # nothing is written before it
-        if not install_operators:  # what is missing is said before anything is made
-            _operators(cx, s, install=False)
+        # What is missing or blocked is said before anything is made, the namespace too.
+        _operators(cx, s, install=install_operators)
     else:
         _cluster(cx, port_free)
     _namespace(cx, s)
-    if not existing or install_operators:
+    if not existing:
         _operators(cx, s, install=True)
     cx.out(f"== image {s.image}")
     s = replace(s, image=_image(cx, s, base=base, base_image=base_image))

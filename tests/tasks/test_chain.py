@@ -74,3 +74,19 @@ def test_down_forget_clears_the_record_without_any_cluster(wd):
     assert (state.context, state.runtime, state.up) == (None, None, False)
     refused = invoke(wd, "down", "--forget", "--keep-cluster")
     assert refused.returncode == 2 and "--forget takes no other flag" in refused.stderr
+
+
+def test_a_bad_istio_gateway_type_setting_stops_up_with_the_valid_ones(wd):
+    r = invoke(
+        wd,
+        "--dry",
+        "up",
+        "--runtime",
+        "existing",
+        "--context",
+        "c",
+        INVOKE_CLUSTER_ISTIO_GATEWAY_TYPE="External",
+    )
+    assert r.returncode != 0
+    assert "cluster.istio_gateway_type (INVOKE_CLUSTER_ISTIO_GATEWAY_TYPE) 'External'" in r.stderr
+    assert "ClusterIP, NodePort, LoadBalancer" in r.stderr

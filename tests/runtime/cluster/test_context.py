@@ -43,7 +43,7 @@ def test_up_refuses_a_namespace_labelled_control_plane_before_applying_it(wd, fa
     with pytest.raises(ClusterError, match="labelled control-plane=kubeflow") as e:
         rt.up(UpRequest())
     assert "INVOKE_CLUSTER_NAMESPACE" in str(e.value)
-    assert "kubectl label namespace kubeflow control-plane-" in str(e.value)
+    assert "kubectl --context k3d-dist-ml label namespace kubeflow control-plane-" in str(e.value)
     assert not [o for o in fake.applied if o["kind"] == "Namespace"]
 
 
