@@ -94,7 +94,8 @@ def fingerprint(obj: dict) -> dict:
         "generation": meta.get("generation"),
         "labels": meta.get("labels") or {},
         "spec": obj.get("spec"),
-        "distml_wrote": "distml" in writers,
+        # distml's field manager: "distml", or "distml-<instance>" on such a cluster
+        "distml_wrote": any(w == "distml" or w.startswith("distml-") for w in writers),
     }
 
 

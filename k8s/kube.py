@@ -138,6 +138,9 @@ def sort_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- ApiKube
 
 
+FIELD_MANAGER = "distml"
+
+
 class ApiKube:
     """The real cluster, through the ``kubernetes`` client, for one kubeconfig context.
 
@@ -145,13 +148,14 @@ class ApiKube:
     (``$KUBECONFIG`` or ``~/.kube/config``) for ``context`` and discovers the API.
     """
 
-    FIELD_MANAGER = "distml"
-
-    def __init__(self, context: str, out: Callable[[str], Any] = print) -> None:
+    def __init__(
+        self, context: str, out: Callable[[str], Any] = print, manager: str = FIELD_MANAGER
+    ) -> None:
         if not context:
             # The client would take "" as the kubeconfig's current context: never by accident.
             raise KubeError("no kubeconfig context named: distml never uses the current one")
         self.context = context
+        self.manager = manager  # server-side apply's field manager
         self.out = out
         self._dyn: Any = None  # kubernetes.dynamic.DynamicClient
         self._core: Any = None  # kubernetes.client.CoreV1Api
@@ -244,7 +248,7 @@ class ApiKube:
                 body=obj,
                 name=name,
                 namespace=namespace if resource.namespaced else None,
-                field_manager=self.FIELD_MANAGER,
+                field_manager=self.manager,
                 force_conflicts=force,
                 dry_run="All" if dry_run else None,
             )

@@ -66,6 +66,7 @@ class State:
     volume_uid: str | None = None  # the PVC `up` made: `down` deletes that claim and no other
     # -- an existing cluster (`--runtime existing`)
     context: str | None = None  # the kubeconfig context `up` set up: later tasks use it
+    namespace: str | None = None  # the namespace `up` claimed there: later tasks use it
     # The cluster behind it, as `up` found it: every later task refuses another one.
     cluster_server: str | None = None  # the API server's URL
     cluster_uid: str | None = None  # the kube-system Namespace's uid ("" when unreadable)
@@ -143,6 +144,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "instance": _label_value,
     "volume_uid": _str,
     "context": _str,
+    "namespace": _str,
     "cluster_server": _str,
     "cluster_uid": _str,
     "registry": _str,

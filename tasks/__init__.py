@@ -55,7 +55,7 @@ ns.configure(
             "node_image": "",  # kind/k3d: the nodes' image ("": the pinned one)
             "manifest_mirror": "",  # the pinned install files, applied instead of URLs
             # --runtime existing (docs/cluster.md, "Bring your own cluster"):
-            "context": "",  # the kubeconfig context ("": kubectl's current one)
+            "context": "",  # the kubeconfig context (the first `up` needs it named)
             "registry": "",  # REGISTRY[/REPO] pods pull the image from ("": build --push's)
             "image_pull_secret": "",  # a Secret in the namespace, for a private registry
             "storage_class": "",  # the volume's class ("": the provider's, or the default)

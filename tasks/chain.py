@@ -27,8 +27,9 @@ from tasks.chooser import runtime as _runtime
         "base-image": "cluster: base image for the project image",
         "with-argo": "cluster: also install Argo Workflows (pinned; namespace argo) for "
         "`invoke workflow`; kept by later `up`s, removed by `down --keep-cluster`",
-        "context": "existing runtime: the kubeconfig context (default: cluster.context, "
-        "else kubectl's current one); recorded for the later tasks",
+        "context": "existing runtime: the kubeconfig context (default: cluster.context; "
+        "the first `up` needs one named, never kubectl's current one); recorded, with the "
+        "cluster behind it, for the later tasks",
         "install-operators": "existing runtime: install the operators that are missing "
         "(pinned versions); without it `up` lists them and stops",
         "storage-class": "cluster: the volume's StorageClass (default: the provider's; an "

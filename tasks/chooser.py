@@ -70,7 +70,7 @@ def cluster_runtime(c, name, wd, *, for_up=False, for_down=False, context=None):
             wd,
             ROOT,
             service=_service(c),
-            namespace=str(cluster.namespace) or default_namespace(name),
+            namespace=_namespace(name, wd, cluster, for_up),
             cluster=str(cluster.name),
             ingress_port=int(cluster.ingress_port),
             docker=str(c.config.docker),
@@ -133,6 +133,28 @@ def _kube_context(c, name, wd, cluster, task, asked):
         raise Exit(f"error: {e}", code=2) from e
     print(f"context: {context or '(none)'} ({why})", flush=True)
     return context
+
+
+def _namespace(name, wd, cluster, for_up):
+    """The namespace: on an existing cluster, the one `up` claimed for this work dir (its
+    objects and its volume are there; another is refused, as another context is)."""
+    asked = str(cluster.namespace)
+    recorded = wd.state().namespace if name == EXISTING else None
+    if not recorded:
+        return asked or default_namespace(name)
+    if asked and asked != recorded:
+        if for_up:
+            raise Exit(
+                f"error: this work dir was set up in namespace {recorded!r}, not {asked!r}: "
+                "run `invoke down` first, or use another work dir (INVOKE_WORKDIR)",
+                code=2,
+            )
+        print(
+            f"namespace: {recorded} (the one `invoke up` set up; {asked!r} applies after "
+            "`invoke down`)",
+            flush=True,
+        )
+    return recorded
 
 
 def _registry(cluster):

@@ -58,19 +58,28 @@ class ClusterContext:
     def kube(self) -> Kube:
         """The cluster API: the one given, else built on first use (never under --dry)."""
         if self._kube is None:
+            kube: Kube
             if self.given_kube is not None:
-                self._kube = self.given_kube
+                kube = self.given_kube
             elif self.dry:
-                self._kube = DryKube(self.out)
+                kube = DryKube(self.out)
             else:
                 from k8s.kube import ApiKube
 
-                self._kube = ApiKube(self.provider.context, out=self.out)
+                kube = ApiKube(self.provider.context, out=self.out, manager=self.field_manager)
             if not self.owns_cluster and not self.dry:
                 from runtime.cluster.identity import check_recorded
 
-                check_recorded(self._kube, self.wd.state(), self.provider.context)
+                check_recorded(kube, self.wd.state(), self.provider.context)
+            self._kube = kube  # only once the cluster is the one `up` recorded
         return self._kube
+
+    @property
+    def field_manager(self) -> str:
+        """Server-side apply's field manager: one per work dir on a cluster distml did not
+        create, so that two work dirs' writes to one object conflict (never merge)."""
+        instance = self.instance
+        return f"distml-{instance}" if instance and not self.owns_cluster else "distml"
 
     @property
     def owns_cluster(self) -> bool:
@@ -121,6 +130,13 @@ class ClusterContext:
             raise ClusterError(
                 f"the {self.provider.name} cluster is not set up for this work dir "
                 f"({self.wd.root}); run `invoke up --runtime {self.provider.name}` first"
+            )
+        if not self.owns_cluster and not (state.instance and state.cluster_server):
+            # Set up by a distml that recorded neither: its cluster and objects unknown.
+            raise ClusterError(
+                "this work dir was set up by an older distml, which recorded neither the "
+                "cluster behind its context nor an id for its objects: run `invoke up` "
+                "again (or `invoke down --forget` and start over)"
             )
         return state
 

@@ -67,6 +67,7 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
             serving_mode=state.serving_mode if keep_cluster or not owned else None,
             # The next `up` may choose another context, class and access mode.
             context=None,
+            namespace=None,
             cluster_server=None,
             cluster_uid=None,
             storage_class=None,
@@ -90,6 +91,7 @@ def forget(wd: Workdir, out: Out) -> int:
         runtime=None,
         serving_mode=None,
         context=None,
+        namespace=None,
         cluster_server=None,
         cluster_uid=None,
         storage_class=None,

@@ -61,6 +61,7 @@ def claim(cx: ClusterContext, s: Settings, found: Identity | None) -> None:
         raise ClusterError(refusal(taken, s.namespace, when="up refused before any write"))
     cx.wd.update_state(
         context=cx.provider.context,
+        namespace=s.namespace,
         runtime=cx.provider.name,
         cluster_server=found.server,
         cluster_uid=found.uid,

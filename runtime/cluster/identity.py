@@ -25,7 +25,8 @@ class Identity:
         )
 
     def same(self, other: Identity) -> bool:
-        """The same cluster: the same server and, where both were readable, the same uid."""
+        """The same cluster: the same server and, where both were readable, the same uid
+        (``check_recorded`` refuses a recorded uid that cannot be read now)."""
         return self.server == other.server and (
             not (self.uid and other.uid) or self.uid == other.uid
         )
@@ -66,6 +67,12 @@ def check_recorded(kube: Kube, state: State, context: str) -> None:
     was = recorded(state)
     if was is None:
         return
-    now, _ = read(kube)
+    now, note = read(kube)
+    if was.uid and not now.uid:  # a URL alone is no proof: 127.0.0.1:6443 is everywhere
+        raise ClusterError(
+            f"context {context!r}: {note.removeprefix('note: ')}, so it cannot be told to be "
+            f"the cluster `invoke up` set up ({was.describe()}); distml touches nothing "
+            f"there. Check the context's credentials, or, if that cluster is gone, {FORGET}"
+        )
     if not was.same(now):
         raise ClusterError(mismatch(context, was, now))

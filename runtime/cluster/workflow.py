@@ -6,6 +6,11 @@ RoleBinding and memoization cache; ``--watch`` follows it with a line per step c
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
+import yaml
+
 from k8s import manifests
 from k8s.argo_status import (
     COMPLETED,
@@ -18,6 +23,9 @@ from k8s.argo_status import (
 )
 from k8s.cluster_poll import WaitError
 from k8s.kube import KubeError
+from k8s.objects import ISVC_API
+from k8s.ownership import stamp
+from k8s.settings import Settings
 from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob
@@ -70,9 +78,10 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         controller_sa=_controller_service_account(cx),
     )
     wf = next(o for o in objects if o["kind"] == WORKFLOW_KIND)
+    _check_serving_objects(cx, s)
     for obj in objects:
         if obj is wf:
-            cx.apply(obj)
+            cx.apply(_stamped(obj, cx.instance))
         elif obj["kind"] == "ConfigMap":
             _make_cache(cx, obj)
         else:
@@ -85,6 +94,36 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         cx.out(f"stop it: {_kubectl(cx, 'delete', name)} or `invoke workflow --stop`")
         return 0
     return watch(cx, name, deadline_s=wf["spec"]["activeDeadlineSeconds"])
+
+
+SERVING_RUNTIME_API = "serving.kserve.io/v1alpha1"
+
+
+def _check_serving_objects(cx: ClusterContext, s: Settings) -> None:
+    """The serving steps apply the InferenceService and its ServingRuntime by name: one
+    someone else made since `up` is refused here, before the Workflow is submitted."""
+    for api, kind, name in (
+        (ISVC_API, "InferenceService", s.service),
+        (SERVING_RUNTIME_API, "ServingRuntime", manifests.RUNTIME_NAME),
+    ):
+        obj = None if cx.dry else cx.get(api, kind, name)
+        if obj is not None:
+            cx.require_ours(obj, f"workflow: {kind} {name}")
+
+
+def _stamped(wf: dict[str, Any], instance: str | None) -> dict[str, Any]:
+    """The Workflow with this work dir's instance label on every object its steps create
+    (its TFJobs, the selection Job, the InferenceService...), as on what the tasks apply:
+    `down` finds them by it, and the next `up` knows them for this work dir's."""
+    if not instance:
+        return wf
+    wf = copy.deepcopy(wf)
+    for template in wf["spec"]["templates"]:
+        resource = template.get("resource")
+        if resource and "manifest" in resource:
+            obj = stamp(yaml.safe_load(resource["manifest"]), instance)
+            resource["manifest"] = yaml.safe_dump(obj, sort_keys=False)
+    return wf
 
 
 def _controller_service_account(cx: ClusterContext) -> str:

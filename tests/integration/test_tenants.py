@@ -71,7 +71,7 @@ def test_untouched_fails_on_any_change_distml_could_make(cluster, change):
     elif change == "label":
         after["metadata"]["labels"]["distml/instance"] = "abcd1234"
     elif change == "written by distml":
-        after["metadata"]["managedFields"].append({"manager": "distml"})
+        after["metadata"]["managedFields"].append({"manager": "distml-abcd1234"})
     cluster["objects"] = [as_stored(ISVC)] + ([] if change == "gone" else [after])
     with pytest.raises(SystemExit, match="TFJob/train-cnn"):
         tenants.check_untouched()

@@ -171,8 +171,24 @@ def test_api_kube_never_forces_when_asked_not_to_and_says_its_server(api_server:
     # On a cluster distml did not create, a conflict with another writer is the API
     # server's to refuse: kubernetes' client sends force=false (not merely no force).
     kube = ApiKube("k3d-other")
-    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w", "namespace": NS}}
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "w", "namespace": NS},
+    }
     kube.apply(dep, force=False)
     patch = next(r for r in FakeApiServer.requests if r["method"] == "PATCH")
     assert patch["query"].get("force", ["false"]) == ["false"]
     assert kube.server() == api_server  # what `up` records as the cluster's URL
+
+
+def test_api_kube_applies_as_the_field_manager_it_is_given(api_server: str) -> None:
+    kube = ApiKube("k3d-other", manager="distml-abcd1234")
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "w", "namespace": NS},
+    }
+    kube.apply(dep, force=False)
+    patch = next(r for r in FakeApiServer.requests if r["method"] == "PATCH")
+    assert patch["query"]["fieldManager"] == ["distml-abcd1234"]

@@ -90,3 +90,17 @@ def test_a_bad_istio_gateway_type_setting_stops_up_with_the_valid_ones(wd):
     assert r.returncode != 0
     assert "cluster.istio_gateway_type (INVOKE_CLUSTER_ISTIO_GATEWAY_TYPE) 'External'" in r.stderr
     assert "ClusterIP, NodePort, LoadBalancer" in r.stderr
+
+
+def test_an_existing_cluster_keeps_the_namespace_up_claimed(wd):
+    # Its objects and its volume are there: another namespace would be another tenant's.
+    from runtime.workdir import Workdir
+
+    w = Workdir.at(wd)
+    w.create()
+    w.update_state(up=True, runtime="existing", context="c", namespace="ml-a")
+    refused = invoke(wd, "--dry", "up", "--runtime", "existing", INVOKE_CLUSTER_NAMESPACE="ml-b")
+    assert refused.returncode == 2
+    assert "set up in namespace 'ml-a', not 'ml-b'" in refused.stderr
+    other = invoke(wd, "--dry", "status", INVOKE_CLUSTER_NAMESPACE="ml-b")
+    assert "namespace: ml-a (the one `invoke up` set up; 'ml-b' applies after" in other.stdout

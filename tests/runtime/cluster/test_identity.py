@@ -49,3 +49,16 @@ def test_check_recorded_passes_with_nothing_recorded_and_refuses_another_cluster
     state = State(cluster_server="https://elsewhere:6443", cluster_uid="")
     with pytest.raises(ClusterError, match="'ctx' now points at another cluster"):
         check_recorded(kube, state, "ctx")
+
+
+def test_a_recorded_uid_that_cannot_be_read_now_is_refused(monkeypatch):
+    # 127.0.0.1:6443 is every local cluster's URL: without the uid it proves nothing.
+    kube = FakeKube()
+
+    def forbidden(*a, **k):
+        raise KubeError('namespaces "kube-system" is forbidden')
+
+    monkeypatch.setattr(kube, "get", forbidden)
+    state = State(cluster_server=kube.server_url, cluster_uid="ks")
+    with pytest.raises(ClusterError, match="cannot be told to be the cluster"):
+        check_recorded(kube, state, "ctx")

@@ -23,7 +23,7 @@ from tests.runtime.cluster.test_existing_up import (
     results,
     storage_class,
 )
-from tests.support.cluster_kit import make_ctx
+from tests.support.cluster_kit import available, make_ctx
 
 THEIRS = {"team": "other"}
 OTHER_MANAGER = [{"manager": "kubectl-client-side-apply", "operation": "Update"}]
@@ -182,3 +182,30 @@ def test_the_clusters_distml_makes_keep_forcing_conflicts(fake, wd):
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": NS}}
     )
     assert fake.forced == [True]  # every object on a cluster distml made is distml's
+
+
+def test_workflow_refuses_a_served_name_someone_took_after_up(cluster, wd):
+    available(cluster, "argo", "workflow-controller")
+    available(cluster, "argo", "argo-server")
+    assert run(cluster, wd).up(UpRequest(with_argo=True)) == 0
+    meta = {"name": "tf-mnist", "namespace": NS, "labels": THEIRS}
+    cluster.put({"apiVersion": ISVC_API, "kind": "InferenceService", "metadata": meta})
+    before = snapshot(cluster)
+    from runtime.requests import WorkflowRequest
+
+    with pytest.raises(ClusterError, match=r"InferenceService .*tf-mnist: not distml's"):
+        run(cluster, wd).workflow(WorkflowRequest())
+    assert snapshot(cluster) == before
+
+
+def test_a_work_dir_set_up_by_an_older_distml_must_run_up_again(cluster, wd):
+    assert run(cluster, wd).up(UpRequest()) == 0
+    wd.update_state(cluster_server=None, cluster_uid=None)  # what an older distml wrote
+    with pytest.raises(ClusterError, match=r"older distml.*`invoke up` again"):
+        run(cluster, wd).train(TrainRequest(models=("cnn",), epochs=1, steps_per_epoch=1))
+
+
+def test_each_work_dir_writes_as_its_own_field_manager(cluster, wd):
+    assert run(cluster, wd).up(UpRequest()) == 0
+    rt = run(cluster, wd)
+    assert rt.cx.field_manager == f"distml-{wd.state().instance}"

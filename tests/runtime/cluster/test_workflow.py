@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 
 from k8s import capacity, manifests
 from k8s.argo_status import MAIN_CONTAINER, NODE_ID_ANNOTATION, POD_WORKFLOW_LABEL, WORKFLOW_API
@@ -19,7 +20,7 @@ from k8s.ownership import stamp
 from k8s.settings import Settings
 from ml import contract
 from runtime.cluster import ClusterError
-from runtime.cluster.workflow import STOP_WAIT_S, WATCH_GRACE_S
+from runtime.cluster.workflow import STOP_WAIT_S, WATCH_GRACE_S, _stamped
 from runtime.requests import WorkflowRequest
 from tests.support.cluster_kit import TAG, make_ctx, node, runtime, set_up
 from tests.support.fakekube import FakeKube, conditions_status
@@ -38,7 +39,14 @@ def expected_objects(rt, models=contract.MODEL_TYPES, parallelism=None):
     s = rt.cx.settings(profile=contract.DEFAULT_PROFILE)
     key = manifests.data_cache_key(s, _claim_uid(rt, s))
     objs = manifests.workflow_objects(s, models=models, cache_key=key, parallelism=parallelism)
-    return [stamp(o, rt.cx.instance) for o in objs]
+    return [stamped(o, rt.cx.instance) for o in objs]
+
+
+def stamped(obj, instance):
+    """``obj`` as `invoke workflow` applies it: its instance label on it and, for the
+    Workflow, on every object its steps create."""
+    obj = stamp(obj, instance)
+    return _stamped(obj, instance) if obj["kind"] == "Workflow" else obj
 
 
 def _claim_uid(rt, s) -> str:
@@ -172,7 +180,7 @@ def test_the_flags_reach_the_submitted_workflow(wd, fake):
         cache_max_age="30m",
         min_accuracy=0.85,
     )
-    assert fake.applied == [stamp(o, rt.cx.instance) for o in expected]
+    assert fake.applied == [stamped(o, rt.cx.instance) for o in expected]
     templates = {t["name"]: t for t in submitted(fake)["spec"]["templates"]}
     assert any(t.get("memoize", {}).get("maxAge") == "30m" for t in templates.values())
     commands = [t["container"]["command"] for t in templates.values() if "container" in t]
@@ -599,3 +607,18 @@ def test_a_cache_argo_has_written_is_kept_as_argo_left_it(wd, fake):
     kept = fake.obj("v1", "ConfigMap", name, manifests.ARGO_NAMESPACE)
     assert kept["data"] == argos["data"] and kept["metadata"]["labels"] == CACHE
     assert f"ConfigMap argo/{name}: exists (Argo's cache entries kept)" in lines
+
+
+def test_every_object_the_steps_create_carries_the_instance_label(wd, fake):
+    with_argo(wd, fake)
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+    assert rt.workflow(WorkflowRequest()) == 0
+    instance = wd.state().instance
+    manifests_in = [
+        yaml.safe_load(t["resource"]["manifest"])
+        for t in submitted(fake)["spec"]["templates"]
+        if "resource" in t
+    ]
+    assert {m["kind"] for m in manifests_in} >= {"TFJob", "InferenceService", "ServingRuntime"}
+    for m in manifests_in:
+        assert m["metadata"]["labels"][manifests.INSTANCE_LABEL] == instance, m["kind"]
