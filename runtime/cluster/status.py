@@ -11,6 +11,7 @@ from typing import Any
 from invoke.exceptions import UnexpectedExit
 
 from common.errors import DistmlError
+from k8s import manifests
 from k8s.kube import KubeError
 from k8s.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
 from k8s.operators import ARGO_DEPLOYMENTS, ARGO_NAMESPACE, deployment_available
@@ -74,7 +75,9 @@ def _in_cluster(cx: ClusterContext, serving_mode: str, argo: bool) -> list[Row]:
 
 def _tfjobs(cx: ClusterContext) -> list[Row]:
     rows = []
-    for job in cx.kube.list(TFJOB_API, "TFJob", cx.namespace):
+    # On a shared cluster, this work dir's jobs only (another tenant's are not distml's).
+    mine = None if cx.owns_cluster else manifests.selector(instance=cx.instance)
+    for job in cx.kube.list(TFJOB_API, "TFJob", cx.namespace, label_selector=mine):
         workers = ((job.get("status") or {}).get("replicaStatuses") or {}).get("Worker", {})
         rows.append(
             (

@@ -209,3 +209,12 @@ def test_each_work_dir_writes_as_its_own_field_manager(cluster, wd):
     assert run(cluster, wd).up(UpRequest()) == 0
     rt = run(cluster, wd)
     assert rt.cx.field_manager == f"distml-{wd.state().instance}"
+
+
+def test_status_shows_this_work_dirs_tfjobs_not_the_other_teams(cluster, wd, capsys):
+    assert run(cluster, wd).up(UpRequest()) == 0
+    other_teams(cluster)
+    lines: list[str] = []
+    run(cluster, wd, lines).status()
+    shown = capsys.readouterr().out + "\n".join(lines)
+    assert "TFJob train-cnn" not in shown
