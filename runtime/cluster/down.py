@@ -35,6 +35,18 @@ OURS: tuple[tuple[str, str], ...] = (
     ("v1", "Service"),
 )
 PVC_DELETE_TIMEOUT_S = 300
+# What `up` recorded of the cluster it set up and the volume it made there (None: cleared).
+CLUSTER_RECORD: dict[str, None] = dict.fromkeys(
+    (
+        "context",
+        "namespace",
+        "cluster_server",
+        "cluster_uid",
+        "storage_class",
+        "volume_access",
+        "volume_uid",
+    )
+)
 
 
 def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
@@ -65,14 +77,7 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
             deployed=False,
             argo=None,  # removed above, or gone with the cluster
             serving_mode=state.serving_mode if keep_cluster or not owned else None,
-            # The next `up` may choose another context, class and access mode.
-            context=None,
-            namespace=None,
-            cluster_server=None,
-            cluster_uid=None,
-            storage_class=None,
-            volume_access=None,
-            volume_uid=None,
+            **CLUSTER_RECORD,  # the next `up` may choose another context, class, mode
         )
     return 0
 
@@ -90,13 +95,7 @@ def forget(wd: Workdir, out: Out) -> int:
         argo=None,
         runtime=None,
         serving_mode=None,
-        context=None,
-        namespace=None,
-        cluster_server=None,
-        cluster_uid=None,
-        storage_class=None,
-        volume_access=None,
-        volume_uid=None,
+        **CLUSTER_RECORD,
     )
     where = f"context {state.context}" if state.context else f"the {state.runtime} cluster"
     out(
