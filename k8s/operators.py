@@ -442,10 +442,12 @@ class Installer:
         self.apply(versions.ARGO_WORKFLOWS_URL, label, f"--server-side -n {ARGO_NAMESPACE}")
         self.wait(ARGO_NAMESPACE, list(ARGO_DEPLOYMENTS))
 
-    def all(self) -> None:
+    def all(self, *, surveyed: bool = False) -> None:
+        """Every step, found or installed; on a cluster distml did not create, surveyed
+        first (unless ``surveyed``: the caller did, before anything else was made)."""
         s = self.settings
         steps = components(self.provider.name, s.serving_mode, s.with_argo)
-        if not self.owned:
+        if not self.owned and not surveyed:
             self.survey(steps)  # nothing is installed when anything is blocked or missing
         for step in steps:
             getattr(self, step)()

@@ -10,7 +10,7 @@ from typing import Any
 
 from k8s import manifests
 from k8s.objects import JOB_API, is_true
-from k8s.operators import Installer
+from k8s.operators import Installer, components
 from k8s.ownership import new_instance
 from k8s.settings import SERVING_MODES, Settings
 from ml.contract import RAW_FILES
@@ -55,13 +55,17 @@ def up(
         found = existing_up.reach(cx)
         existing_up.require_registry(cx, s)
         existing_up.claim(cx, s, found)  # nothing is written before it
-        # What is missing or blocked is said before anything is made, the namespace too.
-        _operators(cx, s, install=install_operators)
+        # What is missing or blocked is said before anything is made, the namespace too
+        # (the install needs it: the webhooks are probed with dry runs in it).
+        installer = _installer(cx, s, install=install_operators)
+        installer.survey(components(p.name, s.serving_mode, s.with_argo))
     else:
         _cluster(cx, port_free)
     _namespace(cx, s)
     if not existing:
-        _operators(cx, s, install=True)
+        _installer(cx, s, install=True).all()
+    elif install_operators:
+        installer.all(surveyed=True)
     cx.out(f"== image {s.image}")
     s = replace(s, image=_image(cx, s, base=base, base_image=base_image))
     s = _volume(cx, s, storage_class)
@@ -84,10 +88,10 @@ def _namespace(cx: ClusterContext, s: Settings) -> None:
         existing_up.check_pull_secret(cx, s)
 
 
-def _operators(cx: ClusterContext, s: Settings, *, install: bool) -> None:
+def _installer(cx: ClusterContext, s: Settings, *, install: bool) -> Installer:
     argo = ", with Argo Workflows" if s.with_argo else ""
     cx.out(f"== operators ({s.serving_mode} serving mode{argo})")
-    Installer(cx.c, cx.kube, cx.provider, s, cx.out, cx.clock, install_missing=install).all()
+    return Installer(cx.c, cx.kube, cx.provider, s, cx.out, cx.clock, install_missing=install)
 
 
 def _volume(cx: ClusterContext, s: Settings, storage_class: str | None) -> Settings:

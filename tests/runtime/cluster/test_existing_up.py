@@ -248,3 +248,19 @@ def test_pods_run_the_pushed_digest_not_a_tag_others_can_push_over(wd, fake, lin
     assert image == wd.state().pushed == wd.state().image == f"{PUSHED}@{digest}"
     later = existing(make_ctx(fake, results()), wd, fake, [])  # the next task
     assert later.cx.settings().image == f"{PUSHED}@{digest}"
+
+
+def test_install_operators_makes_the_namespace_before_probing_webhooks_in_it(wd, fake, lines):
+    # The webhooks are probed by server-side dry runs of our objects in our namespace: a
+    # real API server refuses them (namespace not found) until the namespace exists.
+    node(fake, "node-a")
+    storage_class(fake, "local-path", "rancher.io/local-path", default=True)
+    c = make_ctx(fake, results())
+    up = UpRequest(install_operators=True, serving_mode="standard")
+    assert existing(c, wd, fake, lines).up(up) == 0
+    applies = [(args[0]["kind"], args[1]) for name, args in fake.calls if name == "apply"]
+    first_probe = next(i for i, (_, dry) in enumerate(applies) if dry)
+    assert ("Namespace", False) in applies[:first_probe]
+    surveyed = next(i for i, line in enumerate(lines) if line.startswith("installing "))
+    made = next(i for i, line in enumerate(lines) if line.startswith("Namespace "))
+    assert surveyed < made  # what it will install is said before anything is made
