@@ -20,7 +20,7 @@ def apply_reporting(cx: ClusterContext, obj: dict[str, Any], note: str = "") -> 
     """Apply ``obj`` and say ``created`` or ``already exists`` (under --dry, DryKube says)."""
     meta = obj["metadata"]
     existing = cx.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-    cx.apply(obj)
+    cx.apply(obj, current=existing)  # read once: for the report and the ownership check
     what = f"{obj['kind']} {meta['name']}"
     if cx.dry:
         return  # DryKube printed it

@@ -20,6 +20,7 @@ from runtime.state import State
 from runtime.workdir import Workdir
 
 Out = Callable[[str], None]
+_UNREAD = object()  # `apply`'s caller has not read the object it applies
 
 
 class ClusterError(DistmlError):
@@ -167,14 +168,18 @@ class ClusterContext:
         """An object in this deployment's namespace, or None."""
         return self.kube.get(api_version, kind, name, self.namespace)
 
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, obj: dict[str, Any], *, current: Any = _UNREAD) -> dict[str, Any]:
         """Apply ``obj`` with this work dir's instance label. On a cluster distml did not
         create: refused when an object of that name is someone else's, and never forcing
         a conflict with another writer's fields."""
         obj = stamp(obj, self.instance)
         meta = obj["metadata"]
         if not self.owns_cluster and not self.dry:
-            old = self.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+            old = current
+            if old is _UNREAD:  # the caller did not read it just before
+                old = self.kube.get(
+                    obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
+                )
             if old is not None:
                 self.require_ours(old, f"apply {obj['kind']} {meta['name']}")
         try:
