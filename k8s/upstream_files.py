@@ -6,10 +6,16 @@ Where a file comes from, in order:
 
 1. a local mirror directory, when one is named: ``$DISTML_UPSTREAM_DIR`` for the install
    manifests (the lock's names, e.g. ``kserve-v0.20.0/kserve.yaml``), ``$DISTML_CRD_DIR``
-   for the CRDs (flat). A named mirror is the only place tried (offline machines);
+   for the CRDs (flat);
 2. the cache, ``$XDG_CACHE_HOME/distml/upstream/<sha256>/<file name>`` (``~/.cache``);
-3. a download from the release URL (:data:`TIMEOUT` to connect and per chunk), verified,
-   then moved into the cache atomically.
+3. unless a mirror is named (offline machines), a download from the release URL
+   (:data:`TIMEOUT` to connect and per chunk), verified, then moved into the cache
+   atomically.
+
+A pin with ``made`` is of a file rebuilt from its source, not of the published bytes (which
+could not be had): ``made`` says how, and what makes it again (for KEDA's install file,
+``python -m integration.kindbuild keda-manifest``, which puts it in the cache), so an
+offline machine whose mirror lacks it finds it in the cache.
 
 Every copy is checked against its sha256 before it is used. A file that cannot be had raises
 :class:`Unavailable` (one line: what to set); a file with the wrong bytes raises
@@ -56,7 +62,8 @@ class Unavailable(UpstreamError):
 class Pin:
     """One pinned file. ``name``: its path in the mirror directory; ``url``: where it is
     published (with ``kustomize``, a kustomize ref built by ``kubectl kustomize``, not a
-    download); ``group``/``kind``: a CRD's, else empty."""
+    download); ``group``/``kind``: a CRD's, else empty; ``made``: how the pinned bytes were
+    rebuilt from source when the published file could not be had, else empty."""
 
     name: str
     url: str
@@ -67,6 +74,7 @@ class Pin:
     kustomize: bool = False
     group: str = ""
     kind: str = ""
+    made: str = ""
 
     @property
     def env(self) -> str:
@@ -91,10 +99,10 @@ def _check_entry(i: int, entry: Any) -> Pin:
     if entry["mirror"] not in MIRROR_ENV:
         raise UpstreamError(f"{where}: mirror {entry['mirror']!r} is not one of {[*MIRROR_ENV]}")
     aliases = entry.get("aliases", [])
-    strings = [entry["url"], entry.get("group", ""), entry.get("kind", "")]
+    strings = [entry["url"], entry.get("group", ""), entry.get("kind", ""), entry.get("made", "")]
     strings += aliases if isinstance(aliases, list) else [None]
     if not all(isinstance(s, str) for s in strings) or not entry["url"]:
-        raise UpstreamError(f"{where}: url, aliases (a list), group and kind must be strings")
+        raise UpstreamError(f"{where}: url, aliases (a list), group, kind and made must be strings")
     if not isinstance(entry.get("kustomize", False), bool):
         raise UpstreamError(f"{where}: kustomize must be true or false")
     return Pin(**{**entry, "aliases": tuple(aliases)})
@@ -178,11 +186,9 @@ def path(pin: Pin, *, timeout: float = TIMEOUT) -> Path:
     mirror = mirror_dir(pin)
     if mirror is not None:
         return _verified_in(pin, mirror, f"${pin.env}")
-    cached = cache_dir() / pin.sha256 / Path(pin.name).name
+    cached = cached_copy(pin)
     if cached.is_file():
-        if not _wrong_bytes(pin, cached):
-            return cached
-        cached.unlink()  # damaged after it was verified: fetch it again
+        return cached
     if pin.kustomize:
         raise Unavailable(
             f"{pin.name} is built by `kubectl kustomize {pin.url}`, not downloaded: set "
@@ -192,11 +198,32 @@ def path(pin: Pin, *, timeout: float = TIMEOUT) -> Path:
     return cached
 
 
+def cached_copy(pin: Pin) -> Path:
+    """Where the cache keeps ``pin``'s file; a copy there with the wrong bytes (damaged
+    after it was verified) is deleted, so the path then names no file."""
+    cached = cache_dir() / pin.sha256 / Path(pin.name).name
+    if cached.is_file() and _wrong_bytes(pin, cached):
+        cached.unlink()
+    return cached
+
+
+def _rebuilt(pin: Pin) -> str:
+    """What a message adds for a pin of a rebuilt file: how it was made."""
+    return f"; the pin is not of the published bytes: {pin.made}" if pin.made else ""
+
+
 def _verified_in(pin: Pin, mirror: Path, named_by: str) -> Path:
-    """``pin``'s file in the directory ``mirror``, checked against the pin."""
+    """``pin``'s file in the directory ``mirror``, checked against the pin; else its copy
+    in the cache (never a download: a mirror is named where there is none)."""
     found = mirror / pin.name
     if not found.is_file():
-        raise Unavailable(f"{pin.name} is not in {named_by} ({mirror}): add it there")
+        cached = cached_copy(pin)
+        if cached.is_file():
+            return cached
+        raise Unavailable(
+            f"{pin.name} is not in {named_by} ({mirror}) nor in the cache ({cached.parent}): "
+            f"add it there{_rebuilt(pin)}"
+        )
     if why := _wrong_bytes(pin, found):
         raise UpstreamError(f"{found} is not the pinned file: {why} ({pin.url})")
     return found
@@ -204,7 +231,8 @@ def _verified_in(pin: Pin, mirror: Path, named_by: str) -> Path:
 
 def mirrored(url: str, mirror: Path, named_by: str) -> Path:
     """The verified copy of the pinned file ``url`` (or kustomize ref) in the directory
-    ``mirror``, laid out as the lock names them; ``named_by`` is the setting that named it."""
+    ``mirror``, laid out as the lock names them, else in the cache; ``named_by`` is the
+    setting that named the mirror."""
     pin = by_url().get(url)
     if pin is None:
         raise UpstreamError(f"{url} is not pinned in {LOCK_FILE.name}")
@@ -248,7 +276,7 @@ def _download(pin: Pin, target: Path, timeout: float) -> None:
         if got < pin.size:  # cut off: may work next time
             raise Unavailable(f"{pin.url}: the download stopped at {got:,} of {pin.size:,} bytes")
         if why := _wrong_bytes(pin, tmp):
-            raise UpstreamError(f"{pin.url} sent the wrong file ({why}): not cached")
+            raise UpstreamError(f"{pin.url} sent the wrong file ({why}): not cached{_rebuilt(pin)}")
         os.replace(tmp, target)
     except urllib.error.HTTPError as e:
         raise Unavailable(f"cannot download {pin.url} (HTTP {e.code} {e.reason}): {fix}") from e

@@ -96,3 +96,17 @@ ARGO_WORKFLOWS_URL = (
     "https://github.com/argoproj/argo-workflows/releases/download/"
     f"{ARGO_WORKFLOWS_VERSION}/install.yaml"
 )
+
+# Monitoring (`invoke up --with-monitoring`): Prometheus for KServe's KEDA autoscaler to
+# query, and KEDA, which KServe 0.20's `autoscalerClass: keda` hands ScaledObjects to.
+# Prometheus: distml's own manifests (k8s/monitoring.py) run the upstream image, this tag.
+PROMETHEUS_VERSION = "v3.16.0"
+PROMETHEUS_IMAGE = f"quay.io/prometheus/prometheus:{PROMETHEUS_VERSION}"
+# KEDA: KServe 0.20 is tested with 2.18.0; 2.20.2 is the nearest release whose tested
+# window (KEDA's docs: v1.33 - v1.35) holds KUBERNETES_VERSION and that the offline kind
+# build can be made from (integration/kindbuild/pins.py). Its release install file; the
+# images it names are tagged without a "v" (ghcr.io/kedacore/keda:2.20.2).
+KEDA_VERSION = "2.20.2"
+KEDA_URL = (
+    f"https://github.com/kedacore/keda/releases/download/v{KEDA_VERSION}/keda-{KEDA_VERSION}.yaml"
+)

@@ -2,11 +2,15 @@
 ``INDEX.json`` and the CRDs' README (upstream repository, tag and path of each file).
 
     python -m tools.upstream_lock --upstream ../shared/k8s-upstream \\
-        --crds ../shared/k8s-schemas/crds > k8s/upstream.lock.json
+        --crds ../shared/k8s-schemas/crds --write
 
 Each file's size and sha256 are those of the mirror's copy; the README's and INDEX.json's
-checksums must agree with them (else this fails). ``tests/tools/test_upstream_lock.py`` holds the
-committed lock against the mirrors when they are there.
+checksums must agree with them (else this fails). The pins the mirrors do not hold, files
+rebuilt from source (``made``: KEDA's install file, which ``python -m
+integration.kindbuild keda-manifest`` makes and checks against its pin), are carried over
+from the committed lock as they are: to re-pin one, edit its entry (the kind build's
+mismatch message gives the new size and sha256). ``tests/tools/test_upstream_lock.py``
+holds the committed lock against the mirrors when they are there.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from k8s.upstream_files import Pin, dump_lock, sha256_of
+from k8s.upstream_files import LOCK_FILE, Pin, UpstreamError, dump_lock, parse_lock, sha256_of
 
 ABOUT = (
     "The upstream files the cluster path pins, by release URL (kustomize: a ref that "
@@ -84,17 +88,33 @@ def crd_pins(crds: Path, readme: Path) -> list[Pin]:
     return found
 
 
+def made_pins(lock: Path = LOCK_FILE) -> list[Pin]:
+    """The pins of rebuilt files in the committed lock (the mirrors cannot speak for them)."""
+    try:
+        found = parse_lock(lock.read_text())
+    except UpstreamError as e:  # e.g. emptied by `> k8s/upstream.lock.json` before this ran
+        raise SystemExit(f"{lock}: {e}; restore it (git) and use --write, not >") from e
+    return [p for p in found if p.made]
+
+
 def lock_text(upstream: Path, crds: Path) -> str:
-    """The lock file's text for the mirrors (the CRD README is beside ``crds``)."""
-    return dump_lock(manifest_pins(upstream) + crd_pins(crds, crds.parent / "README.md"), ABOUT)
+    """The lock file's text for the mirrors (the CRD README is beside ``crds``) and the
+    committed lock's rebuilt files."""
+    found = manifest_pins(upstream) + made_pins() + crd_pins(crds, crds.parent / "README.md")
+    return dump_lock(found, ABOUT)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--upstream", type=Path, required=True, help="holds INDEX.json")
     p.add_argument("--crds", type=Path, required=True, help="the CRDs; README.md beside it")
+    p.add_argument("--write", action="store_true", help=f"write {LOCK_FILE}, not stdout")
     args = p.parse_args(argv)
-    sys.stdout.write(lock_text(args.upstream, args.crds))
+    text = lock_text(args.upstream, args.crds)
+    if args.write:
+        LOCK_FILE.write_text(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -126,6 +126,44 @@ def test_a_named_mirror_is_used_and_its_file_verified(tmp_path, monkeypatch, dea
         uf.path(pin)
 
 
+def test_a_named_mirror_lacking_a_file_falls_back_to_the_cache_never_a_download(
+    isolated, tmp_path, monkeypatch, dead_url
+):
+    """What the offline run needs for a file the kind build rebuilt (KEDA's): the mirror
+    lacks it, the cache holds it verified; a damaged cached copy is deleted, not used."""
+    pin = pin_of(BODY, dead_url + "file.yaml", made="rebuilt from its module by X")
+    (tmp_path / "mirror").mkdir()
+    monkeypatch.setenv("DISTML_UPSTREAM_DIR", str(tmp_path / "mirror"))
+    with pytest.raises(uf.Unavailable) as e:
+        uf.path(pin)
+    message = str(e.value)
+    assert "\n" not in message and "nor in the cache" in message
+    assert message.endswith("the pin is not of the published bytes: rebuilt from its module by X")
+    saved = isolated / pin.sha256 / "file.yaml"
+    saved.parent.mkdir(parents=True)
+    saved.write_bytes(BODY)
+    assert uf.path(pin) == saved
+    saved.write_bytes(BODY[:-1] + b"!")
+    with pytest.raises(uf.Unavailable, match="nor in the cache"):
+        uf.path(pin)
+    assert not saved.exists()
+
+
+def test_the_wrong_download_of_a_rebuilt_file_says_the_pin_is_a_rebuild(isolated, tmp_path):
+    source = tmp_path / "published.yaml"
+    source.write_bytes(BODY + b"# published with other bytes\n")
+    pin = pin_of(BODY, source.as_uri(), made="rebuilt from its module by X")
+    with pytest.raises(uf.UpstreamError, match="not of the published bytes: rebuilt from its"):
+        uf.path(pin)
+    assert cached_files(isolated) == []
+
+
+def test_every_rebuilt_pin_says_what_makes_it_again():
+    made = [p for p in uf.pins() if p.made]
+    assert [p.url for p in made] == [versions.KEDA_URL]
+    assert all("python -m integration.kindbuild" in p.made for p in made)
+
+
 def test_a_local_copy_is_the_named_mirrors_else_the_pins_own(tmp_path, monkeypatch, dead_url):
     pin = pin_of(BODY, dead_url + "file.yaml")
     monkeypatch.setattr(uf, "by_url", lambda: {pin.url: pin})
