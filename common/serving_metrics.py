@@ -76,3 +76,36 @@ def requests_total(namespace: str, service: str) -> str:
 def replicas(namespace: str, service: str) -> str:
     """Predictor pods Prometheus scrapes and finds up (no kube-state-metrics needed)."""
     return f'count(up{{job="{SCRAPE_JOB}",{selector(namespace, service)}}} == 1)'
+
+
+# --------------------------------------------------------------------------- by route, by label
+#: The route label of the V1 predict route: the load test's requests (the readiness probes'
+#: ``/v1/models/{model_name}`` is another route, so they never inflate its count).
+PREDICT_ROUTE = "/v1/models/{model_name}:predict"
+
+
+def _by(labels: tuple[str, ...]) -> str:
+    return f" by ({', '.join(labels)})" if labels else ""
+
+
+def predict_requests(namespace: str, service: str, by: tuple[str, ...] = ()) -> str:
+    """Predict requests counted so far by the pods scraped now, summed by ``by`` (the load
+    test reads them by pod and code at its start and end: its server-side count)."""
+    sel = f'{selector(namespace, service)},route="{PREDICT_ROUTE}"'
+    return f"sum{_by(by)} ({REQUESTS_TOTAL}{{{sel}}})"
+
+
+def predict_latency_buckets(namespace: str, service: str, by: tuple[str, ...] = ("le",)) -> str:
+    """The predict route's cumulative latency buckets so far, summed by ``by`` (keep ``le``)."""
+    sel = f'{selector(namespace, service)},route="{PREDICT_ROUTE}"'
+    return f"sum{_by(by)} ({LATENCY}_bucket{{{sel}}})"
+
+
+def request_rate_by_code(namespace: str, service: str, window: str = "1m") -> str:
+    """Requests per second over ``window`` by status code, all pods together."""
+    return f"sum by (code) (rate({REQUESTS_TOTAL}{{{selector(namespace, service)}}}[{window}]))"
+
+
+def model_version(namespace: str, service: str) -> str:
+    """The model version(s) the pods serve now: one series per version, its pod count."""
+    return f"count by (version) ({MODEL_INFO}_info{{{selector(namespace, service)}}})"
