@@ -24,6 +24,17 @@ class KubeError(DistmlError):
     ``error: ...`` and exits non-zero, like every other user-fixable failure)."""
 
 
+class ProxyError(KubeError):
+    """A request through the API server's service proxy was answered with an HTTP error:
+    by the API server (no such Service, no ready endpoint, not allowed) or by the service
+    behind it (its own error body, e.g. Prometheus's JSON)."""
+
+    def __init__(self, message: str, *, status: int, body: bytes = b"") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
 class Kube(Protocol):
     def apply(
         self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True
@@ -72,6 +83,13 @@ class Kube(Protocol):
         """Events in a namespace, optionally only those whose involvedObject is ``name``;
         oldest first."""
 
+    def proxy_get(
+        self, namespace: str, service: str, port: int, path: str, params: dict[str, str]
+    ) -> bytes:
+        """``GET path?params`` on ``service:port`` in ``namespace`` through the API server's
+        service proxy (no port-forward): the body of a 2xx answer. An HTTP error is a
+        ``ProxyError`` (its status and body kept); an unreachable API server a KubeError."""
+
 
 # --------------------------------------------------------------------------- helpers
 
@@ -92,17 +110,24 @@ def _meta(obj: dict[str, Any]) -> tuple[str, str, str, str | None]:
     )
 
 
+def _body_message(body: str | bytes) -> str:
+    """An error answer's message: a ``Status`` body's ``message``, else the body's start."""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        data = None
+    if isinstance(data, dict) and data.get("message"):
+        return str(data["message"])
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    return str(body).strip()[:500]
+
+
 def _api_message(exc: BaseException) -> str:
     """The API server's own message (the ``Status`` body's ``message``), else the reason."""
     body = getattr(exc, "body", None)
     if body:
-        try:
-            data = json.loads(body)
-        except (TypeError, ValueError):
-            data = None
-        if isinstance(data, dict) and data.get("message"):
-            return str(data["message"])
-        return str(body).strip()[:500]
+        return _body_message(body)
     status, reason = getattr(exc, "status", None), getattr(exc, "reason", None)
     if status is not None or reason:
         return f"HTTP {status} {reason or ''}".strip()
@@ -139,6 +164,8 @@ def sort_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 FIELD_MANAGER = "distml"
+# Seconds for a request through the service proxy (connect and read): a reader, never a wait.
+PROXY_TIMEOUT_S = 10.0
 
 
 class ApiKube:
@@ -354,6 +381,40 @@ class ApiKube:
         items = self._api_client.sanitize_for_serialization(result).get("items") or []
         return sort_events(items)
 
+    def proxy_get(
+        self, namespace: str, service: str, port: int, path: str, params: dict[str, str]
+    ) -> bytes:
+        from urllib.parse import quote
+
+        what = f"GET {path} on Service {namespace}/{service}:{port} (the API server's proxy)"
+        self._connect()
+        resource = (
+            f"/api/v1/namespaces/{quote(namespace, safe='')}/services/"
+            f"{quote(service, safe='')}:{int(port)}/proxy/{quote(path.lstrip('/'))}"
+        )
+        api = self._api_client
+        method, url, headers, _, _ = api.param_serialize(
+            "GET",
+            resource,
+            query_params=list(params.items()),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = api.call_api(
+                method, url, header_params=headers, _request_timeout=PROXY_TIMEOUT_S
+            )
+            body = response.read() or b""
+        except self._errors() as exc:
+            raise self._fail("proxy", what, exc) from exc
+        if not 200 <= response.status < 300:
+            raise ProxyError(
+                f"{what}: HTTP {response.status}: {_body_message(body) or 'no message'}",
+                status=response.status,
+                body=body,
+            )
+        return bytes(body)
+
 
 # --------------------------------------------------------------------------- DryKube
 
@@ -415,3 +476,9 @@ class DryKube:
 
     def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
         return []
+
+    def proxy_get(
+        self, namespace: str, service: str, port: int, path: str, params: dict[str, str]
+    ) -> bytes:
+        """Nothing is sent under --dry: a reader says it did not read."""
+        raise KubeError(f"--dry: GET {path} on Service {namespace}/{service}:{port} not sent")

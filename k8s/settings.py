@@ -11,6 +11,10 @@ from ml import contract
 
 SERVING_MODES = ("knative", "standard")
 PREDICTORS = ("kserve", "tfserving")
+# `deploy --scale-metric` (standard mode): cpu, an HPA on CPU; concurrency (requests in
+# flight) or rps (requests per second), KEDA on the server's metrics through Prometheus.
+SCALE_METRICS = ("cpu", "concurrency", "rps")
+REQUEST_METRICS = ("concurrency", "rps")
 PROVIDERS = ("k3d", "kind", "minikube")  # the clusters distml creates (and deletes)
 # A cluster distml did not create, reached through a kubeconfig context: never created or
 # deleted, nothing cluster-wide changed on it (docs/cluster.md, "Bring your own cluster").
@@ -93,6 +97,11 @@ class Settings:
     mount_path: str = "/trained_model"
     serving_mode: str = "knative"
     with_argo: bool = False  # Argo Workflows installed too (`invoke up --with-argo`)
+    # `invoke up --with-monitoring`: distml's own Prometheus in the namespace (k8s.monitoring)
+    # and, in standard mode, KEDA (k8s.operators) for `deploy --scale-metric`.
+    with_monitoring: bool = False
+    # ``cluster.prometheus``: a Prometheus of the user's, "NAMESPACE/SERVICE:PORT" (k8s.prometheus).
+    prometheus: str = ""
     # Training.
     workers: int = contract.DEFAULT_WORKERS
     profile: str = contract.DEFAULT_PROFILE
@@ -113,6 +122,9 @@ class Settings:
     min_replicas: int = 1
     max_replicas: int = 8
     container_concurrency: int | None = None
+    # Standard mode: what drives scaling (SCALE_METRICS): cpu, KServe's HPA; concurrency or
+    # rps, KEDA on a Prometheus query (``target`` is then the per-replica figure).
+    scale_metric: str = "cpu"
     request_logger: bool = False
     predictor_resources: Resources = field(
         default_factory=lambda: Resources("250m", "1", "704Mi", "1536Mi")

@@ -16,12 +16,13 @@ Pods, events and logs have helpers: ``add_pod``, ``add_event``, ``set_log``.
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from k8s.kube import KubeError
+from k8s.kube import KubeError, ProxyError
 
 Key = tuple[str, str, str | None, str]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -105,6 +106,8 @@ class FakeKube:
         self._failures: dict[str, list[BaseException]] = {}
         self.server_url = "https://127.0.0.1:6443"  # what ``server()`` answers
         self.forced: list[bool] = []  # each apply's ``force``, in order
+        # ``serve_proxy``: what answers a service behind the API server's proxy.
+        self.proxies: dict[tuple[str, str, int], Callable[[str, dict[str, str]], bytes]] = {}
 
     # -- scripting
 
@@ -306,6 +309,17 @@ class FakeKube:
         ``previous``: of the container's last terminated run."""
         self.log_texts[(pod, container, previous)] = text
 
+    def serve_proxy(
+        self,
+        namespace: str,
+        service: str,
+        port: int,
+        handler: Callable[[str, dict[str, str]], bytes],
+    ) -> None:
+        """``handler(path, params)`` answers ``proxy_get`` to ``service:port`` (it may raise
+        ``ProxyError``, as an error answer would); unregistered services answer 404."""
+        self.proxies[(namespace, service, port)] = handler
+
     # -- the Kube Protocol
 
     def server(self) -> str:
@@ -395,6 +409,20 @@ class FakeKube:
             if e["metadata"]["namespace"] == namespace
             and (name is None or e["involvedObject"]["name"] == name)
         ]
+
+    def proxy_get(
+        self, namespace: str, service: str, port: int, path: str, params: dict[str, str]
+    ) -> bytes:
+        self._call("proxy_get", namespace, service, port, path, dict(params))
+        handler = self.proxies.get((namespace, service, port))
+        if handler is None:  # what the API server answers for a Service that is not there
+            message = f'services "{service}" not found'
+            raise ProxyError(
+                f"GET {path} on Service {namespace}/{service}:{port}: HTTP 404: {message}",
+                status=404,
+                body=json.dumps({"kind": "Status", "message": message, "code": 404}).encode(),
+            )
+        return handler(path, dict(params))
 
     # -- conveniences for assertions
 
