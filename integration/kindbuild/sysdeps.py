@@ -24,10 +24,11 @@ from pathlib import Path
 from integration.kindbuild import cache, controllers, docker, mirror, run
 
 # The newest `go` directive among the modules built here (Kubernetes v1.33.1: 1.24.0,
-# cri-tools v1.34.0: 1.24.1); builds run with GOTOOLCHAIN=local, so no newer Go is fetched.
-MIN_GO = (1, 24)
+# KEDA v2.20.2: 1.26.0, Prometheus v0.316.0: 1.26.7); builds run with GOTOOLCHAIN=local, so
+# no newer Go is fetched.
+MIN_GO = (1, 26, 7)
 GO_HINT = (
-    f"install Go >= {MIN_GO[0]}.{MIN_GO[1]} from https://go.dev/dl into /usr/local/go "
+    f"install Go >= {'.'.join(map(str, MIN_GO))} from https://go.dev/dl into /usr/local/go "
     "(Debian bookworm's golang-go is 1.19)"
 )
 SESSIONS = ("kindbuild", "integration", "integration_existing")
@@ -157,7 +158,7 @@ def docker_engine(m: Machine) -> list[Missing]:
 def go(m: Machine) -> list[Missing]:
     """``go`` (on PATH or /usr/local/go), at least MIN_GO."""
     code, out = m.run([run.GO, "env", "GOVERSION"]) if m.which(run.GO) else (127, "")
-    version = tuple(int(x) for x in re.findall(r"\d+", out)[:2])
+    version = tuple(int(x) for x in re.findall(r"\d+", out)[:3])
     if code == 0 and version >= MIN_GO:
         return []
     found = f" (found {out.strip()})" if code == 0 else ""

@@ -108,9 +108,11 @@ def test_an_engine_that_cannot_start_privileged_containers_needs_the_wrapper_and
     ("machine", "found"),
     [
         (FakeMachine(go="go1.19.8\n"), " (found go1.19.8)"),
+        # Prometheus v0.316.0's go.mod says go 1.26.7: the patch release counts.
+        (FakeMachine(go="go1.26.6\n"), " (found go1.26.6)"),
         (FakeMachine(commands=EVERY_COMMAND - {"go"}), ""),
     ],
-    ids=["too-old", "absent"],
+    ids=["too-old", "patch-too-old", "absent"],
 )
 def test_go_older_than_the_modules_need_or_absent_is_named(machine, found):
     (missing,) = sysdeps.missing([sysdeps.go], machine)
