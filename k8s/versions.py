@@ -6,8 +6,11 @@ container registry: ``python -m integration.kindbuild`` builds a kind cluster of
 with the standard-mode controllers pinned below and Argo inside its node (Argo's code is
 v4.0.5's under ``ARGO_WORKFLOWS_VERSION``'s tags: integration/kindbuild/pins.py says
 why), and ``nox -s integration -- standard --offline`` and ``nox -s integration_existing
--- --offline`` run distml on it. Not run here: k3d, minikube, Knative mode
-(docs/cluster.md). Change a pin here, and the kind build's in
+-- --offline`` run distml on it. The monitoring stack's images (``PROMETHEUS_IMAGE``,
+KEDA's three) are in that node too, and KEDA's install file, which cannot be downloaded
+there, is made from KEDA's module by the same build and pinned by that rebuild's sha256
+(k8s/upstream.lock.json's ``made``; docs/testing.md). Not run here: k3d, minikube, Knative
+mode (docs/cluster.md). Change a pin here, and the kind build's in
 integration/kindbuild/pins.py with it (tests/k8s/test_versions.py holds them equal), then
 run both sessions.
 """

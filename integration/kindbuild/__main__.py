@@ -1,7 +1,8 @@
 """``python -m integration.kindbuild [STEP ...]``: build (or find cached) each step, in
 order, and print what each took. With no step: the offline node (``node-stack``) and
 everything in it: kind's node image, the standard-mode controllers' images
-(``controllers``) and Argo's (``argo-images``). ``--prune`` then deletes every cache
+(``controllers``), Argo's (``argo-images``) and the monitoring stack's (``monitoring-images``:
+Prometheus, KEDA); and KEDA's install file (``keda-manifest``). ``--prune`` then deletes every cache
 entry that build did not use (older versions, interrupted builds)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from integration.kindbuild import (
     cache,
     controllers,
     images,
+    kedafile,
     kubernetes,
     nodebase,
     nodeimage,
@@ -45,12 +47,14 @@ STEPS = {
     "local-path-provisioner": images.local_path_provisioner,
     "local-path-helper": images.local_path_helper,
     "node-image": nodeimage.ensure,
+    "kustomize": kedafile.kustomize,
+    "keda-manifest": kedafile.ensure,
     "node-stack": stacknode.ensure,
 }
 # Steps that stand for several controller images, and each image as a step of its own.
-GROUPS = {"controllers": "standard", "argo-images": "argo"}
+GROUPS = {"controllers": "standard", "argo-images": "argo", "monitoring-images": "monitoring"}
 CONTROLLERS = controllers.by_name()
-DEFAULT = [*[s for s in STEPS if s != "node-stack"], "controllers", "argo-images", "node-stack"]
+DEFAULT = [*[s for s in STEPS if s != "node-stack"], *GROUPS, "node-stack"]
 
 
 def plan(steps: list[str]) -> list[str]:

@@ -1,7 +1,8 @@
 """The upstream controllers the standard-mode stack applies (training operator, KServe and
-its kube-rbac-proxy, cert-manager, metrics-server; Argo Workflows for ``up --with-argo``),
-built from their Go modules and tagged exactly as the release manifests name them, so
-those manifests apply unchanged on a cluster with no registry.
+its kube-rbac-proxy, cert-manager, metrics-server; Argo Workflows for ``up --with-argo``;
+Prometheus and KEDA for ``up --with-monitoring``), built from their Go modules and tagged
+exactly as the release manifests (and, for Prometheus, distml's own) name them, so those
+manifests apply unchanged on a cluster with no registry.
 
 Each image is ``FROM`` a small local base (``/etc/passwd`` with the numeric users the
 images run as, ``/tmp``, CA certificates) and holds one static binary at the path the
@@ -42,6 +43,23 @@ ARGO_SIGNAL_LINK = (
     "workflow/executor/osspecific/signal_linux.go",
     "workflow/executor/osspecific/signal_darwin.go",
 )
+# KEDA's Makefile: -X version.GitCommit and version.Version (the tag without "v").
+KEDA_LDFLAGS = (
+    "-s -w -X github.com/kedacore/keda/v2/version.GitCommit={commit}"
+    f" -X github.com/kedacore/keda/v2/version.Version={pins.KEDA_TAG}"
+)
+# Prometheus' .promu.yml: its VERSION file's version, the commit, the branch, who, when
+# (the commit's time, so a rebuild links the same bytes).
+PROMETHEUS_LDFLAGS = " ".join(
+    f"-X github.com/prometheus/common/version.{k}={v}"
+    for k, v in (
+        ("Version", pins.PROMETHEUS_IMAGE.rsplit(":v", 1)[1]),
+        ("Revision", "{commit}"),
+        ("Branch", "HEAD"),
+        ("BuildUser", "distml-kindbuild"),
+        ("BuildDate", "{date}"),
+    )
+)
 ARGO_LDFLAGS = (
     "-s -w -X github.com/argoproj/argo-workflows/v4.version={version}"
     " -X github.com/argoproj/argo-workflows/v4.gitCommit={commit}"
@@ -54,13 +72,13 @@ ARGO_LDFLAGS = (
 class Controller:
     name: str  # the CLI step and the cache component
     image: str  # the tag, exactly as the upstream manifest names it
-    manifest: str  # that manifest, relative to k8s-upstream/
+    manifest: str  # that manifest, relative to k8s-upstream/ ("": distml's own manifests)
     module: str
     version: str  # the module version built (see pins for where it differs from the tag)
     package: str  # the main package built
     entrypoint: str  # the binary's path in the image (what the manifest execs)
     user: str  # the image's USER: numeric (runAsNonRoot cannot check a name)
-    ldflags: str = "-s -w"  # {version} and {commit} are filled in
+    ldflags: str = "-s -w"  # {version}, {commit} and {date} (the commit's) are filled in
     # A main package of ours (files/<main>/) in place of a cmd module the proxy does not
     # serve, built inside a module named module_path (see cert_manager_main).
     main: str = ""
@@ -70,9 +88,14 @@ class Controller:
     # re-made in a copy of the module, which is then built in its place.
     links: tuple[tuple[str, str], ...] = ()
     extra: tuple[str, ...] = field(default=())  # more Dockerfile lines
-    group: str = "standard"  # "argo": only for `up --with-argo`
+    group: str = "standard"  # "argo", "monitoring": only for `up --with-argo` / --with-monitoring
     # The manifest says imagePullPolicy: Always: a loaded image is not enough (see mirror).
     pull_always: bool = False
+    tags: str = ""  # go build -tags
+    also: tuple[tuple[str, str], ...] = ()  # more binaries: (package, path in the image)
+    # Build context entries for ``extra``'s COPY lines: (name, path in the module; "" makes
+    # an empty directory).
+    files: tuple[tuple[str, str], ...] = ()
 
     @property
     def binary(self) -> str:
@@ -131,6 +154,63 @@ def kserve(name: str, cmd: str, image: str) -> Controller:
     )
 
 
+def keda(name: str, cmd: str, binary: str) -> Controller:
+    """KEDA's Dockerfiles: the binary at /, distroless static:nonroot's user."""
+    return Controller(
+        name=name,
+        image=pins.KEDA_IMAGES[name.replace("keda-operator", "keda")],
+        manifest=f"keda-{pins.KEDA_TAG}/keda-{pins.KEDA_TAG}.yaml",
+        module=pins.KEDA_MODULE,
+        version=pins.KEDA,
+        package=f"{pins.KEDA_MODULE}/cmd/{cmd}",
+        entrypoint=f"/{binary}",
+        user="65532:65532",
+        ldflags=KEDA_LDFLAGS,
+        group="monitoring",
+        pull_always=True,
+    )
+
+
+def prometheus() -> Controller:
+    """Its Dockerfile at the tag: /bin/prometheus and /bin/promtool, the example config in
+    /etc/prometheus, /prometheus (the data) owned by nobody and group-writable, the same
+    ENTRYPOINT and CMD. Upstream's base is busybox; this one has no shell (Prometheus's
+    probes are HTTP). Built without ``builtinassets`` (the compiled UI is not in the
+    module): the API, PromQL, /metrics and /-/ready work; the UI's pages answer 500
+    ("Error opening React index.html")."""
+    module, nobody = pins.PROMETHEUS_MODULE, "65534:65534"
+    return Controller(
+        name="prometheus",
+        image=pins.PROMETHEUS_IMAGE,
+        manifest="",  # distml's own: k8s/monitoring.py
+        module=module,
+        version=pins.PROMETHEUS,
+        package=f"{module}/cmd/prometheus",
+        entrypoint="/bin/prometheus",
+        user=nobody,
+        ldflags=f"-s -w {PROMETHEUS_LDFLAGS}",
+        group="monitoring",
+        tags="netgo",
+        also=((f"{module}/cmd/promtool", "/bin/promtool"),),
+        files=(
+            ("etc-prometheus/prometheus.yml", "documentation/examples/prometheus.yml"),
+            ("LICENSE", "LICENSE"),
+            ("NOTICE", "NOTICE"),
+            ("data", ""),
+        ),
+        extra=(
+            f"COPY --chown={nobody} etc-prometheus/ /etc/prometheus/",
+            "COPY LICENSE NOTICE /",
+            f"COPY --chown={nobody} data/ /prometheus/",
+            "WORKDIR /prometheus",
+            "EXPOSE 9090",
+            'VOLUME ["/prometheus"]',
+            'CMD ["--config.file=/etc/prometheus/prometheus.yml",'
+            ' "--storage.tsdb.path=/prometheus"]',
+        ),
+    )
+
+
 def controllers() -> tuple[Controller, ...]:
     """Every image, in the order `up` applies their manifests."""
     component_version = "k8s.io/component-base/version"
@@ -179,6 +259,10 @@ def controllers() -> tuple[Controller, ...]:
         # The executor runs as whatever a workflow's pod asks; upstream's default is root.
         # Its Linux signal handling is signal_linux.go, a symlink to signal_darwin.go.
         argo("argoexec", "argoexec", "argoexec", "0:0", links=(ARGO_SIGNAL_LINK,)),
+        prometheus(),
+        keda("keda-operator", "operator", "keda"),
+        keda("keda-metrics-apiserver", "adapter", "keda-adapter"),
+        keda("keda-admission-webhooks", "webhooks", "keda-admission-webhooks"),
     )
 
 
@@ -192,6 +276,7 @@ def dockerfile(spec: Controller, base: str) -> str:
     lines = [
         f"FROM {base}",
         f"COPY {spec.binary} {spec.entrypoint}",
+        *(f"COPY {path.rsplit('/', 1)[1]} {path}" for _, path in spec.also),
         f"ENV PATH={directory}:/usr/local/bin:/usr/bin:/bin",
         *spec.extra,
         f"USER {spec.user}",
@@ -245,6 +330,8 @@ def recipe_key(spec: Controller, base_tag: str) -> str:
     about the manifests (pull policy, group) are not part of it."""
     made_of = [spec.image, spec.package, spec.ldflags, spec.module_path, spec.ui_stub, base_tag]
     made_of += [spec.links] if spec.links else []
+    if spec.tags or spec.also or spec.files:  # absent from the keys made before they were
+        made_of += [spec.tags, spec.also, spec.files]
     text = json.dumps([*made_of, dockerfile(spec, base_tag)])
     if spec.main:
         for path in sorted((HERE / "files" / spec.main).rglob("*")):
@@ -290,17 +377,28 @@ def _prepare_module(spec: Controller, info: dict, work: Path) -> None:
         (work / "main").rmdir()
 
 
+def _date(info: dict) -> str:
+    """The module's commit time as promu writes a build date (20060102-15:04:05)."""
+    stamp = info.get("Time", "")  # 2026-11-20T10:11:12Z
+    return stamp[:10].replace("-", "") + "-" + stamp[11:19] if stamp else ""
+
+
 def _build(spec: Controller, base_tag: str, base_result: cache.Result, out: Path) -> None:
     info = gomodule.download(spec.module, spec.version)
     work = out / "module"
     _prepare_module(spec, info, work)
     commit = info.get("Origin", {}).get("Hash", "")
-    ldflags = spec.ldflags.format(version=spec.version, commit=commit)
-    binary = out / "bin" / spec.binary
-    gomodule.build(work, spec.package, binary, ldflags)
+    ldflags = spec.ldflags.format(version=spec.version, commit=commit, date=_date(info))
+    context: dict[str, Path | None] = {}
+    for package, path in ((spec.package, spec.entrypoint), *spec.also):
+        name = path.rsplit("/", 1)[1]
+        context[name] = out / "bin" / name
+        gomodule.build(work, package, context[name], ldflags, spec.tags)
+    module_dir = Path(info["Dir"])
+    context.update({name: module_dir / p if p else None for name, p in spec.files})
     shutil.rmtree(work / "src", ignore_errors=True)
     docker.ensure_loaded([base_tag], base_result.path / "image.tar")
-    images._image(out, spec.image, dockerfile(spec, base_tag), {spec.binary: binary})
+    images._image(out, spec.image, dockerfile(spec, base_tag), context)
     size = (out / "image.tar").stat().st_size
     (out / "image.json").write_text(
         json.dumps(
@@ -310,6 +408,7 @@ def _build(spec: Controller, base_tag: str, base_result: cache.Result, out: Path
                 "version": spec.version,
                 "commit": commit,
                 "binary": spec.entrypoint,
+                **({"tags": spec.tags} if spec.tags else {}),
                 "archive_bytes": size,
             },
             indent=2,

@@ -84,6 +84,10 @@ def write_module(
     (workdir / "go.mod").write_text("\n".join(lines) + "\n")
 
 
-def build(workdir: Path, package: str, output: Path, ldflags: str = "-s -w") -> None:
-    """``go build`` one package of a required module into ``output`` (static, trimmed)."""
-    go("build", "-ldflags", ldflags, "-o", str(output), package, cwd=workdir)
+def build(
+    workdir: Path, package: str, output: Path, ldflags: str = "-s -w", tags: str = ""
+) -> None:
+    """``go build`` one package of a required module into ``output`` (static, trimmed),
+    with the build ``tags`` given."""
+    flags = ["-tags", tags] if tags else []
+    go("build", *flags, "-ldflags", ldflags, "-o", str(output), package, cwd=workdir)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from integration.kindbuild import cache, docker, gomodule, kubernetes, pins, rootfs
@@ -18,13 +18,19 @@ HERE = Path(__file__).parent
 WRAPPER_STEPS = "COPY iptables-wrapper /usr/sbin/\nRUN /usr/sbin/iptables-wrapper --install\n"
 
 
-def _image(out: Path, tag: str, dockerfile: str, files: dict[str, Path]) -> None:
-    """Build ``tag`` from ``dockerfile`` and ``files`` (context name -> source) into
-    ``out/image.tar``; the context is removed afterwards."""
+def _image(out: Path, tag: str, dockerfile: str, files: Mapping[str, Path | None]) -> None:
+    """Build ``tag`` from ``dockerfile`` and ``files`` (context name -> source file, or None
+    for an empty directory, mode 775) into ``out/image.tar``; the context is removed
+    afterwards."""
     context = out / "context"
     context.mkdir()
     for name, source in files.items():
-        shutil.copy2(source, context / name)
+        (context / name).parent.mkdir(parents=True, exist_ok=True)
+        if source is None:
+            (context / name).mkdir(mode=0o775)
+            (context / name).chmod(0o775)
+        else:
+            shutil.copy2(source, context / name)
     (context / "Dockerfile").write_text(dockerfile)
     docker.build(context, tag)
     docker.save([tag], out / "image.tar")

@@ -80,3 +80,20 @@ ARGO_IMAGES = {
 # The registry inside the offline node (integration.kindbuild.mirror): Debian bookworm's
 # docker-registry package, pinned so a warm run never asks apt.
 MIRROR_REGISTRY_DEB = "2.8.2+ds1-1"
+# Monitoring (`up --with-monitoring`, issue 30): each image tagged as k8s/versions.py and
+# KEDA's install file name it. Prometheus' Go module versions its 3.x releases v0.3xx.0:
+# v0.316.0 is 3.16.0 (its VERSION file). Its web UI's compiled assets are not in the module:
+# it is built without the `builtinassets` tag (controllers.prometheus says what that leaves).
+PROMETHEUS_MODULE, PROMETHEUS = "github.com/prometheus/prometheus", "v0.316.0"
+PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.16.0"
+# KEDA: the proxy served v2.20.2 (asked once, 2026-12-03); the tested window of KEDA 2.20 is
+# Kubernetes 1.33 - 1.35 (keda.sh's compatibility table; its go.mod pins k8s.io to v0.35.5),
+# the nearest to KServe 0.20's tested 2.18.0 that holds KUBERNETES (2.21: 1.34 - 1.36;
+# 2.16: 1.29 - 1.31). Its release tags the images without the "v".
+KEDA_MODULE, KEDA, KEDA_TAG = "github.com/kedacore/keda/v2", "v2.20.2", "2.20.2"
+KEDA_IMAGES = {
+    name: f"ghcr.io/kedacore/{name}:{KEDA_TAG}"
+    for name in ("keda", "keda-metrics-apiserver", "keda-admission-webhooks")
+}
+# The kustomize KEDA's release target runs (its go.mod's), which makes its install file.
+KUSTOMIZE_MODULE, KUSTOMIZE = "sigs.k8s.io/kustomize/kustomize/v5", "v5.8.1"

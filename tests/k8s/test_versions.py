@@ -43,3 +43,10 @@ def test_the_offline_node_holds_the_controllers_at_these_versions():
     assert pins.CERT_MANAGER == versions.CERT_MANAGER_VERSION
     assert pins.METRICS_SERVER == versions.METRICS_SERVER_VERSION
     assert pins.ARGO_TAG == versions.ARGO_WORKFLOWS_VERSION  # the tags the manifest names
+
+
+def test_the_offline_node_holds_the_monitoring_images_the_manifests_name():
+    assert pins.PROMETHEUS_IMAGE == versions.PROMETHEUS_IMAGE
+    assert versions.PROMETHEUS_IMAGE.endswith(":" + versions.PROMETHEUS_VERSION)
+    assert pins.KEDA == "v" + versions.KEDA_VERSION and pins.KEDA_TAG == versions.KEDA_VERSION
+    assert f"/v{versions.KEDA_VERSION}/keda-{versions.KEDA_VERSION}.yaml" in versions.KEDA_URL

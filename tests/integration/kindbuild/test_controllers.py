@@ -1,5 +1,6 @@
 """The controller images the kind build makes, held against the real upstream manifests
-(``../shared/k8s-upstream``, found through INDEX.json by the URLs `up` applies): every
+(``../shared/k8s-upstream``, found through INDEX.json by the URLs `up` applies; KEDA's, which
+the kind build makes itself, through the pinned files' cache): every
 image those manifests run is built, under exactly the tag they name (never a digest),
 with the binary at the path they exec and a numeric user where they demand a non-root
 one. Pure: nothing is built (``python -m integration.kindbuild controllers`` builds)."""
@@ -25,6 +26,7 @@ MANIFESTS = {
     versions.METRICS_SERVER_URL: "standard",
     versions.KSERVE_URL: "standard",
     versions.ARGO_WORKFLOWS_URL: "argo",
+    versions.KEDA_URL: "monitoring",
 }
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet")
 # kserve.yaml's DaemonSet runs only on nodes labelled kserve/localmodel=worker (none here).
@@ -65,7 +67,7 @@ def manifest_images(group: str) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("group", ["standard", "argo"])
+@pytest.mark.parametrize("group", ["standard", "argo", "monitoring"])
 def test_every_image_the_manifests_run_is_built_under_their_exact_tag(group):
     built = {c.image for c in controllers.group(group)}
     assert manifest_images(group) <= built, "images the manifests run that are not built"
@@ -94,11 +96,41 @@ def test_the_argo_executor_is_the_one_the_built_controller_defaults_to():
 
 def test_each_image_is_named_by_the_manifest_it_says():
     for spec in SPECS:
-        if spec.name == "argo-argoexec":
+        if spec.name == "argo-argoexec" or not spec.manifest:
             continue
         url = next(u for u in MANIFESTS if upstream.file_of(u).name == Path(spec.manifest).name)
         assert upstream.index()[url].name == spec.manifest
         assert spec.image in {c["image"] for _, _, c in containers(url)}, spec.name
+
+
+def test_prometheus_is_the_one_image_distmls_own_manifests_name():
+    """k8s/monitoring.py runs versions.PROMETHEUS_IMAGE; its module version is the
+    release's (3.16.0 is v0.316.0) and the image tag is that release."""
+    (own,) = [c for c in SPECS if not c.manifest]
+    assert own.image == versions.PROMETHEUS_IMAGE and own.group == "monitoring"
+    major, minor, patch = map(int, versions.PROMETHEUS_VERSION.removeprefix("v").split("."))
+    assert own.version == f"v0.{major * 100 + minor}.{patch}"
+    assert f"common/version.Version={major}.{minor}.{patch} " in own.ldflags
+    assert "builtinassets" not in own.tags  # the compiled UI is not in the module
+
+
+def test_prometheus_image_is_laid_out_as_upstreams_dockerfile():
+    spec = controllers.by_name()["prometheus"]
+    dockerfile = controllers.dockerfile(spec, "base")
+    assert "COPY promtool /bin/promtool" in dockerfile
+    assert 'ENTRYPOINT ["/bin/prometheus"]' in dockerfile and "USER 65534:65534" in dockerfile
+    assert "COPY --chown=65534:65534 data/ /prometheus/" in dockerfile
+    assert "WORKDIR /prometheus" in dockerfile
+    cmd = '"--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"'
+    assert f"CMD [{cmd}]" in dockerfile
+    context = dict(spec.files)
+    assert context["etc-prometheus/prometheus.yml"] == "documentation/examples/prometheus.yml"
+    assert context["data"] == ""  # an empty directory
+
+
+def test_the_build_date_is_the_commits_time_as_promu_writes_it():
+    assert controllers._date({"Time": "2026-11-20T10:11:12Z"}) == "20261120-10:11:12"
+    assert controllers._date({}) == ""
 
 
 def _needs_non_root(spec: dict, container: dict) -> bool:
@@ -142,6 +174,16 @@ def test_a_changed_recipe_is_a_new_cache_entry_and_the_same_one_is_not():
         assert controllers.recipe_key(other, "base:1") != same, change
     moved = controllers.Controller(**{**spec.__dict__, "pull_always": True})
     assert controllers.recipe_key(moved, "base:1") == same
+    for change in ({"tags": "netgo"}, {"also": (("p", "/bin/p"),)}, {"files": (("d", ""),)}):
+        other = controllers.Controller(**{**spec.__dict__, **change})
+        assert controllers.recipe_key(other, "base:1") != same, change
+
+
+def test_the_keys_of_the_images_built_before_monitoring_stay_the_same():
+    """A recipe key made before tags/also/files existed must not change (else every image
+    of a warm cache is built again): metrics-server's key, as it was then."""
+    spec = controllers.by_name()["metrics-server"]
+    assert controllers.recipe_key(spec, "distml-kind/static:0123456789") == "3eb53dad"
 
 
 def test_cert_managers_mains_are_ours_and_named_inside_its_import_path():
@@ -164,11 +206,19 @@ def test_group_steps_expand_into_their_images_once():
         "argo-argocli",
         "argo-argoexec",
     ]
+    assert cli.plan(["monitoring-images"]) == [
+        "prometheus",
+        "keda-operator",
+        "keda-metrics-apiserver",
+        "keda-admission-webhooks",
+    ]
     # The default is the offline node, last, after every image it holds (Argo's too).
     default = cli.plan([])
     assert default[-1] == "node-stack"
     assert {c.name for c in controllers.controllers()} <= set(default)
     assert default.index("node-image") < default.index("node-stack")
+    # KEDA's install file is not in the node (the host applies it), but offline runs need it.
+    assert default.index("kustomize") < default.index("keda-manifest") < default.index("node-stack")
 
 
 def test_our_module_asks_for_the_go_version_the_dependency_needs(tmp_path):
