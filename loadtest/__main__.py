@@ -18,6 +18,7 @@ from pathlib import Path
 
 from loadtest.plan import parse_duration
 from loadtest.runner import run_loadtest
+from loadtest.server_view import MetricsEndpoint
 from loadtest.summary import CHART_PNG, SUMMARY_JSON, check
 
 
@@ -75,6 +76,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-failure-ratio", type=_ratio, default=0.0, help="allowed failures (default 0)"
     )
+    p.add_argument(
+        "--server-metrics",
+        action="store_true",
+        help="also read what the server counted from URL/metrics (distml's model server), "
+        "and fail when it is more than 1%% from Locust's count",
+    )
     return p
 
 
@@ -95,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             duration=args.duration,
             spawn_rate=args.spawn_rate,
             host_header=args.host_header,
+            server_view=MetricsEndpoint(args.url, args.model) if args.server_metrics else None,
         )
     except KeyboardInterrupt:
         print("loadtest: interrupted; Locust stopped", file=sys.stderr)

@@ -1,4 +1,6 @@
-"""The load test's chart: throughput, latency and (when sampled) ready replicas over time.
+"""The load test's chart: throughput, latency and (when sampled) ready replicas over time;
+with a server-side view, the server's latency over the run beside Locust's, and its
+in-flight requests (and, on a cluster, the replicas Prometheus finds up) over time.
 
 matplotlib is imported only when a chart is drawn.
 """
@@ -61,11 +63,16 @@ def _throughput_panel(ax: Any, out_dir: Path, summary: dict[str, Any], t0: float
     ax.grid(alpha=0.3)
 
 
-def _latency_panel(ax: Any, out_dir: Path, t0: float) -> None:
+def _latency_panel(ax: Any, out_dir: Path, t0: float, server: dict[str, Any]) -> None:
     lat_t, p50, p95 = latency(history(out_dir), t0)
     if lat_t:
         ax.plot(lat_t, p50, marker=".", label="p50", color="tab:green")
         ax.plot(lat_t, p95, marker=".", label="p95", color="tab:orange")
+    for key, color in (("p50_ms", "tab:green"), ("p95_ms", "tab:orange"), ("p99_ms", "tab:red")):
+        if server.get(key) is not None:
+            label = f"server {key[:3]} over the run"
+            ax.axhline(server[key], ls=":", lw=1.5, color=color, label=label)
+    if lat_t or server.get("p50_ms") is not None:
         ax.legend(**LEGEND)
     else:
         _no_data(ax)
@@ -97,6 +104,42 @@ def _replicas_panel(ax: Any, summary: dict[str, Any]) -> None:
     ax.grid(alpha=0.3)
 
 
+def _server_panel(ax: Any, server: dict[str, Any]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    series = server["series"]
+    for key, label, color in (
+        ("in_flight", "in flight (server's gauge)", "tab:brown"),
+        ("replicas", "replicas up (Prometheus)", "tab:purple"),
+    ):
+        points = [(r["t_s"], r[key]) for r in series if r.get(key) is not None]
+        if points:
+            ts, values = zip(*points, strict=True)
+            ax.step(ts, values, where="post", marker=".", color=color, label=label)
+    ax.set_title(f"What the server saw ({server['source']})")
+    ax.set_ylabel("requests / replicas")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(**LEGEND)
+    ax.grid(alpha=0.3)
+
+
+def _server_line(server: dict[str, Any]) -> str:
+    if "requests" not in server:
+        return "\nserver-side view: " + str(server.get("absent") or server.get("error"))[:110]
+    pct = server.get("difference_pct")
+    return (
+        f"\nthe server counted {server['requests']} predict requests"
+        + (f" ({pct:+.2f}% of Locust's)" if pct is not None else "")
+        + ", server-side p50/p95/p99 "
+        + "/".join("n/a" if server[k] is None else f"{server[k]:g}" for k in _QUANTILES)
+        + " ms"
+    )
+
+
+_QUANTILES = ("p50_ms", "p95_ms", "p99_ms")
+
+
 def _title(summary: dict[str, Any]) -> str:
     def fmt(x: float | None) -> str:
         return "n/a" if x is None else f"{x:g}"
@@ -107,24 +150,32 @@ def _title(summary: dict[str, Any]) -> str:
         f"{summary['requests']} requests, {summary['failures']} failures, "
         f"{summary['rps']:.1f} req/s, p50 {fmt(summary['p50_ms'])} ms, "
         f"p95 {fmt(summary['p95_ms'])} ms, p99 {fmt(summary['p99_ms'])} ms"
+        + (_server_line(summary["server"]) if summary.get("server") else "")
     )
 
 
 def write_chart(out_dir: Path, summary: dict[str, Any], t0: float) -> None:
-    """``chart.png`` in ``out_dir``: one panel each for throughput, latency and (when the
-    summary has samples) ready replicas, over seconds since ``t0``."""
+    """``chart.png`` in ``out_dir``: one panel each for throughput, latency, (when the
+    summary has samples) ready replicas and (with a server-side series) what the server
+    saw, over seconds since ``t0``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    panels = 3 if summary.get("replicas") else 2
-    fig = Figure(figsize=(10, 2.9 * panels + 0.9), layout="constrained")
+    server = summary.get("server") or {}
+    panels = ["throughput", "latency"]
+    panels += ["replicas"] if summary.get("replicas") else []
+    panels += ["server"] if server.get("series") else []
+    fig = Figure(figsize=(10, 2.9 * len(panels) + 1.2), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(panels, 1, sharex=True)
-    _throughput_panel(axes[0], out_dir, summary, t0)
-    _latency_panel(axes[1], out_dir, t0)
-    if panels == 3:
-        _replicas_panel(axes[2], summary)
-    axes[-1].set_xlabel("seconds since start")
-    axes[-1].set_xlim(left=0)
+    axes = dict(zip(panels, fig.subplots(len(panels), 1, sharex=True), strict=True))
+    _throughput_panel(axes["throughput"], out_dir, summary, t0)
+    _latency_panel(axes["latency"], out_dir, t0, server)
+    if "replicas" in axes:
+        _replicas_panel(axes["replicas"], summary)
+    if "server" in axes:
+        _server_panel(axes["server"], server)
+    last = axes[panels[-1]]
+    last.set_xlabel("seconds since start")
+    last.set_xlim(left=0)
     fig.suptitle(_title(summary))
     fig.savefig(out_dir / CHART_PNG, dpi=100)

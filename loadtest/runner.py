@@ -20,7 +20,11 @@ Files in the output directory:
   our locustfile from Locust's exact per-second counts);
 - ``locust.log``: Locust's stdout and stderr;
 - ``summary.json``: the numbers below (see :func:`run_loadtest`);
-- ``chart.png``: throughput, latency and (when sampled) ready replicas over time.
+- ``chart.png``: throughput, latency and (when sampled) ready replicas over time; with a
+  server-side view, what the server saw beside it.
+
+With a ``server_view`` (``loadtest.server_view``), the summary's ``server`` holds what the
+server itself counted over the run, next to Locust's count.
 
 Nothing here imports Locust, matplotlib or TensorFlow at import time.
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +42,8 @@ from typing import Any
 from loadtest.chart import write_chart
 from loadtest.locust_process import run_locust, tail
 from loadtest.plan import Plan, plan_run
-from loadtest.replica_watch import ReplicaWatcher
+from loadtest.replica_watch import ReplicaWatcher, Sampler
+from loadtest.server_view import ServerView, line, report
 from loadtest.summary import (
     CHART_PNG,
     EXCEPTIONS_CSV,
@@ -75,6 +81,7 @@ def run_loadtest(
     log: Callable[[str], Any] = print,
     timeout_margin_s: float = DEFAULT_TIMEOUT_MARGIN_S,
     settle_s: float = 0.0,
+    server_view: ServerView | None = None,
 ) -> dict[str, Any]:
     """Run Locust headless against ``{url}/v1/models/{model_name}:predict``; return the summary.
 
@@ -85,6 +92,7 @@ def run_loadtest(
     ``settle_s``, sampling goes on after the load for up to that long, until ready replicas
     rise above the starting count: an autoscaler decides during the load, but the new pods
     turn ready after it (an HPA syncs every 15 s on 15 s-old metrics, then a pod starts).
+    ``server_view`` (optional): what the server counted over the run (``summary["server"]``).
     Writes Locust's CSVs, ``summary.json`` and ``chart.png`` into ``out_dir``.
 
     Raises ``ValueError``/``FileNotFoundError`` for bad arguments, ``RuntimeError`` when
@@ -99,21 +107,47 @@ def run_loadtest(
         f"loadtest: {concurrency} users (spawn {plan.rate:g}/s) for {plan.seconds}s against "
         f"{plan.endpoint}" + (f" (Host: {host_header})" if host_header else "")
     )
+    viewing = server_view.begin(log) if server_view else False
     started_at = datetime.now(UTC)
     t0 = started_at.timestamp()
     watcher = ReplicaWatcher(replica_sampler, t0, log) if replica_sampler else None
-    rc, elapsed = run_locust(plan, watcher, log, timeout_margin_s, settle_s)
+    series = Sampler(server_view.sample, t0, log, "server view") if viewing else None
+    elapsed, run_end = _run_sampled(plan, watcher, series, log, timeout_margin_s, settle_s)
+    replicas = watcher.samples if watcher else []
+    summary = _summary(plan, started_at, elapsed, replicas, expected_replicas)
+    if server_view:
+        result = server_view.finish(run_end, log)
+        summary["server"] = report(server_view.source, result, series, summary["requests"])
+    (plan.out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2) + "\n")
+    write_chart(plan.out, summary, t0)
+    for text in (_result_line(summary), *([line(summary["server"])] if server_view else [])):
+        log(text)
+    return summary
+
+
+def _run_sampled(
+    plan: Plan,
+    watcher: ReplicaWatcher | None,
+    series: Sampler | None,
+    log: Callable[[str], Any],
+    timeout_margin_s: float,
+    settle_s: float,
+) -> tuple[float, float]:
+    """Locust's run (``run_locust``) with the server's series sampled beside it: its time
+    (s) and its end (wall clock); RuntimeError when Locust failed."""
+    if series:
+        series.start()
+    try:
+        rc, elapsed = run_locust(plan, watcher, log, timeout_margin_s, settle_s)
+    finally:
+        if series:
+            series.stop()
     log_path = plan.out / LOG_FILE
     if rc != 0 or not (plan.out / STATS_CSV).is_file():
         raise RuntimeError(
             f"Locust failed (exit code {rc}); last lines of {log_path}:\n{tail(log_path)}"
         )
-    samples = watcher.samples if watcher else []
-    summary = _summary(plan, started_at, elapsed, samples, expected_replicas)
-    (plan.out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2) + "\n")
-    write_chart(plan.out, summary, t0)
-    log(_result_line(summary))
-    return summary
+    return elapsed, time.time()
 
 
 def _result_line(summary: dict[str, Any]) -> str:

@@ -24,6 +24,8 @@ LOG_FILE = "locust.log"
 SUMMARY_JSON = "summary.json"
 CHART_PNG = "chart.png"
 MAX_ERRORS_IN_SUMMARY = 10
+#: How far the server's count of the run may be from Locust's (issue 30: within 1%).
+SERVER_COUNT_TOLERANCE_PCT = 1.0
 
 
 # --------------------------------------------------------------------------- CSVs
@@ -123,7 +125,9 @@ def check(
     - no requests completed;
     - failure ratio above ``max_failure_ratio``;
     - with ``expect_scale_out``: no replica samples, or peak ready replicas not above the
-      starting count (and below 2: going from 0 to 1 is a cold start, not a scale-out).
+      starting count (and below 2: going from 0 to 1 is a cold start, not a scale-out);
+    - with a server-side view (``summary["server"]``, always judged when there is one): it
+      failed, or the server's count is more than ``SERVER_COUNT_TOLERANCE_PCT`` from Locust's.
     """
     problems: list[str] = []
     requests = int(summary.get("requests") or 0)
@@ -154,4 +158,22 @@ def check(
                     "check the load reaches the autoscaler (through the ingress gateway, "
                     "not a port-forward) and that new pods are not Pending for CPU"
                 )
-    return problems
+    return problems + server_problems(summary.get("server"))
+
+
+def server_problems(server: dict[str, Any] | None) -> list[str]:
+    """What is wrong with the server-side view of a run (none when there is no view)."""
+    if not server or "absent" in server:
+        return []
+    if "error" in server:
+        return [f"the server-side view ({server['source']}) failed: {server['error']}"]
+    pct = server.get("difference_pct")
+    if pct is None or abs(pct) <= SERVER_COUNT_TOLERANCE_PCT:
+        return []
+    notes = "".join(f"; {note}" for note in server.get("notes") or [])
+    return [
+        f"the server counted {server['requests']} predict requests, Locust "
+        f"{server['locust_requests']}: {pct:+.2f}%, more than the "
+        f"{SERVER_COUNT_TOLERANCE_PCT:g}% allowed (requests lost on the way to the server, or "
+        f"counted twice, or not all of its pods scraped; source: {server['source']}){notes}"
+    ]

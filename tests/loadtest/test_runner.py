@@ -22,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_importing_loadtest_is_cheap():
     code = (
         "import sys, loadtest, loadtest.__main__, loadtest.runner, loadtest.locust_process, "
-        "loadtest.replica_watch, loadtest.summary, loadtest.chart, loadtest.plan\n"
-        "heavy = [m for m in ('locust', 'gevent', 'matplotlib', 'tensorflow', 'ml')"
+        "loadtest.replica_watch, loadtest.summary, loadtest.chart, loadtest.plan, "
+        "loadtest.server_view, loadtest.metrics_text, loadtest.prometheus_view\n"
+        "heavy = [m for m in ('locust', 'gevent', 'matplotlib', 'tensorflow', 'ml', "
+        "'prometheus_client', 'kubernetes')"
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
