@@ -23,6 +23,12 @@ import numpy as np
 
 #: ``call(signature_name, inputs) -> (version, rows)``, rows in the order of ``inputs``.
 ModelCall = Callable[[str, Any], tuple[int, np.ndarray]]
+#: ``on_call(requests, images)``: told of each model call made (the batch-size metric).
+OnCall = Callable[[int, int], None]
+
+
+def _ignore(requests: int, images: int) -> None:
+    pass
 
 
 class _Waiting(NamedTuple):
@@ -35,14 +41,16 @@ class _Waiting(NamedTuple):
 class Batcher:
     """Calls ``call`` once per group of requests waiting together (see the module doc)."""
 
-    def __init__(self, call: ModelCall, *, max_instances: int, max_pixels: int) -> None:
+    def __init__(
+        self, call: ModelCall, *, max_instances: int, max_pixels: int, on_call: OnCall = _ignore
+    ) -> None:
         self.call = call
         self.max_instances = max_instances
         self.max_pixels = max_pixels
+        #: Told of each call made: (requests, images) in it.
+        self.on_call = on_call
         self._waiting: deque[_Waiting] = deque()
         self._running = False
-        #: Sizes (requests per call) of the calls made, for tests and logs.
-        self.calls: list[int] = []
 
     async def predict(self, signature_name: str, inputs: Any, pixels: int) -> tuple[int, Any]:
         """This request's (version, rows), called alone or with others waiting with it.
@@ -86,7 +94,7 @@ class Batcher:
 
     async def _run(self, batch: Sequence[_Waiting]) -> None:
         loop = asyncio.get_running_loop()
-        self.calls.append(len(batch))
+        self.on_call(len(batch), sum(len(item.inputs) for item in batch))
         try:
             version, rows = await loop.run_in_executor(
                 None, self.call, batch[0].signature_name, _joined(batch)

@@ -35,6 +35,17 @@ class Model:
         return 7, np.stack([values, values * 10], axis=1)
 
 
+class Calls(list):
+    """``Batcher.on_call``, kept: (requests, images) of each model call."""
+
+    def __call__(self, requests: int, images: int) -> None:
+        self.append((requests, images))
+
+
+def batcher_of(model: Model, max_instances: int = 256, max_pixels: int = 10**9) -> Batcher:
+    return Batcher(model, max_instances=max_instances, max_pixels=max_pixels, on_call=Calls())
+
+
 async def _entered(model: Model) -> None:
     await asyncio.get_running_loop().run_in_executor(None, model.entered.wait, 30)
 
@@ -42,16 +53,16 @@ async def _entered(model: Model) -> None:
 def test_a_lone_request_is_called_at_once_alone() -> None:
     model = Model()
     model.gate.set()
-    batcher = Batcher(model, max_instances=256, max_pixels=10**9)
+    batcher = batcher_of(model)
 
     version, rows = asyncio.run(batcher.predict("s", [3, 4], pixels=2))
     assert version == 7 and rows.tolist() == [[3, 30], [4, 40]]
-    assert batcher.calls == [1] and model.inputs == [[3, 4]]
+    assert batcher.on_call == [(1, 2)] and model.inputs == [[3, 4]]
 
 
 def test_concurrent_callers_get_their_own_rows_in_order() -> None:
     model = Model()
-    batcher = Batcher(model, max_instances=256, max_pixels=10**9)
+    batcher = batcher_of(model)
     requests = [[100 * r + i for i in range(r % 3 + 1)] for r in range(20)]
 
     async def main() -> list:
@@ -66,13 +77,14 @@ def test_concurrent_callers_get_their_own_rows_in_order() -> None:
     for request, (version, rows) in zip(requests, answers, strict=True):
         assert version == 7
         assert rows[:, 0].tolist() == request and rows[:, 1].tolist() == [x * 10 for x in request]
-    assert batcher.calls == [1, 19]  # the first alone, the 19 that waited in one call
+    waited = sum(len(r) for r in requests[1:])
+    assert batcher.on_call == [(1, 1), (19, waited)]  # the first alone, the 19 that waited
 
 
 @pytest.mark.parametrize("max_instances, max_pixels", [(4, 10**9), (256, 4)])
 def test_a_joint_call_stays_within_one_requests_limits(max_instances, max_pixels) -> None:
     model = Model()
-    batcher = Batcher(model, max_instances=max_instances, max_pixels=max_pixels)
+    batcher = batcher_of(model, max_instances, max_pixels)
 
     async def main() -> list:
         first = asyncio.ensure_future(batcher.predict("s", [0], pixels=1))
@@ -85,12 +97,12 @@ def test_a_joint_call_stays_within_one_requests_limits(max_instances, max_pixels
     answers = asyncio.run(main())
     assert [rows[:, 0].tolist() for _, rows in answers] == [[0], [1, 1], [2, 2], [3, 3]]
     assert all(len(inputs) <= max_instances for inputs in model.inputs)
-    assert batcher.calls == [1, 2, 1]  # 4 images (or 4 pixels) per call at most
+    assert batcher.on_call == [(1, 1), (2, 4), (1, 2)]  # 4 images (or 4 pixels) per call at most
 
 
 def test_other_signatures_wait_for_their_own_call_in_order() -> None:
     model = Model()
-    batcher = Batcher(model, max_instances=256, max_pixels=10**9)
+    batcher = batcher_of(model)
 
     async def main() -> list:
         first = asyncio.ensure_future(batcher.predict("a", [0], pixels=1))
@@ -110,7 +122,7 @@ def test_other_signatures_wait_for_their_own_call_in_order() -> None:
 
 def test_an_error_reaches_only_the_request_that_caused_it() -> None:
     model = Model(fail_on=2)
-    batcher = Batcher(model, max_instances=256, max_pixels=10**9)
+    batcher = batcher_of(model)
 
     async def main() -> list:
         first = asyncio.ensure_future(batcher.predict("s", [0], pixels=1))
@@ -124,3 +136,4 @@ def test_an_error_reaches_only_the_request_that_caused_it() -> None:
     assert [a[1][0, 0] for a in (answers[0], answers[1], answers[3])] == [0, 1, 3]
     assert isinstance(answers[2], ValueError) and "cannot decode 2" in str(answers[2])
     assert model.inputs == [[0], [1, 2, 3], [1], [2], [3]]  # the joint call, then each alone
+    assert batcher.on_call == [(1, 1), (3, 3), (1, 1), (1, 1), (1, 1)]  # every call made
