@@ -8,25 +8,40 @@ HTTP protocol (the one it picks when httptools is installed, as with KServe) wit
 armed when the connection opens and when a request's first byte arrives, cancelled when the
 request's headers are complete. When it fires, the connection is closed, after a 408 that
 says why if part of a request had arrived (a connection that sent nothing is just closed).
+
+Both answers the protocol gives itself, that 408 and uvicorn's 400 for bytes that are not
+HTTP, are reported to ``on_answer(status, seconds)`` (the metrics: no route sees them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+#: ``on_answer(status, seconds)``: the protocol answered a request itself.
+OnAnswer = Callable[[int, float], None]
 
-def header_timeout_protocol(seconds: float) -> type[HttpToolsProtocol]:
+
+def _ignore(status: int, seconds: float) -> None:
+    pass
+
+
+def header_timeout_protocol(
+    seconds: float, on_answer: OnAnswer = _ignore
+) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with a ``seconds`` deadline for request headers, for
-    ``uvicorn.Config(http=...)``."""
+    ``uvicorn.Config(http=...)``; ``on_answer`` hears of the 408s and 400s it sends."""
 
     class HeaderTimeoutProtocol(HttpToolsProtocol):
         header_timeout = seconds
         _timer: asyncio.TimerHandle | None = None
         _partial = False  # part of a request (not all its headers) has arrived
+        _began = 0.0  # when the request being read began (time.perf_counter)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -35,6 +50,7 @@ def header_timeout_protocol(seconds: float) -> type[HttpToolsProtocol]:
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._partial = True
+            self._began = time.perf_counter()
             self._arm()
 
         def on_headers_complete(self) -> None:
@@ -61,7 +77,12 @@ def header_timeout_protocol(seconds: float) -> type[HttpToolsProtocol]:
                 return
             if self._partial:
                 self.transport.write(_response_408(self.header_timeout))
+                on_answer(408, time.perf_counter() - self._began)
             self.transport.close()
+
+        def send_400_response(self, msg: str) -> None:
+            super().send_400_response(msg)
+            on_answer(400, time.perf_counter() - self._began if self._partial else 0.0)
 
     return HeaderTimeoutProtocol
 
