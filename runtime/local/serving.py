@@ -268,6 +268,7 @@ def loadtest(rt: LocalRuntime, request: LoadtestRequest) -> int:
         "process, so this measures throughput and latency only"
     )
     from loadtest.runner import run_loadtest
+    from loadtest.server_view import MetricsEndpoint
     from loadtest.summary import check
 
     summary = run_loadtest(
@@ -279,6 +280,7 @@ def loadtest(rt: LocalRuntime, request: LoadtestRequest) -> int:
         duration=request.duration,
         spawn_rate=request.spawn_rate,
         log=rt.out,
+        server_view=MetricsEndpoint(server.url, rt.service),  # what the server counted
     )
     rt.out(summary_table(summary))
     rt.out(f"results: {out_dir} (summary.json, chart.png, Locust CSVs)")
@@ -290,14 +292,27 @@ def loadtest(rt: LocalRuntime, request: LoadtestRequest) -> int:
 
 
 def summary_table(summary: dict[str, Any]) -> str:
-    return table(
-        [
-            ("requests", "failures", "req/s", "p50 ms", "p95 ms", "p99 ms"),
+    """Locust's figures and, beside them, what the server counted (its ``/metrics``)."""
+    rows = [
+        ("seen by", "requests", "failures", "req/s", "p50 ms", "p95 ms", "p99 ms"),
+        (
+            "Locust",
+            str(summary["requests"]),
+            str(summary["failures"]),
+            f"{summary['rps'] or 0:.1f}",
+            *(ms(summary.get(k)) for k in ("p50_ms", "p95_ms", "p99_ms")),
+        ),
+    ]
+    server = summary.get("server") or {}
+    if "requests" in server:
+        not_ok = sum(n for code, n in server["by_code"].items() if code != "200")
+        rows.append(
             (
-                str(summary["requests"]),
-                str(summary["failures"]),
-                f"{summary['rps'] or 0:.1f}",
-                *(ms(summary.get(k)) for k in ("p50_ms", "p95_ms", "p99_ms")),
-            ),
-        ]
-    )
+                "server",
+                str(server["requests"]),
+                f"{not_ok} not 200",
+                "-",
+                *(ms(server.get(k)) for k in ("p50_ms", "p95_ms", "p99_ms")),
+            )
+        )
+    return table(rows)

@@ -1,4 +1,5 @@
-"""``invoke status`` on the local runtime: what is prepared, trained, published and served."""
+"""``invoke status`` on the local runtime: what is prepared, trained, published and served,
+and what the running server counted (its ``/metrics``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ def status_rows(rt: LocalRuntime) -> list[Row]:
         rows += _serving_card(rt, served[-1])
     server = running_server(rt)
     rows.append(("model server", f"pid {server.pid}, {server.url}" if server else "not running"))
+    if server:
+        rows += live_rows(server.url, rt.service)
     rows.append(("last load test", _last_loadtest(state.last_loadtest)))
     return rows
 
@@ -61,13 +64,46 @@ def _serving_card(rt: LocalRuntime, latest: int) -> list[Row]:
     return [(f"serving {label}", text) for label, text in contract.model_card(record)]
 
 
+def live_rows(url: str, service: str) -> list[Row]:
+    """What the running server counted since it started, from its ``/metrics``: requests
+    (by code), the 5xx ratio, latency p50/p95/p99 (its histogram), requests in flight."""
+    from loadtest.metrics_text import MetricsTextError
+    from loadtest.server_view import MetricsEndpoint, MetricsUnavailable
+
+    try:
+        page = MetricsEndpoint(url, service).scrape()
+    except (MetricsUnavailable, MetricsTextError) as e:
+        return [("server metrics", f"not available: {e}")]
+    counts = page.counts(service, route=None)  # every route: all the server answered
+    codes = ", ".join(f"{code} {n:.0f}" for code, n in sorted(counts.by_code.items()))
+    ratio = counts.error_ratio()
+    quantiles = [counts.quantile(q) for q in (0.5, 0.95, 0.99)]
+    in_flight = page.in_flight(service)
+    return [
+        ("server requests", f"{counts.total:.0f} since start" + (f" ({codes})" if codes else "")),
+        ("server errors", "-" if ratio is None else f"{ratio:.2%} answered 5xx"),
+        ("server latency", "p50/p95/p99 " + "/".join(_ms(x) for x in quantiles) + " ms"),
+        ("server in flight", "-" if in_flight is None else f"{in_flight:.0f}"),
+    ]
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f}"
+
+
 def _last_loadtest(path: str | None) -> str:
     import json
 
     if not path or not Path(path).is_file():
         return "none"
     s = json.loads(Path(path).read_text())
+    server = s.get("server") or {}
+    counted = (
+        f", the server counted {server['requests']} ({server['difference_pct']:+.2f}%)"
+        if server.get("difference_pct") is not None
+        else ""
+    )
     return (
         f"{s['requests']} requests, {s['failures']} failed, {s['rps'] or 0:.1f} req/s, "
-        f"p95 {ms(s.get('p95_ms'))} ms ({Path(path).parent})"
+        f"p95 {ms(s.get('p95_ms'))} ms{counted} ({Path(path).parent})"
     )
