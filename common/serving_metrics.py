@@ -109,3 +109,9 @@ def request_rate_by_code(namespace: str, service: str, window: str = "1m") -> st
 def model_version(namespace: str, service: str) -> str:
     """The model version(s) the pods serve now: one series per version, its pod count."""
     return f"count by (version) ({MODEL_INFO}_info{{{selector(namespace, service)}}})"
+
+
+def last_scrape(namespace: str, service: str) -> str:
+    """When Prometheus last scraped each predictor pod (seconds since the epoch, by pod):
+    the time of its latest ``up`` sample (the load test waits for one after the run)."""
+    return f'timestamp(up{{job="{SCRAPE_JOB}",{selector(namespace, service)}}})'
