@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
+from k8s import monitoring
 from k8s.manifests.names import (
     COMMON_LABELS,
     INGEST_JOB,
@@ -70,6 +71,8 @@ def written_names(s: Settings, models: Iterable[str]) -> list[Ref]:
             (RBAC_API, "Role", WORKFLOW_SA),
             (RBAC_API, "RoleBinding", WORKFLOW_SA),
         ]
+    if s.with_monitoring and not s.prometheus:  # distml's own Prometheus
+        refs += monitoring.written_names()
     return refs
 
 
