@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
-from k8s import versions
+from k8s import monitoring, versions
 from k8s.operators import components
 from k8s.settings import PROVIDERS, SERVING_MODES, Resources, Settings, quantity
 from ml.contract import MODEL_TYPES
@@ -139,6 +139,12 @@ STACK: dict[str, tuple[Pods, ...]] = {
         Pods("argo/workflow-controller", Need(0, 0)),
         Pods("argo/argo-server", Need(0, 0)),
     ),
+    # KEDA 2.20.2's release file: 100m / 100Mi requested by each of its three Deployments.
+    "keda": (
+        Pods("keda/keda-operator", Need(100, 100)),
+        Pods("keda/keda-metrics-apiserver", Need(100, 100)),
+        Pods("keda/keda-admission", Need(100, 100)),
+    ),
 }
 # Knative's queue-proxy beside each predictor: config-deployment's queue-sidecar-cpu-request
 # default; its memory request applies only with queueproxy.resource-defaults Enabled (off).
@@ -153,15 +159,23 @@ DOCUMENTED_NODE = Need(4000, 7680)
 KUBELET_EVICTION_MI = 100
 
 
-def stack_pods(provider: str, serving_mode: str, with_argo: bool = False) -> list[Pods]:
-    """Every pod on the node once `up` is done, before any of ours."""
+def monitoring_pods() -> tuple[Pods, ...]:
+    """distml's own Prometheus (``up --with-monitoring``, k8s.monitoring), in its namespace."""
+    return (Pods(f"(distml's namespace)/{monitoring.NAME}", request_of(monitoring.RESOURCES)),)
+
+
+def stack_pods(
+    provider: str, serving_mode: str, with_argo: bool = False, with_monitoring: bool = False
+) -> list[Pods]:
+    """Every pod on the node once `up` is done, before any of ours (but distml's own
+    Prometheus, which `up --with-monitoring` starts)."""
     pods = list(PROVIDER_PODS[provider])
-    for step in components(provider, serving_mode, with_argo):
+    for step in components(provider, serving_mode, with_argo, with_monitoring):
         if step == "metrics_server" and provider == "minikube":
             pods += MINIKUBE_METRICS_SERVER
         else:
             pods += STACK[step]
-    return pods
+    return pods + list(monitoring_pods() if with_monitoring else ())
 
 
 def _sum(pods: list[Pods]) -> Need:
@@ -185,7 +199,7 @@ def predictor_need(s: Settings) -> Need:
 
 def requirement(s: Settings, jobs: int = len(MODEL_TYPES)) -> Need:
     """The node `s` needs: the stack, ``jobs`` TFJobs at once and the minimum predictors."""
-    stack = _sum(stack_pods(s.provider, s.serving_mode, s.with_argo))
+    stack = _sum(stack_pods(s.provider, s.serving_mode, s.with_argo, s.with_monitoring))
     return stack + job_need(s) * jobs + predictor_need(s) * s.min_replicas
 
 

@@ -111,6 +111,17 @@ PROBES: dict[str, Probe] = {
         f"Argo Workflows {versions.ARGO_WORKFLOWS_VERSION}",
         also=("argo-server",),
     ),
+    # `up --with-monitoring` in standard mode: KServe's `autoscalerClass: keda` hands KEDA a
+    # ScaledObject. The release file holds its Namespace; its scaledjobs CRD (~330 KB) needs
+    # --server-side. Its Deployments as that file names them.
+    "keda": Probe(
+        "keda",
+        "keda-operator",
+        versions.KEDA_VERSION,
+        (f"apply --server-side -f {versions.KEDA_URL}",),
+        f"KEDA {versions.KEDA_VERSION}",
+        also=("keda-metrics-apiserver", "keda-admission"),
+    ),
 }
 
 # The API version of each kind in CLUSTER_WIDE, and its name for `kubectl get`.
@@ -247,6 +258,20 @@ CLUSTER_WIDE: dict[str, dict[str, tuple[str, ...]]] = {
             "workflowtasksets.argoproj.io",
             "workflowtemplates.argoproj.io",
         ),
+    },
+    # KEDA serves external.metrics.k8s.io (metrics-server serves metrics.k8s.io: no clash);
+    # another install's APIService for it (a prometheus-adapter, say) blocks the step.
+    "keda": {
+        "CustomResourceDefinition": (
+            "cloudeventsources.eventing.keda.sh",
+            "clustercloudeventsources.eventing.keda.sh",
+            "clustertriggerauthentications.keda.sh",
+            "scaledjobs.keda.sh",
+            "scaledobjects.keda.sh",
+            "triggerauthentications.keda.sh",
+        ),
+        "ValidatingWebhookConfiguration": ("keda-admission",),
+        "APIService": ("v1beta1.external.metrics.k8s.io",),
     },
 }
 

@@ -1,6 +1,7 @@
 """Installing what the cluster needs: the training operator, cert-manager, Istio +
 Knative (knative mode) or metrics-server (standard mode), KServe; Argo Workflows when
-asked (``up --with-argo``), and its removal (``down --keep-cluster``).
+asked (``up --with-argo``), KEDA with monitoring in standard mode (``up
+--with-monitoring``), and their removal (``down --keep-cluster``).
 
 Each step first asks the cluster whether it is already there (a second ``invoke up``
 reports every step as already done and changes nothing), then installs with ``kubectl``
@@ -29,8 +30,9 @@ from k8s.cluster_poll import POLL_S, WaitError, outcome, poll_cluster, retry
 from k8s.kube import Kube, KubeError
 from k8s.kubectl_errors import NO_MATCH_TRIES, PermanentError, classify_kubectl_error
 from k8s.manifests.names import ARGO_NAMESPACE
-from k8s.objects import is_true
+from k8s.objects import condition, format_condition, is_true
 from k8s.operator_check import (
+    CLUSTER_WIDE,
     PROBES,
     Finding,
     MissingOperators,
@@ -67,24 +69,75 @@ ARGO_DEPLOYMENTS = PROBES["argo"].deployments
 # How long `down --keep-cluster` gives kubectl to delete Argo's objects (CRDs included:
 # the API server deletes every Workflow first) and the namespace to go.
 ARGO_DELETE_TIMEOUT_S = 300
+# KEDA (`up --with-monitoring`, standard mode): its namespace and Deployments (the release
+# file's names), and the APIService its metrics server serves the HPA through.
+KEDA_NAMESPACE = PROBES["keda"].namespace
+KEDA_DEPLOYMENTS = PROBES["keda"].deployments
+APISERVICE_API = "apiregistration.k8s.io/v1"
+KEDA_APISERVICE = "v1beta1.external.metrics.k8s.io"
+KEDA_DELETE_TIMEOUT_S = 300
 
 
-def components(provider: str, serving_mode: str, with_argo: bool = False) -> tuple[str, ...]:
+def components(
+    provider: str, serving_mode: str, with_argo: bool = False, with_monitoring: bool = False
+) -> tuple[str, ...]:
     """The install steps `up` runs, in order: ``Installer`` methods. Pure, so the capacity
-    sums and the install-plan tests follow the same plan."""
+    sums and the install-plan tests follow the same plan. KEDA (monitoring, standard mode)
+    comes before KServe: KServe's controller watches ScaledObjects only when their CRD is
+    there as it starts (it makes them all the same)."""
     steps = ["training_operator", "cert_manager"]
     if serving_mode == "knative":
         # k3d: k3s's ServiceLB gives the gateway's LoadBalancer port 80; elsewhere a NodePort.
         # An existing cluster: reached through its own ingress or a port-forward, never patched.
         node_port = provider not in ("k3d", EXISTING)
         steps += ["istio", *(["gateway_node_port"] if node_port else []), "knative"]
-    elif provider != "k3d":  # k3s bundles metrics-server
-        steps.append("metrics_server")
+    else:
+        if provider != "k3d":  # k3s bundles metrics-server
+            steps.append("metrics_server")
+        if with_monitoring:
+            steps.append("keda")
     return (*steps, "kserve", *(["argo"] if with_argo else []))
 
 
 def deployment_available(kube: Kube, namespace: str, name: str) -> bool:
     return is_true(kube.get("apps/v1", "Deployment", name, namespace), "Available")
+
+
+def wait_apiservice_available(
+    kube: Kube, name: str, *, timeout: float, clock: Any, out: Callable[[str], None], kubectl: Any
+) -> None:
+    """Wait until an APIService says Available=True (the aggregated API answers: the HPA
+    can read external metrics through it)."""
+    what = f"APIService {name} to be Available"
+
+    def judge(api: dict[str, Any] | None) -> Any:
+        if is_true(api, "Available"):
+            return Done()
+        if api is None:
+            return Pending(f"APIService {name}: not there")
+        cond = condition(api, "Available")
+        return Pending(f"APIService {name}: {format_condition(cond) if cond else 'no status yet'}")
+
+    verdict = poll_cluster(
+        lambda: kube.get(APISERVICE_API, "APIService", name),
+        judge,
+        what=what,
+        timeout=timeout,
+        interval=POLL_S,
+        clock=clock,
+        out=out,
+    )
+    logs = kubectl(f"-n {KEDA_NAMESPACE} logs deployment/keda-metrics-apiserver")
+    outcome(
+        verdict,
+        what,
+        lambda v: WaitError(
+            f"timed out after {timeout:.0f} s waiting for {what} ({v.status}){api_note(v.error)}",
+            next_step=f"`{kubectl(f'get apiservice {name} -o yaml')}` says why; the server "
+            f"behind it: `{logs}`",
+        ),
+        kubectl=kubectl,
+    )
 
 
 @dataclass
@@ -442,11 +495,29 @@ class Installer:
         self.apply(versions.ARGO_WORKFLOWS_URL, label, f"--server-side -n {ARGO_NAMESPACE}")
         self.wait(ARGO_NAMESPACE, list(ARGO_DEPLOYMENTS))
 
+    def keda(self) -> None:
+        label = PROBES["keda"].label
+        if self.present("keda", label, KEDA_NAMESPACE, *KEDA_DEPLOYMENTS):
+            return
+        # The file makes its own Namespace; its scaledjobs CRD (~330 KB) is above client-side
+        # apply's 256 KiB annotation: applied --server-side.
+        self.apply(versions.KEDA_URL, label, "--server-side")
+        self.wait(KEDA_NAMESPACE, list(KEDA_DEPLOYMENTS))
+        if not self.dry:
+            wait_apiservice_available(
+                self.kube,
+                KEDA_APISERVICE,
+                timeout=self.timeout,
+                clock=self.clock,
+                out=self.out,
+                kubectl=self.provider.kubectl,
+            )
+
     def all(self, *, surveyed: bool = False) -> None:
         """Every step, found or installed; on a cluster distml did not create, surveyed
         first (unless ``surveyed``: the caller did, before anything else was made)."""
         s = self.settings
-        steps = components(self.provider.name, s.serving_mode, s.with_argo)
+        steps = components(self.provider.name, s.serving_mode, s.with_argo, s.with_monitoring)
         if not self.owned and not surveyed:
             self.survey(steps)  # nothing is installed when anything is blocked or missing
         for step in steps:
@@ -477,13 +548,37 @@ class Installer:
             self._wait_namespace_gone(ARGO_NAMESPACE)
         self.out(f"{label}: removed (its CRDs, cluster roles and namespace {ARGO_NAMESPACE})")
 
-    def _wait_namespace_gone(self, name: str) -> None:
+    def remove_keda(self) -> None:
+        """Delete KEDA's CRDs first, while its operator still runs to finalize every
+        ScaledObject (their finalizer is the operator's: with the operator gone first they
+        would hold their CRD forever), then the rest of the release file, its namespace
+        with it, waited for."""
+        label = PROBES["keda"].label
+        crds = " ".join(CLUSTER_WIDE["keda"]["CustomResourceDefinition"])
+        wait = f"--ignore-not-found --timeout {KEDA_DELETE_TIMEOUT_S}s"
+        for args in (
+            f"delete crd {crds} {wait}",
+            f"delete {self.source(versions.KEDA_URL)} {wait}",
+        ):
+            result = self.kubectl(args, warn=True)
+            if not result.ok:
+                err = (result.stderr or result.stdout or "").strip()
+                raise KubeError(
+                    f"removing {label}: kubectl exited {result.exited}: {err[-400:]}\nnext: "
+                    f"see what is left with `{self.provider.kubectl('get crd')} | grep keda` "
+                    "and run `invoke down --keep-cluster` again"
+                )
+        if not self.dry:
+            self._wait_namespace_gone(KEDA_NAMESPACE, KEDA_DELETE_TIMEOUT_S)
+        self.out(f"{label}: removed (its CRDs, APIService, cluster roles and namespace keda)")
+
+    def _wait_namespace_gone(self, name: str, timeout: float = ARGO_DELETE_TIMEOUT_S) -> None:
         what = f"namespace {name} to be deleted"
         verdict = poll_cluster(
             lambda: self.kube.get("v1", "Namespace", name),
             lambda ns: Done() if ns is None else Pending(f"namespace {name}: terminating"),
             what=what,
-            timeout=ARGO_DELETE_TIMEOUT_S,
+            timeout=timeout,
             interval=POLL_S,
             clock=self.clock,
             out=self.out,
@@ -492,7 +587,7 @@ class Installer:
             verdict,
             what,
             lambda v: WaitError(
-                f"timed out after {ARGO_DELETE_TIMEOUT_S} s waiting for {what}{api_note(v.error)}",
+                f"timed out after {timeout:.0f} s waiting for {what}{api_note(v.error)}",
                 next_step=f"`{self.provider.kubectl(f'get namespace {name} -o yaml')}`: its "
                 "status.conditions say which objects or finalizers it waits for",
             ),

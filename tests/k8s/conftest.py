@@ -1,7 +1,8 @@
 """Fixtures of the k8s tests: ``fake``, a fake cluster on a fake clock
 (tests/support/fakekube.py), and ``plan``, `up`'s install plan run against the real upstream
-files for each provider x serving mode, with and without Argo (tests/support/install_plan.py;
-package-scoped: test_operators.py and test_capacity.py share each run)."""
+files for each provider x serving mode, with and without Argo, and with monitoring
+(tests/support/install_plan.py; package-scoped: test_operators.py and test_capacity.py
+share each run)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.fakekube import FakeKube
-from tests.support.install_plan import ARGO_PLANS, run_plan
+from tests.support.install_plan import ALL_PLANS, run_plan
 from tests.support.upstream import PlanCluster
 
 
@@ -25,10 +26,13 @@ def fake() -> Iterator[FakeKube]:
 
 @pytest.fixture(
     scope="package",
-    params=ARGO_PLANS,
-    ids=[f"{p}-{m}" + ("-argo" if argo else "") for p, m, argo in ARGO_PLANS],
+    params=ALL_PLANS,
+    ids=[
+        f"{p}-{m}" + ("-argo" if argo else "") + ("-monitoring" if mon else "")
+        for p, m, argo, mon in ALL_PLANS
+    ],
 )
 def plan(request: pytest.FixtureRequest) -> PlanCluster:
     with pytest.MonkeyPatch.context() as mp:
-        provider, mode, argo = request.param
-        return run_plan(provider, mode, mp, argo)
+        provider, mode, argo, monitoring = request.param
+        return run_plan(provider, mode, mp, argo, monitoring)

@@ -66,7 +66,9 @@ def test_pinned_stack_figures_are_the_upstream_files_after_ups_patches(plan: Pla
     derived = scheduled([o for o in plan.all() if _key(o) in keys])
     pinned = {
         p.name: (p.need, p.count)
-        for step in operators.components(plan.provider, plan.mode, plan.with_argo)
+        for step in operators.components(
+            plan.provider, plan.mode, plan.with_argo, plan.with_monitoring
+        )
         if not (step == "metrics_server" and plan.provider == "minikube")  # an add-on
         for p in capacity.STACK[step]
     }

@@ -16,15 +16,26 @@ from k8s.providers import provider as make_provider
 from k8s.settings import PROVIDERS, SERVING_MODES, Settings
 from ml.contract import MODEL_TYPES
 from tests.support.fakekube import FakeClock
-from tests.support.upstream import PlanCluster, baseline, plan_context
+from tests.support.upstream import PlanCluster, Step, baseline, plan_context
 
 PLANS = [(p, m) for p in PROVIDERS for m in SERVING_MODES]
 ARGO_PLANS = [(p, m, argo) for p, m in PLANS for argo in (False, True)]
+# `up --with-monitoring`: KEDA is an install step in standard mode (with Argo too, to hold
+# the order of every step); in knative mode monitoring installs no operator.
+MONITORING_PLANS = [(p, "standard", True) for p in PROVIDERS]
+# (provider, mode, with_argo, with_monitoring): every plan the ``plan`` fixture runs.
+ALL_PLANS = [(*plan, False) for plan in ARGO_PLANS] + [(*plan, True) for plan in MONITORING_PLANS]
 
 
-def settings(provider: str, mode: str, with_argo: bool = False) -> Settings:
+def settings(
+    provider: str, mode: str, with_argo: bool = False, with_monitoring: bool = False
+) -> Settings:
     return Settings(
-        image="distml:0123456789ab", provider=provider, serving_mode=mode, with_argo=with_argo
+        image="distml:0123456789ab",
+        provider=provider,
+        serving_mode=mode,
+        with_argo=with_argo,
+        with_monitoring=with_monitoring,
     )
 
 
@@ -47,12 +58,17 @@ def our_pods(s: Settings, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_plan(
-    provider: str, mode: str, monkeypatch: pytest.MonkeyPatch, with_argo: bool = False
+    provider: str,
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+    with_argo: bool = False,
+    with_monitoring: bool = False,
 ) -> PlanCluster:
     """Run the installer's plan, then add what `up`, `train-all` and `deploy` create."""
     cluster = PlanCluster(provider, baseline(provider))
     monkeypatch.setattr(operators, "wait_deployments_available", cluster.wait)
-    s = settings(provider, mode, with_argo)
+    monkeypatch.setattr(operators, "wait_apiservice_available", _apiservice_wait(cluster))
+    s = settings(provider, mode, with_argo, with_monitoring)
     p = make_provider(provider)
     Installer(plan_context(cluster), cluster.kube, p, s, lambda _: None, FakeClock()).all()
     # `invoke workflow` runs only after `up --with-argo` (its objects need Argo's namespace).
@@ -60,4 +76,14 @@ def run_plan(
     ours = [o for step, o in lifecycle if with_argo or step != manifests.WORKFLOW_STEP]
     cluster.ours(ours + our_pods(s, ours), "up, train-all, deploy")
     cluster.mode, cluster.with_argo = mode, with_argo
+    cluster.with_monitoring = with_monitoring  # type: ignore[attr-defined]
     return cluster
+
+
+def _apiservice_wait(cluster: PlanCluster) -> Any:
+    """Records a wait for an APIService as a plan step (``apiservice``, its name)."""
+
+    def wait(kube: Any, name: str, **_: Any) -> None:
+        cluster.steps.append(Step("apiservice", names=[name]))
+
+    return wait
