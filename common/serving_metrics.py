@@ -115,3 +115,11 @@ def last_scrape(namespace: str, service: str) -> str:
     """When Prometheus last scraped each predictor pod (seconds since the epoch, by pod):
     the time of its latest ``up`` sample (the load test waits for one after the run)."""
     return f'timestamp(up{{job="{SCRAPE_JOB}",{selector(namespace, service)}}})'
+
+
+def within_objective(namespace: str, service: str, window: str = "1m") -> str:
+    """The fraction of requests answered within :data:`LATENCY_OBJECTIVE_S` over ``window``
+    (its bucket's count over the whole count; the objective is one of the buckets)."""
+    sel = selector(namespace, service)
+    within = f'sum(rate({LATENCY}_bucket{{{sel},le="{LATENCY_OBJECTIVE_S:g}"}}[{window}]))'
+    return f"{within} / sum(rate({LATENCY}_count{{{sel}}}[{window}]))"
