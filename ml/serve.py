@@ -7,8 +7,12 @@
 
 ``POST /v1/models/<name>:predict`` answers predictions; ``GET /v1/models/<name>`` is the
 readiness probe (200 once a version is loaded, 503 before); ``POST /v2/models/<name>/infer``
-and ``GET /v2/models/<name>/ready`` are the same in KServe's V2 protocol; ``GET /`` is
-liveness. Every other URL answers 404 (``ml/server/routes.py``). The server polls
+and ``GET /v2/models/<name>/ready`` are the same in KServe's V2 protocol (the Open Inference
+Protocol), with its other read-only routes: ``GET /v2/health/live``, ``GET
+/v2/health/ready`` (503 before a version loads), ``GET /v2`` (server metadata) and ``GET
+/v2/models/<name>`` (the served signatures' inputs and outputs); ``GET /`` is liveness;
+``GET /metrics`` is Prometheus's page (``ml/server/metrics.py``: every other request
+counted and timed). Every other URL answers 404 (``ml/server/routes.py``). The server polls
 ``--model-dir`` every ``--poll-interval`` seconds and serves the newest integer version
 directory (``ml/server/watcher.py``). Request forms and answers: ``ml/server/v1.py`` and
 ``ml/server/v2.py``. Answers ``{"predictions": [[10 probabilities], ...], "model_version":

@@ -1,9 +1,12 @@
 """The model server behind ``python -m ml.serve`` (``ml/serve.py``: its flags and ``main``).
 
     kserve_adapter   the served ``kserve.Model`` and KServe's REST server, bound to --host
-    routes           the documented routes only; every other URL a 404 that names them
+    routes           the documented routes only (V1, the V2 protocol's read-only routes,
+                     /metrics); every other URL a 404 that names them
+    metrics          ASGI, outermost: every request counted and timed, in a registry each
+                     server owns (Prometheus)
     v1               V1 REST bodies in, a validated batch out; the V1 answer
-    v2               V2 infer requests in, a validated batch out
+    v2               V2 infer requests in, a validated batch out; the model metadata
     instances        what V1 and V2 share: the limits, each image or pixel array checked
     image_header     image sizes from PNG/JPEG headers alone, nothing decoded
     errors           ClientError: a refused request, answered with its 4xx and why

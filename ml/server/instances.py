@@ -52,6 +52,10 @@ class ParsedRequest(NamedTuple):
     request_id: str = ""
     #: Decoded pixels of all the images (from their headers): the request's decoding cost.
     pixels: int = 0
+    #: V2 only: answer the outputs as binary data (KServe's ``InferRequest.use_binary_outputs``).
+    binary_outputs: bool = False
+    #: V2 only: the outputs asked for by name (``RequestedOutput``s), None when none were.
+    requested_outputs: Any = None
 
 
 # --------------------------------------------------------------------------- encoded images

@@ -1,6 +1,6 @@
 """The adapter to KServe 0.21: the served ``kserve.Model``, and KServe's REST server bound to
-``--host`` with the documented routes only, a body limit and error answers that say how to
-fix the request.
+``--host`` with the documented routes only, a body limit, metrics of every request and error
+answers that say how to fix the request.
 
 Import it through ``ml.serve.load_kserve`` (KServe parses ``sys.argv`` when first imported).
 
@@ -26,7 +26,7 @@ from typing import Any
 import kserve
 from fastapi.responses import JSONResponse
 from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
-from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
+from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady, ServerNotReady
 from kserve.metrics import PREDICT_HIST_TIME
 from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
 from kserve.protocol.rest.server import RESTServer
@@ -38,9 +38,10 @@ from ml.server.client_error import ClientError
 from ml.server.fast_predict import FastPredictRoute
 from ml.server.header_timeout import header_timeout_protocol
 from ml.server.instances import DEFAULT_MAX_INSTANCES, DEFAULT_MAX_REQUEST_PIXELS, ParsedRequest
-from ml.server.routes import add_route_error_handler, mount_documented_routes
+from ml.server.metrics import MetricsMiddleware, RouteTemplates, ServerMetrics, answered_by
+from ml.server.routes import ROUTES, add_route_error_handler, mount_documented_routes
 from ml.server.v1 import HINT, format_response, parse_request
-from ml.server.v2 import parse_v2_request
+from ml.server.v2 import parse_v2_request, signature_metadata
 from ml.server.watcher import VersionWatcher
 
 log = logging.getLogger("ml.serve")
@@ -51,7 +52,8 @@ class FashionMnistModel(kserve.Model):
     (concurrent requests batched: ``ml/server/batcher.py``); ``answer`` is the V1 predict route's
     direct path (``ml/server/fast_predict.py``).
 
-    Ready (``healthy``) once the watcher has loaded a version.
+    Ready (``healthy``) once the watcher has loaded a version. Its V2 model metadata
+    (``get_input_types``, ``get_output_types``) is that of the served version's signatures.
     """
 
     def __init__(self, name: str, watcher: VersionWatcher, **limits: int) -> None:
@@ -74,6 +76,19 @@ class FashionMnistModel(kserve.Model):
     def not_ready_reason(self) -> str:
         return f"No version loaded yet from {self.watcher.model_dir} (waiting for one)."
 
+    def get_input_types(self) -> list[dict]:
+        return signature_metadata(self._served().signatures)[0]
+
+    def get_output_types(self) -> list[dict]:
+        return signature_metadata(self._served().signatures)[1]
+
+    def _served(self) -> Any:
+        """The version served now; ModelNotReady (503, saying why) before one loads."""
+        current = self.watcher.current
+        if current is None:
+            raise ModelNotReady(self.name)
+        return current
+
     def preprocess(self, payload: Any, headers: Any = None) -> ParsedRequest:
         if isinstance(payload, InferRequest):  # REST /v2/models/<name>/infer
             return parse_v2_request(payload, **self.limits)
@@ -83,12 +98,13 @@ class FashionMnistModel(kserve.Model):
         version, probabilities = await self.batcher.predict(
             payload.signature_name, payload.inputs, payload.pixels
         )
-        if payload.form == "v2":
-            output = InferOutput(OUTPUT, list(probabilities.shape), "FP32")
-            output.set_data_from_numpy(probabilities, binary_data=False)
+        answered_by(version)
+        if payload.form == "v2":  # as JSON or binary data, as asked (KServe's to_rest)
+            output = InferOutput(OUTPUT, list(probabilities.shape), "FP32", probabilities)
             return InferResponse(
                 response_id=payload.request_id, model_name=self.name, infer_outputs=[output],
-                model_version=str(version),
+                model_version=str(version), use_binary_outputs=payload.binary_outputs,
+                requested_outputs=payload.requested_outputs,
             )  # fmt: skip
         return format_response(
             probabilities,
@@ -119,17 +135,21 @@ class FashionMnistModel(kserve.Model):
         super().stop()
 
 
-def configure_uvicorn(server: RESTServer, host: str, request_header_timeout: float) -> None:
-    """Make ``server`` listen on ``host`` with a deadline for request headers: the one
-    private detail of KServe touched here (its ``uvicorn.Config``, created with
-    ``host="0.0.0.0"`` and uvicorn's own HTTP protocol, and read when serving)."""
+def configure_uvicorn(
+    server: RESTServer, host: str, request_header_timeout: float, metrics: ServerMetrics
+) -> None:
+    """Make ``server`` listen on ``host`` with a deadline for request headers (the requests
+    its protocol refuses counted in ``metrics``): the one private detail of KServe touched
+    here (its ``uvicorn.Config``, created with ``host="0.0.0.0"`` and uvicorn's own HTTP
+    protocol, and read when serving)."""
     server.config.host = host
-    server.config.http = header_timeout_protocol(request_header_timeout)
+    server.config.http = header_timeout_protocol(request_header_timeout, metrics.refused_early)
 
 
 class BoundRESTServer(RESTServer):
     """KServe's REST server on ``host``: the documented routes only (``ml/server/routes.py``),
-    a deadline for request headers, a body limit and this server's error answers."""
+    a deadline for request headers, a body limit, this server's error answers, and its
+    metrics (``ml/server/metrics.py``: ``.metrics``, a registry of its own)."""
 
     def __init__(
         self,
@@ -142,7 +162,9 @@ class BoundRESTServer(RESTServer):
         **kw: Any,
     ) -> None:
         super().__init__(*a, **kw)
-        configure_uvicorn(self, host, request_header_timeout)
+        self.metrics = ServerMetrics(model.name, model.served_version)
+        model.batcher.on_call = self.metrics.observe_batch
+        configure_uvicorn(self, host, request_header_timeout, self.metrics)
         self.max_body_bytes = max_body_bytes
         self.model = model
         self.docs = docs
@@ -150,11 +172,20 @@ class BoundRESTServer(RESTServer):
     def create_application(self) -> None:
         super().create_application()  # KServe's middlewares, endpoints and error handlers
         app = kserve.model_server.app  # the FastAPI app create_application just set up
-        mount_documented_routes(app, self.dataplane, docs=self.docs)
-        app.add_middleware(FastPredictRoute, model_name=self.model.name, answer=self.model.answer)
-        app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)  # outermost
+        model = self.model
+        mount_documented_routes(
+            app,
+            self.dataplane,
+            docs=self.docs,
+            exposition=self.metrics.exposition,
+            served_version=model.served_version,
+        )
+        app.add_middleware(FastPredictRoute, model_name=model.name, answer=model.answer)
+        app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)
+        routes = RouteTemplates(((method, path) for method, path, _ in ROUTES), model.name)
+        app.add_middleware(MetricsMiddleware, metrics=self.metrics, routes=routes)  # outermost
         add_error_handlers(app, self.dataplane.model_registry)
-        add_route_error_handler(app, self.model.name, self.model.served_version)
+        add_route_error_handler(app, model.name, model.served_version)
 
 
 def add_error_handlers(app: Any, registry: Any) -> None:
@@ -180,10 +211,15 @@ def add_error_handlers(app: Any, registry: Any) -> None:
         detail = model.not_ready_reason() if hasattr(model, "not_ready_reason") else ""
         return JSONResponse(status_code=503, content={"error": f"{exc} {detail}".strip()})
 
+    async def server_not_ready(_: Any, exc: ServerNotReady) -> JSONResponse:
+        # KServe's handler logs a traceback for each: a probe before the first version
+        return JSONResponse(status_code=503, content={"error": str(exc)})
+
     app.add_exception_handler(ClientError, client_error)
     app.add_exception_handler(InvalidInput, invalid_input)
     app.add_exception_handler(ModelNotFound, not_found)
     app.add_exception_handler(ModelNotReady, not_ready)
+    app.add_exception_handler(ServerNotReady, server_not_ready)
 
 
 def model_server(args: argparse.Namespace) -> kserve.ModelServer:

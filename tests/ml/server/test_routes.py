@@ -1,6 +1,7 @@
 """ml.server.routes, through ml.serve's web app in process (``tests/support/serve_stub.py``):
-only the documented routes are mounted, every other URL, method or model version gets a 404
-or 405 naming what is served, and V2 bodies that are not V2 requests get a 400."""
+only the documented routes are mounted, none that changes state; every other URL, method or
+model version gets a 404 or 405 naming what is served; the Open Inference Protocol's
+read-only routes answer as it says; and V2 bodies that are not V2 requests get a 400."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ DOCUMENTED_ROUTES = [
     ("GET", "/"),
     ("GET", "/v1/models/{model_name}"),
     ("POST", "/v1/models/{model_name}:predict"),
+    ("GET", "/v2/health/live"),
+    ("GET", "/v2/health/ready"),
+    ("GET", "/v2"),
+    ("GET", "/v2/models/{model_name}"),
     ("GET", "/v2/models/{model_name}/ready"),
     ("POST", "/v2/models/{model_name}/infer"),
+    ("GET", "/metrics"),
 ]
 
 
@@ -61,14 +67,13 @@ def test_repository_unload_and_load_are_404_and_the_model_stays_ready(client, ve
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("GET", "/metrics"),
         ("GET", "/openapi.json"),
         ("GET", "/docs"),
         ("GET", "/v1/models"),
-        ("GET", "/v2"),
-        ("GET", "/v2/health/live"),
         ("GET", "/v2/models"),
-        ("GET", f"/v2/models/{MODEL}"),
+        ("GET", "/v2/repository/index"),
+        ("POST", "/v2/repository/index"),
+        ("GET", "/v2/health/startup"),
         ("GET", "/no/such/path"),
     ],
 )
@@ -78,6 +83,40 @@ def test_other_urls_are_404_naming_the_served_routes(client, method, path) -> No
     error = answer.json()["error"]
     assert error.startswith(f"{method} {path}: no such route; this server answers ")
     assert f"POST /v1/models/{MODEL}:predict (V1 predict)" in error
+
+
+@pytest.mark.parametrize(
+    "path", [path for method, path in DOCUMENTED_ROUTES if method == "GET" and path != "/"]
+)
+def test_the_read_only_routes_refuse_other_methods_with_405(client, path) -> None:
+    url = path.format(model_name=MODEL)
+    for method in ("POST", "PUT", "DELETE"):
+        answer = client.request(method, url)
+        assert answer.status_code == 405, (method, url, answer.text)
+        assert answer.json()["error"] == f"{method} {url}: method not allowed; use GET"
+
+
+def test_v2_liveness_readiness_and_server_metadata(client) -> None:
+    assert client.get("/v2/health/live").json() == {"live": True}
+    assert client.get("/v2/health/ready").json() == {"ready": True}
+    metadata = client.get("/v2").json()
+    assert metadata["name"] == "kserve" and metadata["version"].startswith("0.21.")
+    # Binary tensors in and out; not KServe's model repository extension: its routes are 404.
+    assert metadata["extensions"] == ["binary_tensor_data"]
+
+
+def test_v2_model_metadata_names_the_served_version_and_unknown_models_are_404(client) -> None:
+    answer = client.get(f"/v2/models/{MODEL}")
+    assert answer.status_code == 200, answer.text
+    # The stub version has no signatures (the real ones: test_clients.py).
+    assert answer.json() == {
+        "name": MODEL, "versions": [str(VERSION)], "platform": "", "inputs": [], "outputs": []
+    }  # fmt: skip
+    answer = client.get("/v2/models/mnist")
+    assert answer.status_code == 404
+    assert answer.json()["error"] == (
+        f"Model with name mnist does not exist. This server serves: {MODEL}."
+    )
 
 
 def test_a_served_path_with_another_method_is_405_naming_the_method(client) -> None:
@@ -94,6 +133,7 @@ def test_a_served_path_with_another_method_is_405_naming_the_method(client) -> N
     [
         ("POST", f"/v2/models/{MODEL}/versions/999/infer", f"/v2/models/{MODEL}/infer"),
         ("GET", f"/v2/models/{MODEL}/versions/999/ready", f"/v2/models/{MODEL}/ready"),
+        ("GET", f"/v2/models/{MODEL}/versions/999", f"/v2/models/{MODEL}"),
         ("POST", f"/v2/models/{MODEL}/versions/{VERSION}/infer", f"/v2/models/{MODEL}/infer"),
     ],
 )
@@ -119,6 +159,7 @@ def v2_binary(header: dict, data: bytes = b"") -> tuple[bytes, dict[str, str]]:
 
 PIXELS = np.zeros((1, 28, 28, 1), np.float32)
 PIXELS_TENSOR = {"name": "pixels", "datatype": "FP32", "shape": [1, 28, 28, 1]}
+SIZE_8 = {"binary_data_size": 8}
 
 
 @pytest.mark.parametrize(
@@ -138,10 +179,34 @@ PIXELS_TENSOR = {"name": "pixels", "datatype": "FP32", "shape": [1, 28, 28, 1]}
             "inputs: Input should be a valid array",
             id="inputs 5",
         ),
-        pytest.param(*v2_binary({}), "KeyError: 'inputs'", id="binary: no inputs"),
-        pytest.param(*v2_binary([]), "TypeError", id="binary: JSON part a list"),
+        pytest.param(*v2_binary({}), "inputs: Field required", id="binary: no inputs"),
         pytest.param(
-            *v2_binary({"inputs": [{"name": "pixels"}]}), "KeyError", id="binary: no shape"
+            *v2_binary([]),
+            "body: Input should be an object",
+            id="binary: JSON part a list",
+        ),
+        pytest.param(
+            *v2_binary({"inputs": [{"name": "pixels"}]}),
+            "inputs.0.shape: Field required",
+            id="binary: no shape",
+        ),
+        pytest.param(
+            *v2_binary({"inputs": [PIXELS_TENSOR]}),
+            "input 'pixels' has no data and no binary_data_size",
+            id="binary: neither data nor size",
+        ),
+        pytest.param(
+            *v2_binary(
+                {"inputs": [{**PIXELS_TENSOR, "parameters": {"binary_data_size": 8}}]}, b"1234"
+            ),
+            "the binary data is 4 bytes; the inputs' binary_data_size add up to 8",
+            id="binary: data shorter than its size",
+        ),
+        pytest.param(
+            b"{}",
+            {"inference-header-content-length": "3"},
+            "ValueError: Inference-Header-Content-Length is 3; the body is 2 bytes",
+            id="binary: header longer than the body",
         ),
         pytest.param(
             b"{}",
@@ -152,7 +217,7 @@ PIXELS_TENSOR = {"name": "pixels", "datatype": "FP32", "shape": [1, 28, 28, 1]}
         pytest.param(
             b"[" * 100_000,
             {"inference-header-content-length": "100000"},
-            "depth limit exceeded",
+            "recursion limit exceeded",
             id="binary: nested 100000 deep",
         ),
     ],
