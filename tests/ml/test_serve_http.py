@@ -3,9 +3,10 @@ bad requests get a 4xx and the server keeps serving, the body and request-pixel 
 infer, the listening sockets, a server waiting for its first version, the request-header
 timeout, and a new version swapped in under load.
 
-The tests start ``python -m ml.serve`` as subprocesses on free 127.0.0.1 ports:
-``server`` serves a small randomly initialised export, ``empty_server``
-starts on an empty model directory. Both are terminated in fixture finalizers.
+The tests start ``python -m ml.serve`` as subprocesses on free 127.0.0.1 ports
+(tests/ml/server/serve_process.py): ``server`` serves a small randomly initialised export,
+``empty_server`` starts on an empty model directory. Both are terminated in fixture
+finalizers.
 """
 
 from __future__ import annotations
@@ -13,16 +14,11 @@ from __future__ import annotations
 import http.client
 import json
 import math
-import os
 import select
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +28,10 @@ import pytest
 from ml.data import CLASS_NAMES
 from ml.select import publish
 from ml.server import instances
+from tests.ml.server.serve_process import Server, export_test_model, http_json, wait_for
 from tests.support.serve_requests import (
     BAD_REQUESTS,
     MAX_BODY_BYTES,
-    MAX_INSTANCES,
     MODEL,
     SMALL_PNG,
     ZEROS,
@@ -44,125 +40,7 @@ from tests.support.serve_requests import (
     huge_png,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-STARTUP_SECONDS = 90
 HEADER_TIMEOUT = 1.0  # the empty server's --request-header-timeout
-
-
-_handed_out: set[int] = set()
-
-
-def free_port() -> int:
-    """A free 127.0.0.1 port, never the same twice, never 8081 (KServe's default gRPC port,
-    which the tests check stays unused)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 8081 and port not in _handed_out:
-            _handed_out.add(port)
-            return port
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, log: Callable = str) -> Any:
-    """Poll ``condition`` until it returns a truthy value or ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n{log()}")
-        time.sleep(0.05)
-
-
-class Server:
-    """``python -m ml.serve`` as a subprocess, its output in a log file."""
-
-    def __init__(self, model_dir: Path, log_path: Path, *extra: str) -> None:
-        self.model_dir = model_dir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        command = [
-            sys.executable, "-m", "ml.serve", "--model-dir", str(model_dir),
-            "--model-name", MODEL, "--host", "127.0.0.1", "--http-port", str(self.port),
-            "--poll-interval", "0.2", "--max-instances", str(MAX_INSTANCES),
-            "--max-body-bytes", str(MAX_BODY_BYTES), *extra,
-        ]  # fmt: skip
-        with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def log_tail(self) -> str:
-        return "--- server log (tail) ---\n" + "\n".join(self.log().splitlines()[-40:])
-
-    def get(self, path: str) -> tuple[int, Any]:
-        return http_json("GET", self.url + path)
-
-    def predict(self, body: Any, model: str = MODEL, **headers: str) -> tuple[int, Any]:
-        data = body.data if isinstance(body, Raw) else json.dumps(body).encode()
-        content_type = body.content_type if isinstance(body, Raw) else "application/json"
-        headers = {"Content-Type": content_type, **headers}
-        return http_json("POST", f"{self.url}/v1/models/{model}:predict", data, headers)
-
-    def _answers(self, path: str, statuses: tuple[int, ...]) -> bool:
-        assert self.proc.poll() is None, f"server exited with {self.proc.returncode}"
-        try:
-            return self.get(path)[0] in statuses
-        except OSError:  # not listening yet
-            return False
-
-    def wait_live(self) -> None:
-        wait_for(lambda: self._answers("/", (200,)), STARTUP_SECONDS, "liveness", self.log_tail)
-
-    def wait_ready(self) -> None:
-        wait_for(
-            lambda: self._answers(f"/v1/models/{MODEL}", (200,)),
-            STARTUP_SECONDS,
-            "readiness",
-            self.log_tail,
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def listening(self) -> set[tuple[str, int]]:
-        """(ip, port) of every listening TCP and bound UDP socket of the server's processes."""
-        import psutil
-
-        proc = psutil.Process(self.proc.pid)
-        found = set()
-        for p in (proc, *proc.children(recursive=True)):
-            conns = getattr(p, "net_connections", None) or p.connections  # psutil 6 / 5
-            for c in conns(kind="inet"):
-                if c.status in (psutil.CONN_LISTEN, psutil.CONN_NONE) and c.laddr:
-                    found.add((c.laddr.ip, c.laddr.port))
-        return found
-
-
-def http_json(
-    method: str, url: str, data: bytes | None = None, headers: dict | None = None
-) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        with e:
-            return e.code, json.loads(e.read())
 
 
 @pytest.fixture(scope="module")
@@ -175,12 +53,7 @@ def real_images(shared_data_dir: Path) -> np.ndarray:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> Path:
     """A randomly initialised cnn, exported once (its outputs vary across images)."""
-    from ml.export import export_model
-    from ml.models import build_model
-
-    path = tmp_path_factory.mktemp("export") / "model"
-    export_model(build_model("cnn", seed=7), path)
-    return path
+    return export_test_model(tmp_path_factory.mktemp("export") / "model")
 
 
 @pytest.fixture(scope="module")
