@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from k8s import prometheus
 from k8s.manifests.names import (
     K8S_NODE_PORT_RANGE,
     MAX_SERVICE_NAME,
@@ -16,6 +17,7 @@ from k8s.settings import (
     ACCESS_MODES,
     CLUSTER_RUNTIMES,
     PREDICTORS,
+    SCALE_METRICS,
     SERVING_MODES,
     Resources,
     Settings,
@@ -187,12 +189,27 @@ def _check_serving(s: Settings) -> None:
         raise ValueError(
             f"container concurrency must be 0 (unlimited) or more, got {s.container_concurrency}"
         )
+    _check_scale_metric(s)
     low, high = K8S_NODE_PORT_RANGE
     if not low <= s.ingress_node_port <= high:
         raise ValueError(
             f"ingress node port {s.ingress_node_port} is outside Kubernetes' NodePort range "
             f"{low}-{high}"
         )
+
+
+def _check_scale_metric(s: Settings) -> None:
+    """A known metric; requests (concurrency, rps) only in standard mode (Knative's own
+    autoscaler scales on concurrency), and with a Prometheus to read them from."""
+    _check_choice("scale metric", s.scale_metric, SCALE_METRICS)
+    if s.prometheus:
+        prometheus.parse_ref(s.prometheus)
+    if s.scale_metric == "cpu" or s.serving_mode == "standard":
+        return
+    raise ValueError(
+        f"--scale-metric {s.scale_metric} is for standard serving mode: knative mode scales on "
+        "concurrent requests per replica (Knative's autoscaler, --target)"
+    )
 
 
 def check_min_accuracy(min_accuracy: float) -> None:

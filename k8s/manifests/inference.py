@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s import versions
+from common import serving_metrics
+from k8s import prometheus, versions
 from k8s.manifests.names import (
     COMPONENT_LABEL,
     HPA_CPU_TARGET_PERCENT,
@@ -24,8 +25,13 @@ from k8s.manifests.names import (
 )
 from k8s.manifests.placement import predictor_placement, volume_labels
 from k8s.manifests.pods import base_env, container_security_context, env_list, meta
-from k8s.settings import Resources, Settings
+from k8s.settings import REQUEST_METRICS, Resources, Settings
 from ml import contract
+
+# The window of the request rate KEDA scales on (rps): short, so that scaling follows a load
+# within a few scrapes (serving_metrics.SCRAPE_INTERVAL_S), long enough for rate() to have
+# several samples.
+RATE_WINDOW = "30s"
 
 _SERVE = contract.serve(KSERVE_MODEL_DIR, "{{.Name}}", host="0.0.0.0", http_port=PREDICTOR_PORT)
 
@@ -69,6 +75,57 @@ def serving_runtime(s: Settings) -> dict[str, Any]:
     }
 
 
+# What KServe makes per autoscaler class in standard mode, named ``<service>-predictor``
+# and owned by the InferenceService. It deletes neither when the class changes:
+# `deploy` does (runtime.cluster.serving).
+AUTOSCALER_OBJECTS = {
+    "hpa": ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    "keda": ("keda.sh/v1alpha1", "ScaledObject"),
+}
+
+
+def _keda(s: Settings) -> bool:
+    """Standard mode scaling on requests: KServe's KEDA class, on a Prometheus query."""
+    return s.serving_mode == "standard" and s.scale_metric in REQUEST_METRICS
+
+
+def autoscaler_class(s: Settings) -> str:
+    """Standard mode's ``serving.kserve.io/autoscalerClass``: keda or hpa."""
+    return "keda" if _keda(s) else "hpa"
+
+
+def predictor_name(s: Settings) -> str:
+    """The name KServe gives the predictor's Deployment and its autoscaler (standard mode)."""
+    return f"{s.service}-predictor"
+
+
+def request_query(s: Settings) -> str:
+    """The PromQL KEDA scales on: requests in flight, or per second, all pods together."""
+    if s.scale_metric == "concurrency":
+        return serving_metrics.in_flight(s.namespace, s.service)
+    return serving_metrics.request_rate(s.namespace, s.service, window=RATE_WINDOW)
+
+
+def keda_autoscaling(s: Settings) -> dict[str, Any]:
+    """KServe 0.20's KEDA form (``autoScaling.metrics``, one External Prometheus metric).
+
+    KServe makes a ScaledObject whose Prometheus trigger has ``threshold`` = the target's
+    value and no ``metricType``, so KEDA gives the HPA an AverageValue target: the HPA
+    divides the query's total by the replicas, and ``desired = ceil(total / target)``.
+    The target is per replica, as Knative's concurrency target is (KServe's webhook wants
+    the target typed Value, and ignores the type when it builds the trigger).
+    """
+    ref = prometheus.ref(s)
+    if ref is None:
+        raise ValueError(
+            f"--scale-metric {s.scale_metric} needs a Prometheus: `invoke up --with-monitoring`, "
+            f"or name yours in {prometheus.SETTING}"
+        )
+    metric = {"backend": "prometheus", "serverAddress": ref.address, "query": request_query(s)}
+    target = {"type": "Value", "value": str(s.target)}
+    return {"metrics": [{"type": "External", "external": {"metric": metric, "target": target}}]}
+
+
 def _isvc_annotations(s: Settings) -> dict[str, str]:
     if s.serving_mode == "knative":
         return {
@@ -83,8 +140,9 @@ def _isvc_annotations(s: Settings) -> dict[str, str]:
         IMAGE_ANNOTATION: s.image,
         "serving.kserve.io/deploymentMode": "Standard",
         # KServe's webhook checks scaleMetric/scaleTarget against the HPA rules only
-        # with this class named explicitly (else it applies Knative's, refusing cpu).
-        "serving.kserve.io/autoscalerClass": "hpa",
+        # with this class named explicitly (else it applies Knative's, refusing cpu); with
+        # keda, KServe hands a ScaledObject to KEDA instead of making an HPA.
+        "serving.kserve.io/autoscalerClass": autoscaler_class(s),
     }
 
 
@@ -114,7 +172,9 @@ def inference_service(s: Settings) -> dict[str, Any]:
         "minReplicas": s.min_replicas,
         "maxReplicas": s.max_replicas,
     }
-    if s.serving_mode == "standard":
+    if _keda(s):  # KServe refuses scaleMetric with KEDA
+        predictor["autoScaling"] = keda_autoscaling(s)
+    elif s.serving_mode == "standard":
         predictor["scaleMetric"] = "cpu"
         predictor["scaleTarget"] = HPA_CPU_TARGET_PERCENT
     if s.container_concurrency is not None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from common import serving_metrics
 from k8s import manifests as m
 from k8s import versions
 from k8s.settings import PREDICTORS, PROVIDERS
+from tests.support import k8s_schemas
 from tests.support.manifests_kit import all_objects, by_kind, one, settings
 
 
@@ -121,3 +123,49 @@ def test_predictor_is_ready_only_when_a_model_answers():
     probe = container["readinessProbe"]["httpGet"]
     assert probe == {"path": "/v1/models/tf-mnist", "port": 8080}
     assert container["ports"][0]["containerPort"] == 8080
+
+
+# ------------------------------------------------------------------ KEDA (--scale-metric)
+KEDA_CASES = [
+    ("concurrency", {"with_monitoring": True}, "http://distml-prometheus.kubeflow.svc:9090"),
+    ("rps", {"prometheus": "monitoring/prom:9091"}, "http://prom.monitoring.svc:9091"),
+]
+
+
+@pytest.mark.parametrize(("metric", "where", "address"), KEDA_CASES)
+def test_request_metrics_give_kserves_keda_form_strictly_valid(metric, where, address) -> None:
+    s = settings(serving_mode="standard", scale_metric=metric, target=4, **where)
+    isvc = m.inference_service(s)
+    assert k8s_schemas.validate(isvc) == []
+    assert isvc["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "keda"
+    predictor = isvc["spec"]["predictor"]
+    # KServe's webhook refuses scaleMetric with KEDA, and wants an External target's value.
+    assert "scaleMetric" not in predictor and "scaleTarget" not in predictor
+    (one_metric,) = predictor["autoScaling"]["metrics"]
+    external = one_metric["external"]
+    assert one_metric["type"] == "External" and external["metric"]["backend"] == "prometheus"
+    assert external["metric"]["serverAddress"] == address
+    assert external["target"] == {"type": "Value", "value": "4"}
+    queries = {
+        "concurrency": serving_metrics.in_flight("kubeflow", "tf-mnist"),
+        "rps": serving_metrics.request_rate("kubeflow", "tf-mnist", window="30s"),
+    }
+    assert external["metric"]["query"] == queries[metric]
+
+
+def test_a_request_metric_without_a_prometheus_is_refused_by_the_builder() -> None:
+    with pytest.raises(ValueError, match=r"--scale-metric rps needs a Prometheus"):
+        m.inference_service(settings(serving_mode="standard", scale_metric="rps"))
+
+
+@pytest.mark.parametrize("metric", ["rps", "concurrency", "memory"])
+def test_knative_mode_and_unknown_metrics_are_refused(metric) -> None:
+    with pytest.raises(ValueError, match=r"standard serving mode|unknown scale metric"):
+        m.check_settings(settings(scale_metric=metric, with_monitoring=True))
+
+
+def test_cpu_is_the_hpa_as_before_whatever_monitoring_there_is() -> None:
+    s = settings(serving_mode="standard", with_monitoring=True)
+    predictor = m.inference_service(s)["spec"]["predictor"]
+    assert (predictor["scaleMetric"], predictor["scaleTarget"]) == ("cpu", 80)
+    assert "autoScaling" not in predictor
