@@ -14,7 +14,7 @@ from typing import Any
 from common.errors import DistmlError
 from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE, is_duration
 from k8s.manifests.names import is_dns_subdomain
-from k8s.settings import PREDICTORS, SERVING_MODES
+from k8s.settings import PREDICTORS, SCALE_METRICS, SERVING_MODES
 from ml import contract
 
 DEFAULT_CONCURRENCY = 5
@@ -103,6 +103,7 @@ class UpRequest:
     base: str | None = _needs("cluster", "--base")
     base_image: str | None = _needs("cluster", "--base-image")
     with_argo: bool = _needs("cluster", "--with-argo", False)
+    with_monitoring: bool = _needs("cluster", "--with-monitoring", False)
     install_operators: bool = _needs("cluster", "--install-operators", False)
     storage_class: str | None = _needs("cluster", "--storage-class")
 
@@ -143,11 +144,15 @@ class DeployRequest:
     min_replicas: int | None = _needs("scales_out", "--min-replicas")
     max_replicas: int | None = _needs("scales_out", "--max-replicas")
     container_concurrency: int | None = _needs("scales_out", "--container-concurrency")
+    # Standard mode: what drives scaling (None: cpu). concurrency / rps need Prometheus and
+    # KEDA (`up --with-monitoring`); without them the cluster runtime says so and uses cpu.
+    scale_metric: str | None = _needs("scales_out", "--scale-metric")
     request_logger: bool = _needs("cluster", "--request-logger", False)
     http_port: int = _needs("local_port", "--http-port", DEFAULT_HTTP_PORT)
 
     def __post_init__(self) -> None:
         _one_of("--predictor", self.predictor, PREDICTORS)
+        _one_of("--scale-metric", self.scale_metric, SCALE_METRICS)
         _fraction("--min-accuracy", self.min_accuracy)
         for flag, value in (
             ("--target", self.target),

@@ -57,11 +57,17 @@ class State:
     # -- cluster
     serving_mode: str | None = None  # knative or standard: a set-up cluster keeps its mode
     argo: bool = False  # `up --with-argo` installed Argo Workflows
+    # `up --with-monitoring` installed distml's Prometheus (and KEDA in standard mode)
+    monitoring: bool = False
     image: str | None = None  # the project image `up` imported into the cluster
     built_images: tuple[str, ...] = ()  # what `down --purge` removes from Docker
     deployed: bool = False  # `deploy` made the InferenceService Ready
     target: int | None = None  # `deploy`'s autoscaling target, for the load test's plan
     max_replicas: int | None = None  # `deploy`'s replica cap, for the load test's plan
+    # What drives the predictor's scaling as `deploy` applied it: knative mode's concurrency
+    # autoscaler ("concurrency"); standard mode's HPA on CPU ("cpu"), or KEDA on requests in
+    # flight ("concurrency") or per second ("rps"). For `status` and the load test's plan.
+    scale_metric: str | None = None
     instance: str | None = None  # this work dir's id: the label on every object it writes
     volume_uid: str | None = None  # the PVC `up` made: `down` deletes that claim and no other
     # -- an existing cluster (`--runtime existing`)
@@ -136,11 +142,13 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "train_pids": _tuple_of(_is_int),
     "serving_mode": _str,
     "argo": _bool,
+    "monitoring": _bool,
     "image": _str,
     "built_images": _tuple_of(lambda x: isinstance(x, str)),
     "deployed": _bool,
     "target": _int,
     "max_replicas": _int,
+    "scale_metric": _str,
     "instance": _label_value,
     "volume_uid": _str,
     "context": _str,

@@ -63,6 +63,9 @@ ns.configure(
             # Istio's gateway Service when `up --install-operators` installs it on an
             # existing cluster ("": ClusterIP; LoadBalancer only when asked for)
             "istio_gateway_type": "",
+            # A Prometheus of yours for `status` and `deploy --scale-metric` (KEDA's trigger):
+            # NAMESPACE/SERVICE:PORT ("": distml's own, `up --with-monitoring`)
+            "prometheus": "",
             **dict.fromkeys(CPU_REQUEST_SETTINGS, ""),  # "": the built-in requests
         },
     }

@@ -27,6 +27,10 @@ from tasks.chooser import runtime as _runtime
         "base-image": "cluster: base image for the project image",
         "with-argo": "cluster: also install Argo Workflows (pinned; namespace argo) for "
         "`invoke workflow`; kept by later `up`s, removed by `down --keep-cluster`",
+        "with-monitoring": "cluster: also install distml's Prometheus in its namespace (read "
+        "by `status`; scrapes the model server) and, in standard mode, KEDA (pinned; "
+        "cluster-wide: an existing cluster needs --install-operators) for `deploy "
+        "--scale-metric`; kept by later `up`s, removed by `down --keep-cluster`",
         "context": "existing runtime: the kubeconfig context (default: cluster.context; "
         "the first `up` needs one named, never kubectl's current one); recorded, with the "
         "cluster behind it, for the later tasks",
@@ -44,6 +48,7 @@ def up(
     base=None,
     base_image=None,
     with_argo=False,
+    with_monitoring=False,
     context=None,
     install_operators=False,
     storage_class=None,
@@ -58,6 +63,7 @@ def up(
         base=base,
         base_image=base_image,
         with_argo=with_argo,
+        with_monitoring=with_monitoring,
         install_operators=install_operators,
         storage_class=storage_class,
     )
@@ -147,10 +153,15 @@ def train(
         "(KServe's TF Serving runtime; cluster only)",
         "min-accuracy": "refuse to publish a winner below this validation accuracy (0-1)",
         "force": "publish the winner even if worse than what is serving",
-        "target": "cluster: autoscaling target, concurrent requests per replica (default 1)",
+        "target": "cluster: autoscaling target per replica: concurrent requests (default 1), "
+        "or with --scale-metric rps requests per second (default 50)",
         "min-replicas": "cluster: minimum predictor replicas (default 1)",
         "max-replicas": "cluster: maximum predictor replicas (default 8)",
         "container-concurrency": "cluster: hard limit of requests per replica (default: none)",
+        "scale-metric": "cluster, standard mode: what drives scaling: cpu (default; an HPA), "
+        "concurrency (requests in flight) or rps (requests per second), both KEDA on "
+        "Prometheus (`up --with-monitoring`; without it, cpu, said in one line); knative "
+        "mode scales on concurrency",
         "request-logger": "cluster: log every request/response to a message-dumper pod",
         "http-port": "local runtime: the server's port on 127.0.0.1 (default 8080)",
     }
@@ -165,6 +176,7 @@ def deploy(
     min_replicas=None,
     max_replicas=None,
     container_concurrency=None,
+    scale_metric=None,
     request_logger=False,
     http_port=None,
 ):
@@ -180,6 +192,7 @@ def deploy(
         min_replicas=_int("--min-replicas", min_replicas),
         max_replicas=_int("--max-replicas", max_replicas),
         container_concurrency=_int("--container-concurrency", container_concurrency),
+        scale_metric=scale_metric or None,
         request_logger=request_logger,
         http_port=_int("--http-port", http_port, int(c.config.http_port)),
     )

@@ -83,6 +83,7 @@ def cluster_runtime(c, name, wd, *, for_up=False, for_down=False, context=None):
             volume_access=str(cluster.get("volume_access") or ""),
             image_pull_secret=str(cluster.get("image_pull_secret") or ""),
             istio_gateway_type=str(cluster.get("istio_gateway_type") or ""),
+            prometheus=_prometheus(cluster),
             out=out,
         )
     except ValueError as e:  # a setting this provider cannot honour
@@ -155,6 +156,19 @@ def _namespace(name, wd, cluster, for_up):
             flush=True,
         )
     return recorded
+
+
+def _prometheus(cluster):
+    """``cluster.prometheus`` ("NAMESPACE/SERVICE:PORT"), checked ("" when unset)."""
+    from k8s.prometheus import parse_ref
+
+    value = str(cluster.get("prometheus") or "").strip()
+    if not value:
+        return ""
+    try:
+        return str(parse_ref(value))
+    except ValueError as e:
+        raise Exit(f"error: {e}", code=2) from e
 
 
 def _registry(cluster):

@@ -95,6 +95,7 @@ class ClusterRuntime:
         volume_access: str = "",
         image_pull_secret: str = "",
         istio_gateway_type: str = "",
+        prometheus: str = "",
         out: Out = print,
         kube: Kube | None = None,
         clock: Any = time,
@@ -127,6 +128,7 @@ class ClusterRuntime:
             volume_access=volume_access,
             image_pull_secret=image_pull_secret,
             istio_gateway_type=istio_gateway_type,
+            prometheus=prometheus,
         )
         self.name = provider_name
         self.registry = registry
@@ -159,6 +161,7 @@ class ClusterRuntime:
             base=request.base,
             base_image=request.base_image,
             with_argo=request.with_argo,
+            with_monitoring=request.with_monitoring,
             install_operators=request.install_operators,
             storage_class=request.storage_class,
             preflight=self._preflight,

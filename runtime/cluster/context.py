@@ -49,6 +49,7 @@ class ClusterContext:
     volume_access: str = ""  # cluster.volume_access ("" decided from the class: k8s.storage)
     image_pull_secret: str = ""  # cluster.image_pull_secret
     istio_gateway_type: str = ""  # cluster.istio_gateway_type ("": ClusterIP)
+    prometheus: str = ""  # cluster.prometheus: the user's Prometheus, NAMESPACE/SERVICE:PORT
     _kube: Kube | None = field(default=None, init=False, repr=False)
 
     @property
@@ -103,6 +104,8 @@ class ClusterContext:
             service=self.service,
             serving_mode=state.serving_mode or "knative",
             with_argo=state.argo,
+            with_monitoring=state.monitoring,
+            prometheus=self.prometheus,
             ingress_node_port=self.provider.ingress_node_port,
             manifest_mirror=self.manifest_mirror,
             # What `up` made the volume with wins (a claim's spec cannot change), when it

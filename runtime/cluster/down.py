@@ -11,7 +11,7 @@ from k8s import manifests
 from k8s.argo_status import WORKFLOW_API, WORKFLOW_KIND
 from k8s.manifests.names import INSTANCE_LABEL
 from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
-from k8s.operators import Installer
+from k8s.operators import Installer, components
 from k8s.ownership import owned, owner
 from k8s.settings import Settings
 from runtime.cluster.apply import delete_and_wait
@@ -33,6 +33,7 @@ OURS: tuple[tuple[str, str], ...] = (
     ("v1", "Pod"),
     (DEPLOYMENT_API, "Deployment"),
     ("v1", "Service"),
+    ("v1", "ConfigMap"),  # distml's Prometheus's configuration (up --with-monitoring)
 )
 PVC_DELETE_TIMEOUT_S = 300
 # What `up` recorded of the cluster it set up and the volume it made there (None: cleared).
@@ -59,9 +60,12 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
         # Never the cluster, its operators or CRDs (Argo's included), or anyone else's objects.
         _delete_objects(cx)
     elif keep_cluster:
-        _delete_objects(cx)
+        _delete_objects(cx)  # the InferenceService, and its ScaledObject, first
+        installer = Installer(cx.c, cx.kube, p, cx.settings(), cx.out, cx.clock)
         if state.argo:
-            Installer(cx.c, cx.kube, p, cx.settings(), cx.out, cx.clock).remove_argo()
+            installer.remove_argo()
+        if state.monitoring and "keda" in _steps(cx.settings()):
+            installer.remove_keda()
     elif p.exists(cx.c):
         cx.out(f"deleting cluster {p.cluster} ({p.name}) and everything in it")
         p.delete(cx.c)
@@ -76,10 +80,16 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
             up=False,
             deployed=False,
             argo=None,  # removed above, or gone with the cluster
+            monitoring=None,  # likewise (on a cluster distml did not create: KEDA stays)
+            scale_metric=None,
             serving_mode=state.serving_mode if keep_cluster or not owned else None,
             **CLUSTER_RECORD,  # the next `up` may choose another context, class, mode
         )
     return 0
+
+
+def _steps(s: Settings) -> tuple[str, ...]:
+    return components(s.provider, s.serving_mode, s.with_argo, s.with_monitoring)
 
 
 def forget(wd: Workdir, out: Out) -> int:
@@ -93,6 +103,8 @@ def forget(wd: Workdir, out: Out) -> int:
         up=False,
         deployed=False,
         argo=None,
+        monitoring=None,
+        scale_metric=None,
         runtime=None,
         serving_mode=None,
         **CLUSTER_RECORD,

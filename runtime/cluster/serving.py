@@ -7,15 +7,20 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from k8s import manifests
+from common import serving_metrics
+from k8s import manifests, prometheus
 from k8s.cluster_poll import WaitError
 from k8s.isvc_wait import wait_isvc_ready
+from k8s.kube import KubeError
+from k8s.manifests import inference
 from k8s.objects import ISVC_API, ReplicaCounter
+from k8s.operator_check import survey
+from k8s.operators import KEDA_NAMESPACE
 from k8s.settings import Settings
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
@@ -33,12 +38,25 @@ PREDICTOR_START_S = 60  # scheduling, TensorFlow import, model load, readiness p
 SETTLE_S = {
     "standard": HPA_SYNC_S + METRIC_RESOLUTION_S + PREDICTOR_START_S,
     "knative": PREDICTOR_START_S,  # the KPA's panic mode reacts within its 6 s window
+    # KEDA (standard mode, --scale-metric concurrency|rps): the HPA asks KEDA's metrics
+    # server, which queries Prometheus, whose numbers are a scrape old.
+    "keda": HPA_SYNC_S + serving_metrics.SCRAPE_INTERVAL_S + PREDICTOR_START_S,
 }
+# `deploy --scale-metric rps` without --target: requests per second per replica. About half
+# what one predictor answered at full load on the kind runs (265 req/s from 3 replicas on
+# 2 cores: benchmarks/results/kind-integration-2026-12-02.md).
+DEFAULT_RPS_TARGET = 50
 
 
 def expected_replicas(concurrency: int, target: int, max_replicas: int) -> int:
     """What Knative's KPA should reach: ceil(in flight / (target x 70%)), capped."""
     return min(max_replicas, math.ceil(concurrency / (target * KPA_TARGET_UTILISATION)))
+
+
+def keda_expected_replicas(concurrency: int, target: int, max_replicas: int) -> int:
+    """What KEDA's HPA should reach on requests in flight: ceil(in flight / target), capped
+    (an AverageValue target: k8s.manifests.inference.keda_autoscaling)."""
+    return min(max_replicas, math.ceil(concurrency / target))
 
 
 # --------------------------------------------------------------------------- deploy
@@ -54,6 +72,7 @@ def deploy(cx: ClusterContext, request: DeployRequest, timeout: float) -> int:
         container_concurrency=request.container_concurrency,
         request_logger=request.request_logger,
     )
+    s = _scaling(cx, s, request)
     cx.check_image(state, s)
     cx.check_namespace()  # labelled since `up`? the predictor would never get its model
     cx.out("== selection")
@@ -75,9 +94,70 @@ def deploy(cx: ClusterContext, request: DeployRequest, timeout: float) -> int:
         )
     except WaitError as e:
         raise ClusterError(f"the InferenceService did not become Ready: {e}") from e
-    cx.wd.update_state(deployed=True, target=s.target, max_replicas=s.max_replicas)
+    cx.wd.update_state(
+        deployed=True, target=s.target, max_replicas=s.max_replicas, scale_metric=drives(s)
+    )
     _print_access(cx, s, url)
     return 0
+
+
+def drives(s: Settings) -> str:
+    """What scales the predictor: knative mode's concurrency, else the scale metric."""
+    return "concurrency" if s.serving_mode == "knative" else s.scale_metric
+
+
+def _scaling(cx: ClusterContext, s: Settings, request: DeployRequest) -> Settings:
+    """The scale metric and its per-replica target; a request metric without Prometheus or
+    KEDA falls back to cpu, said in one line; knative mode refuses anything but concurrency."""
+    asked = request.scale_metric
+    if s.serving_mode == "knative":
+        if asked not in (None, "concurrency"):
+            raise ClusterError(
+                f"--scale-metric {asked} is for standard serving mode; knative mode scales on "
+                "concurrent requests per replica (Knative's autoscaler, --target)"
+            )
+        return s
+    if asked in (None, "cpu"):
+        return replace(s, scale_metric="cpu")
+    missing = _missing_for_keda(cx, s)
+    if missing:
+        cx.out(
+            f"note: --scale-metric {asked} needs {missing}; scaling on cpu instead (an HPA "
+            f"at {manifests.HPA_CPU_TARGET_PERCENT}% of each predictor's CPU request)"
+        )
+        return replace(s, scale_metric="cpu")
+    target = request.target or (DEFAULT_RPS_TARGET if asked == "rps" else s.target)
+    per = "requests in flight" if asked == "concurrency" else "requests per second"
+    cx.out(f"scaling: KEDA on {per}, {target} per replica, read from Prometheus")
+    return replace(s, scale_metric=asked, target=target)
+
+
+def _missing_for_keda(cx: ClusterContext, s: Settings) -> str:
+    """What scaling on requests lacks ("" when nothing): a Prometheus that answers, KEDA."""
+    ref = prometheus.ref(s)
+    if ref is None:
+        return (
+            "a Prometheus (`invoke up --with-monitoring`, or yours in "
+            f"{prometheus.SETTING}) and KEDA"
+        )
+    if cx.dry:
+        return ""  # nothing is read under --dry: planned as asked
+    try:
+        prometheus.targets(cx.kube, ref, kubectl=cx.provider.kubectl)
+    except prometheus.PrometheusError as e:
+        return f"a Prometheus that answers ({e})"
+    try:
+        finding = survey(cx.kube, "keda", cx.provider.kubectl)
+    except KubeError as e:
+        return f"KEDA, which cannot be checked here ({e})"
+    if finding.blocked:
+        return f"KEDA, which is not usable: {finding.blocked}"
+    if not finding.found:
+        return (
+            f"KEDA (no Available Deployment {KEDA_NAMESPACE}/keda-operator): `invoke up "
+            "--with-monitoring` installs it (an existing cluster: with --install-operators)"
+        )
+    return ""
 
 
 def _apply_serving(cx: ClusterContext, s: Settings) -> None:
@@ -90,7 +170,9 @@ def _apply_serving(cx: ClusterContext, s: Settings) -> None:
         apply_reporting(cx, manifests.serving_runtime(s))
     isvc = manifests.inference_service(s)
     existed = cx.get(ISVC_API, "InferenceService", s.service) is not None
-    cx.apply(isvc)
+    applied = cx.apply(isvc)
+    if s.serving_mode == "standard":
+        _drop_other_autoscaler(cx, s, (applied.get("metadata") or {}).get("uid"))
     cx.out(
         f"InferenceService {s.service}: "
         + (
@@ -104,6 +186,23 @@ def _apply_serving(cx: ClusterContext, s: Settings) -> None:
     )
     if manifests.has_ingress(s):  # not on a cluster distml did not create: not ours to take
         apply_reporting(cx, manifests.ingress_service(s))
+
+
+def _drop_other_autoscaler(cx: ClusterContext, s: Settings, isvc_uid: str | None) -> None:
+    """KServe leaves the autoscaler of the class a redeploy moved away from (its HPA, or
+    its ScaledObject: two autoscalers would fight over the predictor): delete it, when
+    it is this InferenceService's (its owner reference says so)."""
+    wanted = inference.autoscaler_class(s)
+    name = inference.predictor_name(s)
+    for cls, (api, kind) in inference.AUTOSCALER_OBJECTS.items():
+        obj = None if cls == wanted or cx.dry else cx.get(api, kind, name)
+        owners = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+        if not any(
+            o.get("kind") == "InferenceService" and o.get("uid") == isvc_uid for o in owners
+        ):
+            continue
+        cx.kube.delete(api, kind, name, cx.namespace)
+        cx.out(f"{kind} {name}: deleted (the predictor now scales with {wanted})")
 
 
 def _select(cx: ClusterContext, job: dict[str, Any]) -> None:
@@ -187,6 +286,8 @@ def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     from loadtest.summary import check
 
     s = cx.settings(target=state.target, max_replicas=state.max_replicas)
+    if s.serving_mode == "standard" and state.scale_metric:  # what `deploy` applied
+        s = replace(s, scale_metric=state.scale_metric)
     isvc = cx.get(ISVC_API, "InferenceService", s.service)
     if isvc is None and not cx.dry:
         raise ClusterError(f"no InferenceService {s.service}; run `invoke deploy` first")
@@ -212,30 +313,53 @@ def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     return 1 if problems else 0
 
 
+def _autoscaler(s: Settings) -> str:
+    """Which autoscaler decides: knative (its KPA), keda, or standard (an HPA on CPU):
+    SETTLE_S's keys."""
+    if s.serving_mode == "knative":
+        return "knative"
+    return "keda" if inference.autoscaler_class(s) == "keda" else "standard"
+
+
 def _target(s: Settings, concurrency: int, way: Way) -> Target:
-    expected = (
-        expected_replicas(concurrency, s.target, s.max_replicas)
-        if s.serving_mode == "knative"
-        else None
-    )
+    expected = None
+    if _autoscaler(s) == "knative":
+        expected = expected_replicas(concurrency, s.target, s.max_replicas)
+    elif s.scale_metric == "concurrency":
+        expected = keda_expected_replicas(concurrency, s.target, s.max_replicas)
     return Target(way.base, way.host, expected)
+
+
+def _plan_note(s: Settings, concurrency: int, t: Target) -> str:
+    """What the autoscaler should do about the load, in one clause."""
+    if _autoscaler(s) == "knative":
+        return (
+            f"the autoscaler should reach {t.expected} ready replicas "
+            f"(ceil({concurrency} / ({s.target} x 70%)), max {s.max_replicas})"
+        )
+    if s.scale_metric == "concurrency":
+        return (
+            f"KEDA scales on requests in flight: it should reach {t.expected} ready replicas "
+            f"(ceil({concurrency} / {s.target}), max {s.max_replicas})"
+        )
+    if s.scale_metric == "rps":
+        return (
+            f"KEDA scales on requests per second: ceil(req/s / {s.target}) replicas, "
+            f"max {s.max_replicas}"
+        )
+    return (
+        f"standard mode scales on CPU (an HPA at {manifests.HPA_CPU_TARGET_PERCENT}% "
+        f"of each predictor's CPU request): it decides {HPA_SYNC_S}-"
+        f"{HPA_SYNC_S + METRIC_RESOLUTION_S} s into the load, and its new pods "
+        "turn ready after that"
+    )
 
 
 def _say_plan(cx: ClusterContext, s: Settings, concurrency: int, t: Target) -> None:
     cx.out(
         f"load: {concurrency} users, no wait time, through {t.base}"
         + (f" (Host: {t.host})" if t.host else "")
-        + (
-            f"; the autoscaler should reach {t.expected} ready replicas "
-            f"(ceil({concurrency} / ({s.target} x 70%)), max {s.max_replicas})"
-            if t.expected
-            else (
-                f"; standard mode scales on CPU (an HPA at {manifests.HPA_CPU_TARGET_PERCENT}% "
-                f"of each predictor's CPU request): it decides {HPA_SYNC_S}-"
-                f"{HPA_SYNC_S + METRIC_RESOLUTION_S} s into the load, and its new pods "
-                "turn ready after that"
-            )
-        )
+        + f"; {_plan_note(s, concurrency, t)}"
     )
 
 
@@ -261,7 +385,7 @@ def _run(
         replica_sampler=counter,
         expected_replicas=t.expected,
         log=cx.out,
-        settle_s=SETTLE_S[s.serving_mode] if request.expect_scale_out else 0.0,
+        settle_s=SETTLE_S[_autoscaler(s)] if request.expect_scale_out else 0.0,
     )
 
 

@@ -1,5 +1,7 @@
 """`invoke status` on a cluster: one table of the cluster, its operators, the TFJobs, the
-InferenceService with its ready replicas, the serving version's model card (its
+InferenceService with its ready replicas, what drives its scaling, the service as
+Prometheus sees it (request rate, 5xx ratio, latency quantiles, replicas scraped: when a
+Prometheus is there, ``k8s.prometheus.ref``), the serving version's model card (its
 publish.json, copied off the volume through the loader pod), and the last load test."""
 
 from __future__ import annotations
@@ -10,18 +12,29 @@ from typing import Any
 
 from invoke.exceptions import UnexpectedExit
 
+from common import serving_metrics
 from common.errors import DistmlError
-from k8s import manifests
+from k8s import manifests, prometheus
+from k8s import monitoring as monitoring_objects
 from k8s.kube import KubeError
+from k8s.manifests import HPA_CPU_TARGET_PERCENT
 from k8s.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
-from k8s.operators import ARGO_DEPLOYMENTS, ARGO_NAMESPACE, deployment_available
+from k8s.operators import (
+    ARGO_DEPLOYMENTS,
+    ARGO_NAMESPACE,
+    KEDA_DEPLOYMENTS,
+    KEDA_NAMESPACE,
+    deployment_available,
+)
 from ml.contract import model_card, read_publish, serving_record
 from runtime.cluster.context import ClusterContext
 from runtime.cluster.volume import Volume
+from runtime.state import State
 from runtime.tables import table
 
 Row = tuple[str, str]
 CARD_TIMEOUT_S = 120  # the loader pod that reads the model card off the volume
+QUANTILES = (0.5, 0.95, 0.99)  # the latency quantiles `status` shows (from Prometheus)
 # (label, namespace, Deployment) of what `up` installs, in install order.
 COMPONENTS: list[tuple[str, str, str]] = [
     ("training operator", "kubeflow", "training-operator"),
@@ -47,8 +60,10 @@ def status(cx: ClusterContext) -> int:
         ),
     ]
     if exists:
-        rows += _in_cluster(cx, state.serving_mode or "knative", state.argo)
+        rows += _in_cluster(cx, state.serving_mode or "knative", state.argo, state.monitoring)
         if state.deployed:
+            rows += _scaling(cx, state)
+            rows += live(cx)
             rows += serving_card(cx)
     rows += _last_loadtest(state.last_loadtest)
     for line in table(rows).splitlines():
@@ -56,13 +71,19 @@ def status(cx: ClusterContext) -> int:
     return 0
 
 
-def _in_cluster(cx: ClusterContext, serving_mode: str, argo: bool) -> list[Row]:
+def _in_cluster(
+    cx: ClusterContext, serving_mode: str, argo: bool, monitoring: bool = False
+) -> list[Row]:
     """The operators; when the API answered, the TFJobs and the InferenceService too."""
     components = list(COMPONENTS)
     if serving_mode == "knative":
         components[2:2] = KNATIVE_COMPONENTS
     if argo:  # `up --with-argo`
         components.append(("argo workflows", ARGO_NAMESPACE, ARGO_DEPLOYMENTS[0]))
+    if monitoring and serving_mode == "standard":  # `up --with-monitoring`
+        components.append(("keda", KEDA_NAMESPACE, KEDA_DEPLOYMENTS[0]))
+    if monitoring and not cx.prometheus:  # distml's own Prometheus, in its namespace
+        components.append(("prometheus", cx.namespace, monitoring_objects.NAME))
     rows: list[Row] = []
     for label, ns, dep in components:
         try:
@@ -100,6 +121,57 @@ def _inference_service(cx: ClusterContext) -> Row:
         f"InferenceService {cx.service}",
         f"{'Ready' if ready else 'not ready'}, {url}, {replicas} ready replica(s)",
     )
+
+
+def _scaling(cx: ClusterContext, state: State) -> list[Row]:
+    """What drives the predictor's scaling, as `deploy` applied it."""
+    metric, target = state.scale_metric, state.target
+    if (state.serving_mode or "knative") == "knative":
+        how = f"Knative's autoscaler on concurrency, {target or 1} in flight per replica"
+    elif metric == "concurrency":
+        how = f"KEDA on requests in flight (Prometheus), {target} per replica"
+    elif metric == "rps":
+        how = f"KEDA on requests per second (Prometheus), {target} per replica"
+    else:
+        how = f"an HPA on CPU, {HPA_CPU_TARGET_PERCENT}% of each predictor's request"
+    cap = f", at most {state.max_replicas} replicas" if state.max_replicas else ""
+    return [("scaling", how + cap)]
+
+
+def live(cx: ClusterContext) -> list[Row]:
+    """The service as Prometheus sees it now (`common.serving_metrics`'s queries); one row
+    saying why when it cannot be read."""
+    ref = prometheus.ref(cx.settings())
+    if ref is None:
+        return []
+    if cx.dry:
+        return [("Prometheus", f"{ref}: not read under --dry")]
+    ns, svc = cx.namespace, cx.service
+
+    def read(promql: str) -> float | None:
+        return prometheus.scalar(cx.kube, ref, promql, kubectl=cx.provider.kubectl)
+
+    try:
+        rate = read(serving_metrics.request_rate(ns, svc))
+        errors = read(serving_metrics.error_ratio(ns, svc))
+        quantiles = [read(serving_metrics.latency_quantile(ns, svc, q)) for q in QUANTILES]
+        pods = read(serving_metrics.replicas(ns, svc))
+    except prometheus.PrometheusError as e:
+        return [("Prometheus", _one_line(str(e)))]
+    ms = "/".join("-" if v is None else f"{v * 1000:.0f}" for v in quantiles)
+    return [
+        ("requests (last 1 min)", f"{rate or 0:.1f} req/s, {(errors or 0) * 100:.1f}% 5xx"),
+        (
+            "latency p50/p95/p99",
+            f"{ms} ms" if any(v is not None for v in quantiles) else "no requests",
+        ),
+        ("replicas scraped", f"{int(pods or 0)} up ({ref})"),
+    ]
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def serving_card(cx: ClusterContext) -> list[Row]:

@@ -8,11 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from k8s import manifests
+from common import serving_metrics
+from k8s import manifests, monitoring, prometheus, versions
+from k8s.cluster_poll import WaitError
 from k8s.objects import JOB_API, is_true
 from k8s.operators import Installer, components
 from k8s.ownership import new_instance
 from k8s.settings import SERVING_MODES, Settings
+from k8s.workload_waits import wait_deployments_available
 from ml.contract import RAW_FILES
 from runtime.cluster import existing_up
 from runtime.cluster.apply import apply_reporting, run_job
@@ -20,6 +23,8 @@ from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.volume import Volume
 
 INGEST_TIMEOUT_S = 1800
+# distml's Prometheus: pulling its image on a slow link, then its readiness probe.
+PROMETHEUS_TIMEOUT_S = 300
 COPY_IN_TIMEOUT_S = 300
 
 
@@ -33,21 +38,25 @@ def up(
     preflight: Callable[..., Any] | None,
     port_free: Callable[[int], bool] | None,
     with_argo: bool = False,
+    with_monitoring: bool = False,
     install_operators: bool = False,
     storage_class: str | None = None,
 ) -> int:
     mode = _serving_mode(cx, serving_mode)
     source = _check_source_dir(source_dir)
-    # Argo, once asked for, stays: a later plain `up` checks it like every other operator.
-    argo = with_argo or cx.wd.state().argo
+    state = cx.wd.state()
+    # Argo and monitoring, once asked for, stay: a later plain `up` checks them too.
+    argo = with_argo or state.argo
+    monitoring = with_monitoring or state.monitoring
     _run_preflight(cx, mode, preflight)
     if not cx.dry:
         cx.wd.create()
         # Recorded before the install: `down --keep-cluster` removes a half-done one too.
-        cx.wd.update_state(serving_mode=mode, **({"argo": True} if argo else {}))
+        chosen = {"argo": argo, "monitoring": monitoring}
+        cx.wd.update_state(serving_mode=mode, **{k: True for k, on in chosen.items() if on})
         if not cx.wd.state().instance:  # kept for the work dir's life: down selects on it
             cx.wd.update_state(instance=new_instance())
-    s = cx.settings(serving_mode=mode, with_argo=argo)
+    s = cx.settings(serving_mode=mode, with_argo=argo, with_monitoring=monitoring)
     p = cx.provider
     existing = not s.owns_cluster
 
@@ -58,7 +67,7 @@ def up(
         # What is missing or blocked is said before anything is made, the namespace too
         # (the install needs it: the webhooks are probed with dry runs in it).
         installer = _installer(cx, s, install=install_operators)
-        installer.survey(components(p.name, s.serving_mode, s.with_argo))
+        installer.survey(components(p.name, s.serving_mode, s.with_argo, s.with_monitoring))
     else:
         _cluster(cx, port_free)
     _namespace(cx, s)
@@ -66,6 +75,8 @@ def up(
         _installer(cx, s, install=True).all()
     elif install_operators:
         installer.all(surveyed=True)
+    if s.with_monitoring:
+        _monitoring(cx, s)
     cx.out(f"== image {s.image}")
     s = replace(s, image=_image(cx, s, base=base, base_image=base_image))
     s = _volume(cx, s, storage_class)
@@ -90,8 +101,43 @@ def _namespace(cx: ClusterContext, s: Settings) -> None:
 
 def _installer(cx: ClusterContext, s: Settings, *, install: bool) -> Installer:
     argo = ", with Argo Workflows" if s.with_argo else ""
-    cx.out(f"== operators ({s.serving_mode} serving mode{argo})")
+    keda = (
+        ", with KEDA"
+        if "keda" in components(s.provider, s.serving_mode, False, s.with_monitoring)
+        else ""
+    )
+    cx.out(f"== operators ({s.serving_mode} serving mode{argo}{keda})")
     return Installer(cx.c, cx.kube, cx.provider, s, cx.out, cx.clock, install_missing=install)
+
+
+def _monitoring(cx: ClusterContext, s: Settings) -> None:
+    """distml's own Prometheus in its namespace (k8s.monitoring), Ready; not when
+    ``cluster.prometheus`` names the user's."""
+    if s.prometheus:
+        cx.out(f"== monitoring: your Prometheus {s.prometheus} ({prometheus.SETTING})")
+        return
+    cx.out(f"== monitoring (Prometheus {versions.PROMETHEUS_VERSION} in {s.namespace})")
+    for obj in monitoring.prometheus_objects(s):
+        apply_reporting(cx, obj)
+    if cx.dry:
+        return
+    try:
+        wait_deployments_available(
+            cx.kube,
+            s.namespace,
+            names=[monitoring.NAME],
+            timeout=PROMETHEUS_TIMEOUT_S,
+            clock=cx.clock,
+            out=cx.out,
+            kubectl=cx.provider.kubectl,
+        )
+    except WaitError as e:
+        raise ClusterError(f"distml's Prometheus did not become ready: {e}") from e
+    ref = prometheus.ref(s)
+    cx.out(
+        f"Prometheus: ready at {ref.address if ref else '?'}; it scrapes the predictor pods "
+        f"every {serving_metrics.SCRAPE_INTERVAL_S} s (`invoke status` reads it)"
+    )
 
 
 def _volume(cx: ClusterContext, s: Settings, storage_class: str | None) -> Settings:

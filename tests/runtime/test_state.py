@@ -57,11 +57,13 @@ STATES = st.builds(
     train_pids=st.lists(st.integers()).map(tuple),
     serving_mode=st.none() | st.text(),
     argo=st.booleans(),
+    monitoring=st.booleans(),
     image=st.none() | st.text(),
     built_images=st.lists(st.text()).map(tuple),
     deployed=st.booleans(),
     target=st.none() | st.integers(),
     max_replicas=st.none() | st.integers(),
+    scale_metric=st.none() | st.sampled_from(["cpu", "concurrency", "rps"]),
 )
 
 

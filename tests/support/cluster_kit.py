@@ -12,7 +12,7 @@ from unittest.mock import Mock
 
 from invoke import Config, MockContext, Result
 
-from k8s import capacity, manifests, operators, versions
+from k8s import capacity, manifests, monitoring, operators, versions
 from k8s.preflight import Preflight
 from runtime.cluster import ClusterRuntime
 from runtime.image import image_tag
@@ -50,6 +50,7 @@ OPERATOR_DEPLOYMENTS = {
     versions.ARGO_WORKFLOWS_URL: [
         (operators.ARGO_NAMESPACE, d) for d in operators.ARGO_DEPLOYMENTS
     ],
+    versions.KEDA_URL: [(operators.KEDA_NAMESPACE, d) for d in operators.KEDA_DEPLOYMENTS],
 }
 
 
@@ -81,6 +82,15 @@ def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
                     available(fake, ns, name)
                 elif needle in command and " delete " in command:  # kubectl delete -f
                     fake.remove("apps/v1", "Deployment", name, ns)
+        if versions.KEDA_URL in command and " apply " in command:  # its metrics server answers
+            fake.put(
+                {
+                    "apiVersion": operators.APISERVICE_API,
+                    "kind": "APIService",
+                    "metadata": {"name": operators.KEDA_APISERVICE},
+                    "status": conditions_status(("Available", "True")),
+                }
+            )
         if "kserve-cluster-resources.yaml" in command and " apply " in command:
             api, kind, name = operators.KSERVE_TF_RUNTIME
             fake.put({"apiVersion": api, "kind": kind, "metadata": {"name": name}})
@@ -168,6 +178,8 @@ def controller(fake: FakeKube, *, tfjob_state: str | None = "Succeeded", isvc_re
                     # KServe 0.20: {{ .Name }}-{{ .Namespace }}.{{ .IngressDomain }}
                     conditions_status(("Ready", "True"), url=f"http://{name}-{ns}.example.com"),
                 )
+            elif kind == "Deployment" and name == monitoring.NAME:  # distml's Prometheus
+                fake.set_status(api, kind, ns, name, conditions_status(("Available", "True")))
             elif kind == "Pod" and name == manifests.LOADER_POD:
                 fake.set_status(api, kind, ns, name, {"phase": "Running"})
             elif kind == "Pod" and name == manifests.TENSORBOARD_POD:  # its probe passes

@@ -104,3 +104,38 @@ def test_an_existing_cluster_keeps_the_namespace_up_claimed(wd):
     assert "set up in namespace 'ml-a', not 'ml-b'" in refused.stderr
     other = invoke(wd, "--dry", "status", INVOKE_CLUSTER_NAMESPACE="ml-b")
     assert "namespace: ml-a (the one `invoke up` set up; 'ml-b' applies after" in other.stdout
+
+
+def test_monitoring_flags_are_noted_as_ignored_on_the_local_runtime(wd):
+    up = invoke(wd, "--dry", "up", "--runtime", "local", "--with-monitoring")
+    assert up.returncode == 0, up.stderr
+    assert "note: --with-monitoring applies to cluster runtimes; ignored on local" in up.stdout
+    deploy = invoke(wd, "--dry", "deploy", "--runtime", "local", "--scale-metric", "rps")
+    assert deploy.returncode == 0, deploy.stderr
+    assert "note: --scale-metric applies to cluster runtimes; ignored on local" in deploy.stdout
+
+
+def test_an_unknown_scale_metric_exits_2_with_the_valid_ones(wd):
+    r = invoke(wd, "deploy", "--scale-metric", "memory")
+    assert r.returncode == 2
+    assert "--scale-metric must be one of cpu, concurrency, rps, got 'memory'" in r.stderr
+
+
+def test_a_bad_prometheus_setting_stops_a_cluster_task_with_its_form(wd):
+    r = invoke(wd, "--dry", "up", "--runtime", "kind", INVOKE_CLUSTER_PROMETHEUS="prometheus:9090")
+    assert r.returncode == 2
+    assert "cluster.prometheus (INVOKE_CLUSTER_PROMETHEUS) 'prometheus:9090'" in r.stderr
+    assert "NAMESPACE/SERVICE:PORT" in r.stderr
+
+
+def test_dry_up_with_monitoring_prints_keda_and_prometheus_in_order(wd):
+    r = invoke(
+        wd, "--dry", "up", "--runtime", "kind", "--serving-mode", "standard", "--with-monitoring"
+    )
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    keda = out.index("apply --server-side -f https://github.com/kedacore/keda/releases/")
+    kserve = out.index("kserve/releases/download/v0.20.0/kserve.yaml")
+    prom = out.index("would apply Deployment kubeflow/distml-prometheus")
+    assert keda < kserve < prom
+    assert "image: quay.io/prometheus/prometheus:v3.16.0" in out
