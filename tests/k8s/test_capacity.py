@@ -117,3 +117,23 @@ def test_the_release_istio_profile_would_not_fit():
 
 def test_the_documented_resource_table_is_what_the_capacity_function_computes():
     assert capacity.table() in CLUSTER_DOC, "paste `python -m k8s.capacity` into docs/cluster.md"
+
+
+@pytest.mark.parametrize("provider,mode", PLANS)
+def test_monitoring_adds_prometheus_and_in_standard_mode_keda_and_still_fits(provider, mode):
+    without = settings(provider, mode)
+    with_monitoring = settings(provider, mode, with_monitoring=True)
+    added = capacity.stack_pods(provider, mode, with_monitoring=True)
+    extra = [p for p in added if p not in capacity.stack_pods(provider, mode)]
+    keda = list(capacity.STACK["keda"]) if mode == "standard" else []
+    assert extra == keda + list(capacity.monitoring_pods())
+    before, after = capacity.requirement(without), capacity.requirement(with_monitoring)
+    need = Need(after.cpu_m - before.cpu_m, after.memory_mi - before.memory_mi)
+    assert need == sum((p.total for p in extra), Need())
+    assert (need.cpu_m, need.memory_mi) == ((350, 428) if mode == "standard" else (50, 128))
+    # The documented engine holds `up` and a job beside the predictor everywhere, and all
+    # three jobs at once but on kind in knative mode: 34 MiB short there, so `train-all`
+    # runs two at a time (docs/monitoring.md says so).
+    assert capacity.requirement(with_monitoring, 1).fits(capacity.DOCUMENTED_NODE)
+    at_once = capacity.jobs_at_once(capacity.DOCUMENTED_NODE, with_monitoring)
+    assert at_once == (2 if (provider, mode) == ("kind", "knative") else len(MODEL_TYPES))
