@@ -67,6 +67,7 @@ HEAVY: frozenset[str] = frozenset(
         "loadtest/test_main.py::test_failures_are_counted_and_fail_the_cli",
         "loadtest/test_replica_watch.py",
         "loadtest/test_runner.py::test_importing_loadtest_is_cheap",
+        "k8s/grafana/test_dashboard_prometheus.py",  # the real server and Prometheus
         "loadtest/test_prometheus_view.py::"
         "test_a_real_run_read_from_a_real_prometheus_counts_what_locust_sent",
         "loadtest/test_server_view.py::test_every_code_the_server_answered_is_counted",

@@ -1,0 +1,160 @@
+"""``python -m integration.dashboard_check [--targets]``: what Grafana would show, checked
+against the real Prometheus on the cluster (Grafana cannot run here).
+
+- default: every panel's PromQL of the committed dashboard (``k8s/grafana/
+  distml-dashboard.json``), its ``$namespace`` and ``$isvc`` substituted, returns data;
+  every series a panel reads exists for this service; each template variable lists this
+  service's value. Exit 1 naming each empty one.
+- ``--targets``: Prometheus scrapes every ready predictor pod, and finds it up (waited for,
+  with a deadline: a new pod is discovered and scraped within a few seconds). The
+  dashboard's replicas panel and the load test's server count are only right so.
+
+Run by ``nox -s integration -- ... --with-monitoring`` after ``deploy`` (``--targets``)
+and after the load test; it reads Prometheus through the API server's proxy
+(``k8s.prometheus``), the run's cluster and namespace from ``integration.kind_run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from common import serving_metrics as sm
+from common.errors import DistmlError
+from common.poll import Done, Pending, poll
+from integration.kind_run import CONTEXT, NAMESPACE
+from k8s import prometheus
+from k8s.grafana import dashboard
+from k8s.objects import name_of, pod_ready, predictor_pods
+from ml.contract import DEFAULT_SERVICE
+
+TARGETS_TIMEOUT_S = 120.0
+
+
+def check_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
+    """What the dashboard would show empty for ``namespace``/``service`` (none: all fine)."""
+    board = json.loads(dashboard.PATH.read_text())
+    values = {"namespace": namespace, "isvc": service}
+    problems = []
+    for name, label, promql in dashboard.variable_queries(board):
+        query = dashboard.substitute(promql, values)
+        listed = {labels.get(label) for labels, _ in prometheus.instant(kube, ref, query)}
+        if values[name] not in listed:
+            problems.append(f"variable ${name}: {query} does not list {values[name]!r}")
+    for title, expr in dashboard.queries(board):
+        query = dashboard.substitute(expr, values)
+        if not prometheus.instant(kube, ref, query):
+            problems.append(f"panel {title!r}: no data from {query}")
+        for series in dashboard.series_read(expr):
+            selector = dashboard.substitute(series, values)
+            if not prometheus.instant(kube, ref, f"count({selector})"):
+                problems.append(f"panel {title!r}: no series {selector}")
+    return problems
+
+
+def nan_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
+    """Panels whose answer is NaN now (data, but no requests in their window): said, not
+    failed."""
+    board = json.loads(dashboard.PATH.read_text())
+    values = {"namespace": namespace, "isvc": service}
+    return [
+        title
+        for title, expr in dashboard.queries(board)
+        if any(
+            math.isnan(v)
+            for _, v in prometheus.instant(kube, ref, dashboard.substitute(expr, values))
+        )
+    ]
+
+
+def unscraped_pods(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
+    """Ready predictor pods that are no target of distml's scrape job, or not up there."""
+    health = {
+        t.labels.get("pod"): t
+        for t in prometheus.targets(kube, ref)
+        if t.job == sm.SCRAPE_JOB
+        and t.labels.get("namespace") == namespace
+        and t.labels.get("isvc") == service
+    }
+    missing = []
+    for pod in predictor_pods(kube, namespace, service):
+        if not pod_ready(pod):
+            continue
+        target = health.get(name_of(pod))
+        if target is None:
+            missing.append(f"{name_of(pod)} (no target)")
+        elif target.health != "up":
+            missing.append(f"{name_of(pod)} ({target.health}: {target.last_error or 'no error'})")
+    return missing
+
+
+def wait_for_targets(
+    kube: Any, ref: Any, namespace: str, service: str, clock: Any = time
+) -> list[str]:
+    """Until every ready predictor pod is scraped and up: [] then, else what is missing
+    at the deadline. No ready predictor at all is missing too."""
+
+    def observe() -> list[str]:
+        if not any(pod_ready(p) for p in predictor_pods(kube, namespace, service)):
+            return [f"no ready predictor pod of {namespace}/{service}"]
+        return unscraped_pods(kube, ref, namespace, service)
+
+    verdict = poll(
+        observe,
+        lambda missing: Done([]) if not missing else Pending(", ".join(missing)),
+        timeout=TARGETS_TIMEOUT_S,
+        interval=2.0,
+        clock=clock,
+        retry_on=(DistmlError,),
+    )
+    return verdict.value if isinstance(verdict, Done) else [getattr(verdict, "status", "")]
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m integration.dashboard_check", description=__doc__)
+    p.add_argument("--targets", action="store_true", help="check the scrape targets instead")
+    p.add_argument("--context", default=CONTEXT, help=f"kubeconfig context ({CONTEXT})")
+    p.add_argument("--namespace", default=NAMESPACE, help=f"distml's namespace ({NAMESPACE})")
+    p.add_argument("--service", default=DEFAULT_SERVICE, help="the InferenceService")
+    p.add_argument("--prometheus", default="", help="NAMESPACE/SERVICE:PORT (default: distml's)")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from k8s.kube import ApiKube
+    from k8s.settings import Settings
+
+    args = _args(argv)
+    kube = ApiKube(args.context)
+    # The user's Prometheus when named, else distml's own (`up --with-monitoring`).
+    s = Settings(image="-", namespace=args.namespace, with_monitoring=True)
+    ref = prometheus.ref(replace(s, prometheus=args.prometheus))
+    where = f"{args.namespace}/{args.service}, Prometheus {ref}"
+    try:
+        if args.targets:
+            problems = wait_for_targets(kube, ref, args.namespace, args.service)
+            what = "every ready predictor pod is scraped and up"
+        else:
+            problems = check_panels(kube, ref, args.namespace, args.service)
+            what = f"every panel of {dashboard.PATH.name} has data"
+            nan = [] if problems else nan_panels(kube, ref, args.namespace, args.service)
+            if nan:
+                print(f"note: NaN now (no requests in their window): {', '.join(nan)}")
+    except DistmlError as e:
+        print(f"dashboard_check: FAIL ({where}): {e}", file=sys.stderr)
+        return 1
+    for problem in problems:
+        print(f"dashboard_check: FAIL ({where}): {problem}", file=sys.stderr)
+    if not problems:
+        print(f"dashboard_check: {what} ({where})")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

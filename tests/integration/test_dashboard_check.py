@@ -1,0 +1,125 @@
+"""integration/dashboard_check.py without a cluster: the scrape-target check waits until
+every ready predictor pod is an up target (on a deadline, naming what is missing), and the
+command's exit codes and messages, against Prometheus's answers scripted behind FakeKube's
+service proxy. (Every panel against a real Prometheus and the real server:
+tests/k8s/grafana/test_dashboard_prometheus.py.)"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from integration import dashboard_check as dc
+from k8s import prometheus
+from k8s.objects import ISVC_LABEL
+from k8s.prometheus import PrometheusRef
+from tests.support.fakekube import FakeClock, FakeKube
+
+NS, SVC = "kubeflow", "tf-mnist"
+REF = PrometheusRef(NS, prometheus.OWN_SERVICE, prometheus.PORT)
+
+
+class Scripted:
+    """Targets (pod -> health) and, for every query, one series unless it names ``empty``."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self.targets: dict[str, str] = {}
+        self.empty = "nothing"
+        kube.serve_proxy(REF.namespace, REF.service, REF.port, self.answer)
+
+    def answer(self, path: str, params: dict[str, str]) -> bytes:
+        if path == prometheus.TARGETS_PATH:
+            active = [
+                {"labels": {"job": "distml-predictor", "namespace": NS, "isvc": SVC, "pod": p},
+                 "health": h, "lastError": "" if h == "up" else "connection refused"}
+                for p, h in self.targets.items()
+            ]  # fmt: skip
+            return json.dumps({"status": "success", "data": {"activeTargets": active}}).encode()
+        query = params["query"]
+        labels = {"namespace": NS, "isvc": SVC, "version": "1"}
+        result = [] if self.empty in query else [{"metric": labels, "value": [0, "1"]}]
+        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+
+def _pod(kube: FakeKube, name: str, ready: bool = True) -> None:
+    kube.add_pod(NS, name, {ISVC_LABEL: SVC}, ready=ready, container="kserve-container")
+
+
+def test_every_ready_predictor_must_be_an_up_target():
+    kube = FakeKube()
+    prom = Scripted(kube)
+    _pod(kube, "a")
+    _pod(kube, "b")
+    _pod(kube, "starting", ready=False)  # not ready: not asked for yet
+    prom.targets = {"a": "up", "b": "down"}
+    assert dc.unscraped_pods(kube, REF, NS, SVC) == ["b (down: connection refused)"]
+    del prom.targets["b"]
+    assert dc.unscraped_pods(kube, REF, NS, SVC) == ["b (no target)"]
+    prom.targets["b"] = "up"
+    assert dc.unscraped_pods(kube, REF, NS, SVC) == []
+
+
+def test_the_target_check_waits_for_a_new_pod_to_be_scraped():
+    kube, clock = FakeKube(), FakeClock()
+    prom = Scripted(kube)
+    _pod(kube, "a")
+    clock.hooks.append(lambda now: prom.targets.update(a="up") if now >= 10 else None)
+    assert dc.wait_for_targets(kube, REF, NS, SVC, clock=clock) == []
+    assert 10 <= clock.now < 15
+
+
+@pytest.mark.parametrize(
+    ("ready", "missing"),
+    [(True, "a (no target)"), (False, f"no ready predictor pod of {NS}/{SVC}")],
+    ids=["never scraped", "no ready pod"],
+)
+def test_the_target_check_names_what_is_missing_at_its_deadline(ready, missing):
+    kube, clock = FakeKube(), FakeClock()
+    Scripted(kube)
+    _pod(kube, "a", ready=ready)
+    assert dc.wait_for_targets(kube, REF, NS, SVC, clock=clock) == [missing]
+    assert clock.now == pytest.approx(dc.TARGETS_TIMEOUT_S)
+
+
+@pytest.fixture
+def cluster(monkeypatch) -> tuple[FakeKube, Scripted]:
+    kube = FakeKube()
+    monkeypatch.setattr("k8s.kube.ApiKube", lambda context, **_: kube)
+    return kube, Scripted(kube)
+
+
+def test_the_command_passes_when_every_panel_has_data(cluster, capsys):
+    assert dc.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == (
+        "dashboard_check: every panel of distml-dashboard.json has data "
+        f"({NS}/{SVC}, Prometheus {REF})"
+    )
+
+
+def test_the_command_fails_naming_each_empty_panel(cluster, capsys):
+    _kube, prom = cluster
+    prom.empty = "distml_requests_in_flight"
+    assert dc.main(["--service", SVC]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"dashboard_check: FAIL ({NS}/{SVC}, Prometheus {REF}): panel 'Requests in flight': "
+        f'no data from sum(distml_requests_in_flight{{namespace="{NS}",isvc="{SVC}"}})',
+        f"dashboard_check: FAIL ({NS}/{SVC}, Prometheus {REF}): panel 'Requests in flight': "
+        f'no series distml_requests_in_flight{{namespace="{NS}",isvc="{SVC}"}}',
+    ]
+
+
+def test_the_command_fails_when_prometheus_cannot_be_read(monkeypatch, capsys):
+    kube: Any = FakeKube()  # no Service behind the proxy: the API server's 404
+    monkeypatch.setattr("k8s.kube.ApiKube", lambda context, **_: kube)
+    assert dc.main([]) == 1
+    err = capsys.readouterr().err
+    assert "is not there" in err and "`invoke up --with-monitoring` installs" in err
+
+
+def test_a_named_prometheus_is_read_instead_of_distml_s(cluster, capsys):
+    assert dc.main(["--prometheus", "monitoring/prom:9091"]) == 1  # nothing serves there
+    assert "Prometheus monitoring/prom:9091" in capsys.readouterr().err
