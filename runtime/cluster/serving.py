@@ -371,6 +371,7 @@ def _run(
     counter: ReplicaCounter,
     out_dir: Path,
 ) -> dict[str, Any]:
+    from loadtest.prometheus_view import for_cluster
     from loadtest.runner import run_loadtest
 
     return run_loadtest(
@@ -386,6 +387,8 @@ def _run(
         expected_replicas=t.expected,
         log=cx.out,
         settle_s=SETTLE_S[_autoscaler(s)] if request.expect_scale_out else 0.0,
+        # What the server counted (Prometheus's), beside Locust's; absent without one.
+        server_view=for_cluster(cx.kube, s),
     )
 
 
