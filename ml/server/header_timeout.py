@@ -10,7 +10,9 @@ request's headers are complete. When it fires, the connection is closed, after a
 says why if part of a request had arrived (a connection that sent nothing is just closed).
 
 Both answers the protocol gives itself, that 408 and uvicorn's 400 for bytes that are not
-HTTP, are reported to ``on_answer(status, seconds)`` (the metrics: no route sees them).
+HTTP, are reported to ``on_answer(status, seconds)`` (the metrics: no route sees them), and
+each request's scope holds when its first byte arrived (:data:`FIRST_BYTE`), from which the
+metrics time it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 #: ``on_answer(status, seconds)``: the protocol answered a request itself.
 OnAnswer = Callable[[int, float], None]
+#: The ASGI scope key of the ``time.perf_counter()`` at which the request's first byte came.
+FIRST_BYTE = "distml.first_byte"
 
 
 def _ignore(status: int, seconds: float) -> None:
@@ -50,7 +54,7 @@ def header_timeout_protocol(
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._partial = True
-            self._began = time.perf_counter()
+            self._began = self.scope[FIRST_BYTE] = time.perf_counter()
             self._arm()
 
         def on_headers_complete(self) -> None:

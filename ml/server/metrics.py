@@ -7,8 +7,9 @@ one process, as in tests, count apart):
 
 - ``distml_requests_total{model, route, code, version}``: every answered request but
   ``GET /metrics`` and the health probes (``UNCOUNTED_PATHS``);
-- ``distml_request_duration_seconds{model, route}``: from the request reaching the app to its
-  answer's last byte being handed to the server (or the answer being given up);
+- ``distml_request_duration_seconds{model, route}``: from the request's first byte (when the
+  HTTP protocol says, ``header_timeout.FIRST_BYTE``; else from reaching this middleware) to
+  its answer's last byte being handed to the server (or the answer being given up);
 - ``distml_requests_in_flight{model}``: requests being answered now;
 - ``distml_model_info{model, version}``: the version served now (``""`` before one loads),
   read from the server when scraped, so it cannot lag behind the swap;
@@ -50,6 +51,7 @@ from common.serving_metrics import (
     REQUESTS,
     UNCOUNTED_PATHS,
 )
+from ml.server.header_timeout import FIRST_BYTE
 
 #: ``code`` of a request whose client went away before an answer started.
 CLIENT_GONE = 499
@@ -118,7 +120,7 @@ class ServerMetrics:
         self.requests = Counter(REQUESTS, "Requests answered.", REQUEST_LABELS, registry=r)
         self.latency = Histogram(
             LATENCY,
-            "Seconds from a request reaching the server's app to its answer's last byte.",
+            "Seconds from a request's first byte to its answer's last.",
             ("model", "route"),
             buckets=LATENCY_BUCKETS,
             registry=r,
@@ -192,7 +194,7 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         route, model = self.routes.match(scope["method"], scope["path"])
-        started = time.perf_counter()
+        started = scope.get(FIRST_BYTE) or time.perf_counter()
         code = CLIENT_GONE
         answer = _Answer()
         token = _ANSWER.set(answer)

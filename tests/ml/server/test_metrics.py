@@ -7,6 +7,7 @@ default registry's too. (The real server: test_metrics_http.py.)"""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from common.serving_metrics import (
     REQUESTS_TOTAL,
     UNCOUNTED_PATHS,
 )
+from ml.server.header_timeout import FIRST_BYTE
 from ml.server.metrics import MetricsMiddleware, RouteTemplates, ServerMetrics, answered_by
 from tests.ml.server.scrape import Scrape, increase
 from tests.support.serve_fuzz import FUZZ
@@ -148,6 +150,22 @@ def test_latency_is_a_histogram_with_the_objective_buckets() -> None:
     buckets = scrape(metrics).matching(f"{LATENCY}_bucket", route=PREDICT)
     assert [float(s.labels["le"]) for s in buckets] == [*LATENCY_BUCKETS, float("inf")]
     assert buckets[-1].value == 1
+
+
+def test_latency_counts_from_the_first_byte_when_the_protocol_says_when() -> None:
+    metrics, _, middleware = served()
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    path = f"/v1/models/{MODEL}:predict"
+    scope = {"type": "http", "method": "POST", "path": path, FIRST_BYTE: time.perf_counter() - 5}
+    asyncio.run(middleware(scope, receive, send))
+    assert sent and 5 <= scrape(metrics).total(f"{LATENCY}_sum") < 6
 
 
 def test_model_info_is_the_version_served_at_each_scrape() -> None:

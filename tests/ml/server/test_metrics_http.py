@@ -11,6 +11,7 @@ import http.client
 import json
 import select
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,27 @@ def test_a_request_being_answered_is_in_flight(servers) -> None:
         sock.sendall(body[10:])
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
     wait_for(lambda: server.scrape().total(IN_FLIGHT, model=MODEL) == 0, 30, "in flight 0")
+
+
+def test_latency_counts_from_the_requests_first_byte(servers) -> None:
+    """A request whose line arrives well before its headers: between them the test makes 20
+    scrapes, so the server had the first byte before the second scrape started and the
+    rest after the last ended; its latency is at least the time those 19 took."""
+    server = servers["main"]
+    latency = server.scrape().total(f"{LATENCY}_sum", route=PREDICT)
+    body = json.dumps({"instances": [ZEROS]}).encode()
+    head = f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(f"POST /v1/models/{MODEL}:predict HTTP/1.1\r\nHost: x\r\n".encode())
+        server.scrape()
+        began = time.perf_counter()
+        for _ in range(19):
+            server.scrape()
+        held = time.perf_counter() - began
+        sock.sendall(head + body)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+    took = server.scrape().total(f"{LATENCY}_sum", route=PREDICT) - latency
+    assert took >= held, (took, held)
 
 
 def closed_after(server: Server, data: bytes) -> bytes:
