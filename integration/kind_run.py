@@ -38,29 +38,52 @@ OFFLINE_IMAGE = (
     "offline: `up --base local` builds the project image, if the engine lacks it, from "
     "Debian packages (distml-base:bookworm, debootstrap): no registry is asked"
 )
+# --with-monitoring: distml's Prometheus (`up`), KEDA scaling the predictor on requests in
+# flight (`deploy`), then the checks that read Prometheus: every predictor pod a target
+# that is up, and every dashboard panel's PromQL giving data (integration/dashboard_check.py).
+MONITORING_UP = ["--with-monitoring"]
+MONITORING_DEPLOY = ["--scale-metric", "concurrency"]
+TARGETS_CHECK = ["python", "-m", "integration.dashboard_check", "--targets"]
+DASHBOARD_CHECK = ["python", "-m", "integration.dashboard_check"]
+PROMETHEUS_TARGETS = (
+    f"/api/v1/namespaces/{NAMESPACE}/services/distml-prometheus:9090/proxy/api/v1/targets"
+)
 
 
 def steps(
-    mode: str, data_dir: str | None, argo: bool = False, offline: bool = False
+    mode: str,
+    data_dir: str | None,
+    argo: bool = False,
+    offline: bool = False,
+    monitoring: bool = False,
 ) -> list[list[str]]:
     """The lifecycle, in order: each step an ``invoke`` argument list, or a ``python -m``
     module's (``["python", "-m", ...]``). The task chain, or (``argo``) the pipeline as
-    one Argo Workflow. ``offline``: no step asks a registry (``LOCAL_BASE``)."""
+    one Argo Workflow. ``offline``: no step asks a registry (``LOCAL_BASE``).
+    ``monitoring``: with distml's Prometheus, KEDA on concurrency, and their checks; the
+    load test then also holds the server's count to Locust's (within 1%)."""
     source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
     base = LOCAL_BASE if offline else []
-    up = ["invoke", "up", "--runtime", "kind", "--serving-mode", mode, *source, *base]
+    watched = MONITORING_UP if monitoring else []
+    up = ["invoke", "up", "--runtime", "kind", "--serving-mode", mode, *source, *base, *watched]
     # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
     load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
+    # With monitoring: every predictor scraped before the load, every panel after it.
+    before, after = ([TARGETS_CHECK], [DASHBOARD_CHECK]) if monitoring else ([], [])
     if argo:  # ingest -> TFJobs in parallel -> select -> serve, watched to the end
-        return [[*up, "--with-argo"], ["invoke", "workflow", "--watch", *BUDGET], load]
+        workflow = ["invoke", "workflow", "--watch", *BUDGET]
+        return [[*up, "--with-argo"], workflow, *before, load, *after]
+    deploy = [*DEPLOY, *(MONITORING_DEPLOY if monitoring else [])]
     recover = [["python", "-m", "integration.recovery", *fault] for fault in RECOVERY]
     return [
         up,
         ["invoke", "train-all", *BUDGET],  # as many jobs at once as the node holds
-        DEPLOY,
+        deploy,
+        *before,
         load,
+        *after,
         *recover,
-        DEPLOY,  # the recovered models trained longest: a new version
+        deploy,  # the recovered models trained longest: a new version
         ["invoke", "rollback"],  # and back to the first one
         ["invoke", "status"],
     ]
@@ -104,6 +127,9 @@ def diagnostics(invoke: str, out_dir: Path) -> dict[str, tuple[list[str], int | 
         "events": ([*kubectl, "get", "events", "-A", "--sort-by=.lastTimestamp"], 100),
         "describe": ([*kubectl, "describe", "tfjobs,inferenceservices", "-n", NAMESPACE], None),
         "hpa": ([*kubectl, "describe", "hpa", "-n", NAMESPACE], None),
+        # --with-monitoring: what KEDA decided, and what Prometheus scrapes (its targets).
+        "scaledobjects": ([*kubectl, "describe", "scaledobjects", "-n", NAMESPACE], None),
+        "prometheus-targets": ([*kubectl, "get", "--raw", PROMETHEUS_TARGETS], None),
         "workflows": ([*kubectl, "get", "workflows", "-n", NAMESPACE, "-o", "yaml"], None),
         "kind-export-logs": (export, None),
     }

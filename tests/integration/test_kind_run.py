@@ -63,3 +63,65 @@ def test_offline_up_builds_a_missing_project_image_from_the_local_base(argo):
     assert [a for a in up if a not in kind_run.LOCAL_BASE] == online[0]
     assert all("--base" not in s for s in online)  # online: the image's own base, pulled
     assert offline[1:] == online[1:]
+
+
+def _names(plan: list[list[str]]) -> list[str]:
+    """Each step's task, or module (with its first flag)."""
+    return [s[1] if s[0] == "invoke" else " ".join([s[2].rsplit(".", 1)[1], *s[3:4]]) for s in plan]
+
+
+def test_monitoring_scales_on_concurrency_and_checks_targets_the_count_and_the_dashboard():
+    plan = kind_run.steps("standard", "/data", offline=True, monitoring=True)
+    assert _names(plan) == [
+        "up",
+        "train-all",
+        "deploy",
+        "dashboard_check --targets",  # every predictor scraped, before the load
+        "loadtest",
+        "dashboard_check",  # every panel has data, right after the load
+        "recovery delete-pod",
+        "recovery sigterm",
+        "deploy",
+        "rollback",
+        "status",
+    ]
+    assert plan[0][-1] == "--with-monitoring" and "--base" in plan[0]
+    deploys = [s for s in plan if s[:2] == ["invoke", "deploy"]]
+    assert all(s[-2:] == ["--scale-metric", "concurrency"] for s in deploys)
+    load = plan[4]
+    # The load test's own check: 5 users, scale-out expected; with Prometheus on the
+    # cluster it also fails when the server's count is more than 1% from Locust's.
+    assert load[load.index("--concurrency") + 1] == "5" and "--expect-scale-out" in load
+
+
+def test_without_monitoring_the_plan_is_as_before():
+    watched = kind_run.steps("standard", "/data", monitoring=True)
+    plain = kind_run.steps("standard", "/data")
+    unwatched = [
+        [a for a in s if a not in (*kind_run.MONITORING_UP, *kind_run.MONITORING_DEPLOY)]
+        for s in watched
+        if s[:3] != ["python", "-m", "integration.dashboard_check"]
+    ]
+    assert unwatched == plain
+    assert not any("monitoring" in " ".join(s) or "dashboard" in " ".join(s) for s in plain)
+
+
+def test_the_argo_run_with_monitoring_checks_around_the_same_load():
+    plan = kind_run.steps("standard", None, argo=True, monitoring=True)
+    assert _names(plan) == ["up", "workflow", "dashboard_check --targets", "loadtest",
+                            "dashboard_check"]  # fmt: skip
+    assert {"--with-argo", "--with-monitoring"} <= set(plan[0])
+
+
+def test_the_monitoring_steps_name_modules_and_a_service_that_exist():
+    import importlib.util
+
+    from k8s import prometheus
+
+    for step in (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK):
+        assert importlib.util.find_spec(step[2]) is not None, step
+    own = f"services/{prometheus.OWN_SERVICE}:{prometheus.PORT}/proxy/{prometheus.TARGETS_PATH}"
+    assert kind_run.PROMETHEUS_TARGETS.endswith(own)
+    assert f"/namespaces/{kind_run.NAMESPACE}/" in kind_run.PROMETHEUS_TARGETS
+    command, _ = kind_run.diagnostics("invoke", kind_run.workdir())["prometheus-targets"]
+    assert command[-2:] == ["--raw", kind_run.PROMETHEUS_TARGETS]
