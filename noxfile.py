@@ -176,7 +176,8 @@ def bench(session: nox.Session) -> None:
 
 
 INTEGRATION_USAGE = (
-    "usage: nox -s integration -- [knative|standard] [--offline] [--with-argo] [--keep-cluster]"
+    "usage: nox -s integration -- [knative|standard] [--offline] [--with-argo] "
+    "[--with-monitoring] [--keep-cluster]"
 )
 
 
@@ -217,7 +218,7 @@ def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
 
 def _integration_args(session: nox.Session) -> tuple[str, set[str]]:
     """The serving mode and the flags, or a usage error."""
-    flags = {"--keep-cluster", "--with-argo", "--offline"}
+    flags = {"--keep-cluster", "--with-argo", "--offline", "--with-monitoring"}
     modes = [a for a in session.posargs if a in ("knative", "standard")]
     unknown = [a for a in session.posargs if a not in ("knative", "standard", *flags)]
     if unknown or len(modes) > 1:
@@ -269,11 +270,13 @@ def _step(argv: list[str]) -> list[str]:
 def integration(session: nox.Session) -> None:
     """The lifecycle on a kind cluster (Docker + kind + kubectl; tens of minutes).
 
-    ``nox -s integration -- [knative|standard] [--offline] [--with-argo] [--keep-cluster]``;
-    the serving mode also comes from DISTML_SERVING_MODE (default knative). ``--offline``
-    builds the node image with every controller in it (no registry needed); ``--with-argo``
-    runs the pipeline as one Argo Workflow instead of the task chain. Steps:
-    integration/kind_run.py. Fails, never skips, when a piece is missing.
+    ``nox -s integration -- [knative|standard] [--offline] [--with-argo] [--with-monitoring]
+    [--keep-cluster]``; the serving mode also comes from DISTML_SERVING_MODE (default
+    knative). ``--offline`` builds the node image with every controller in it (no registry
+    needed); ``--with-argo`` runs the pipeline as one Argo Workflow instead of the task
+    chain; ``--with-monitoring`` adds distml's Prometheus and KEDA, and checks them (targets,
+    the server's count, the dashboard's queries). Steps: integration/kind_run.py. Fails,
+    never skips, when a piece is missing.
     """
     mode, flags = _integration_args(session)
     offline = "--offline" in flags
@@ -290,7 +293,14 @@ def integration(session: nox.Session) -> None:
         session.log(kind_run.OFFLINE_IMAGE)
     passed, times = False, []
     try:
-        for step in kind_run.steps(mode, data_dir, argo="--with-argo" in flags, offline=offline):
+        plan = kind_run.steps(
+            mode,
+            data_dir,
+            argo="--with-argo" in flags,
+            offline=offline,
+            monitoring="--with-monitoring" in flags,
+        )
+        for step in plan:
             start = time.monotonic()
             session.run(*_step(step), env=env, external=True)
             times.append((" ".join(step[:5]), time.monotonic() - start))

@@ -105,3 +105,29 @@ def test_the_offline_run_builds_the_project_image_from_the_local_base_and_says_s
     up = next(argv for argv in session.ran if argv[1:3] == ("up", "--runtime"))
     assert up[-2:] == ("--base", "local")
     assert kind_run.OFFLINE_IMAGE in session.logged
+
+
+def test_with_monitoring_the_integration_run_installs_scales_and_checks_it(monkeypatch):
+    nox_file = _noxfile()
+    for quiet in ("_system_preflight", "_shared_env", "_integration_preflight"):
+        monkeypatch.setattr(nox_file, quiet, lambda *args: None)
+    monkeypatch.setattr(nox_file, "_offline_node", lambda session: "distml-kind/node:v1-stack")
+    session = _Logging("standard", "--offline", "--with-monitoring")
+    nox_file.integration(session)
+    ran = [" ".join(argv[1:]) for argv in session.ran]
+    assert ran[0].startswith("up --runtime kind --serving-mode standard")
+    assert ran[0].endswith("--with-monitoring")
+    assert "deploy --max-replicas 3 --scale-metric concurrency" in ran
+    assert (
+        ran.index("-m integration.dashboard_check --targets")
+        < ran.index("loadtest --concurrency 5 --duration 60s --expect-scale-out")
+        < ran.index("-m integration.dashboard_check")
+    )
+    assert ran[-1] == "down"
+
+
+def test_an_unknown_integration_flag_is_refused_with_the_usage():
+    session = _Logging("standard", "--with-monitor")
+    with pytest.raises(_Stop, match=r"unknown arguments --with-monitor: .*\[--with-monitoring\]"):
+        _noxfile().integration(session)
+    assert session.ran == []
