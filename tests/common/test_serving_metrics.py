@@ -1,0 +1,76 @@
+"""common/serving_metrics.py: every query it builds is PromQL that Debian's real Prometheus
+2.42 accepts (a syntax error is its 400), for names with the characters Kubernetes allows;
+the objective is one of the histogram's buckets (``within_objective`` reads that bucket);
+and the selectors say which service's series they read. (What the queries return from the
+real server's series: tests/k8s/grafana/test_dashboard_prometheus.py,
+tests/loadtest/test_prometheus_view.py.)"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+from common import serving_metrics as sm
+from k8s.kube import ProxyError
+from tests.support.loopback_prometheus import loopback_prometheus
+
+NS, SVC = "team-a", "tf-mnist-2"
+
+
+def _queries() -> dict[str, str]:
+    """Every query function of the module (``selector`` builds matchers, not a query),
+    called for NS/SVC (and its defaults)."""
+    found = {}
+    for name, fn in inspect.getmembers(sm, inspect.isfunction):
+        params = list(inspect.signature(fn).parameters)
+        if name == "selector" or params[:2] != ["namespace", "service"]:
+            continue
+        if name == "latency_quantile":
+            found[name] = fn(NS, SVC, 0.99)
+        else:
+            found[name] = fn(NS, SVC)
+    return found
+
+
+def test_every_query_function_is_found():
+    assert {"request_rate", "error_ratio", "latency_quantile", "in_flight", "requests_total",
+            "replicas", "predict_requests", "predict_latency_buckets", "request_rate_by_code",
+            "model_version", "last_scrape", "within_objective"} <= set(_queries())  # fmt: skip
+
+
+def test_every_query_is_promql_prometheus_accepts(tmp_path):
+    with loopback_prometheus(tmp_path, {}, NS, SVC) as prom:
+        refused = {}
+        for name, query in _queries().items():
+            try:
+                answer = json.loads(prom.get("api/v1/query", {"query": query}))
+            except ProxyError as e:
+                refused[name] = f"{query}: {e.body.decode()}"
+                continue
+            assert answer["status"] == "success", (name, answer)
+    assert refused == {}
+
+
+def test_prometheus_refuses_a_query_with_a_syntax_error(tmp_path):
+    with loopback_prometheus(tmp_path, {}, NS, SVC) as prom, pytest.raises(ProxyError) as e:
+        prom.get("api/v1/query", {"query": sm.request_rate(NS, SVC)[:-3]})
+    assert e.value.status == 400 and b"parse error" in e.value.body
+
+
+def test_the_objective_is_a_bucket_bound():
+    assert sm.LATENCY_OBJECTIVE_S in sm.LATENCY_BUCKETS
+    assert f'le="{sm.LATENCY_OBJECTIVE_S:g}"' in sm.within_objective(NS, SVC)
+
+
+@pytest.mark.parametrize("name", sorted(_queries()))
+def test_every_query_selects_one_service_s_series(name):
+    assert f'namespace="{NS}",isvc="{SVC}"' in _queries()[name]
+
+
+def test_the_predict_queries_read_the_predict_route_only_by_the_labels_asked():
+    assert sm.predict_requests(NS, SVC, ("pod", "code")).startswith("sum by (pod, code) (")
+    assert f'route="{sm.PREDICT_ROUTE}"' in sm.predict_requests(NS, SVC)
+    assert sm.predict_latency_buckets(NS, SVC).startswith("sum by (le) (")
+    assert sm.predict_requests(NS, SVC).startswith("sum (")  # no by: one number
