@@ -128,7 +128,7 @@ class Page:
             by_code[code] = by_code.get(code, 0.0) + s.value
         buckets: dict[float, float] = {}
         for s in self._of(BUCKETS, **where):
-            le = _bound(s.labels.get("le"))
+            le = bound(s.labels.get("le"))
             buckets[le] = buckets.get(le, 0.0) + s.value
         return Counts(by_code, buckets)
 
@@ -147,7 +147,8 @@ class Page:
         )
 
 
-def _bound(text: str | None) -> float:
+def bound(text: str | None) -> float:
+    """A bucket's ``le`` label as a number; MetricsTextError for anything else."""
     try:
         return float(text or "")
     except ValueError:
@@ -169,5 +170,5 @@ def parse_page(text: str) -> Page:
     page = Page(samples)
     for s in page.samples:
         if s.name == BUCKETS:
-            _bound(s.labels.get("le"))
+            bound(s.labels.get("le"))
     return page

@@ -20,7 +20,7 @@ from typing import Any
 from common import serving_metrics as sm
 from common.errors import DistmlError
 from common.poll import Clock, Done, Failed, Pending, poll
-from loadtest.metrics_text import Counts
+from loadtest.metrics_text import Counts, bound
 from loadtest.server_view import Absent, Log, Row, ServerView, figures
 
 NO_PROMETHEUS = (
@@ -123,7 +123,7 @@ class PrometheusView:
         buckets: dict[str, dict[float, float]] = {}
         query = sm.predict_latency_buckets(ns, svc, ("pod", "le"))
         for labels, value in prom.instant(self.kube, self.ref, query):
-            buckets.setdefault(labels.get("pod", ""), {})[float(labels.get("le", "nan"))] = value
+            buckets.setdefault(labels.get("pod", ""), {})[bound(labels.get("le"))] = value
         return {
             pod: Counts(by_code.get(pod, {}), buckets.get(pod, {})) for pod in {*by_code, *buckets}
         }

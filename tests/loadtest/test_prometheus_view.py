@@ -72,6 +72,7 @@ class Scripted:
         self.targets: dict[str, str] = {}
         self.scraped: dict[str, float] = {}
         self.counts: dict[str, dict[str, float]] = {}
+        self.bounds = ("0.1", "+Inf")
         kube.serve_proxy(REF.namespace, REF.service, REF.port, self.answer)
 
     def answer(self, path: str, params: dict[str, str]) -> bytes:
@@ -95,7 +96,7 @@ class Scripted:
             return [
                 ({"pod": p, "le": le}, sum(by.values()))
                 for p, by in self.counts.items()
-                for le in ("0.1", "+Inf")
+                for le in self.bounds
             ]
         return []  # in flight, replicas: no series
 
@@ -145,6 +146,18 @@ def test_targets_not_scraped_after_the_run_are_an_error_on_a_deadline():
     assert clock.now == pytest.approx(1000.0 + SCRAPED_TIMEOUT_S, abs=1.5)
     server = report(view.source, result, None, 5)
     assert ls.server_problems(server)[0].startswith("the server-side view (Prometheus ")
+
+
+def test_a_bucket_bound_that_is_no_number_is_an_error_not_a_crash():
+    kube, clock = FakeKube(), FakeClock(1000.0)
+    prom = Scripted(kube)
+    prom.targets, prom.scraped, prom.counts = {"a": "up"}, {"a": 2000.0}, {"a": {"200": 1}}
+    view = _view(kube, clock)
+    assert view.begin(print)
+    prom.bounds = ("soon", "+Inf")
+    assert view.finish(1050.0, print) == {
+        "error": "after the run: a histogram bucket with le='soon', not a number"
+    }
 
 
 def test_no_target_at_all_is_said_before_the_run():
