@@ -109,7 +109,7 @@ def _server_panel(ax: Any, server: dict[str, Any]) -> None:
 
     series = server["series"]
     for key, label, color in (
-        ("in_flight", "in flight (server's gauge)", "tab:brown"),
+        ("in_flight", "in flight (server's gauge, each second)", "tab:brown"),
         ("replicas", "replicas up (Prometheus)", "tab:purple"),
     ):
         points = [(r["t_s"], r[key]) for r in series if r.get(key) is not None]
