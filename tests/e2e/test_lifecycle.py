@@ -14,14 +14,17 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import zlib
 from pathlib import Path
 
 import pytest
 import yaml
 
+from common.serving_metrics import PREDICT_ROUTE, REQUESTS_TOTAL
 from ml.contract import LINEAGE_FIELDS, RAW_SHA256
 from runtime.image import image_tag
+from tests.ml.server.scrape import Scrape
 from tests.support.e2e_kit import REPO, SERVICE, deployed, invoke, post, processes_mentioning
 
 
@@ -161,9 +164,19 @@ def test_unknown_model_is_404(lifecycle):
     assert got == 404
 
 
+def _predicts_counted(url: str) -> float:
+    """The server's own count of predict requests answered, read from its /metrics with
+    prometheus-client's parser (tests/ml/server/scrape.py, not the load test's reader)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        page = Scrape(resp.read().decode())
+    return page.total(REQUESTS_TOTAL, model=SERVICE, route=PREDICT_ROUTE)
+
+
 def test_loadtest_concurrency_5_writes_reports_with_zero_failures(lifecycle):
+    before = _predicts_counted(lifecycle["url"])
     r = invoke(lifecycle["wd"], "loadtest", "--concurrency", "5", "--duration", "10s")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    after = _predicts_counted(lifecycle["url"])
     assert "scale-out is checked only on a cluster" in r.stdout
     out = lifecycle["wd"] / "reports" / "loadtest"
     summary = json.loads((out / "summary.json").read_text())
@@ -171,6 +184,14 @@ def test_loadtest_concurrency_5_writes_reports_with_zero_failures(lifecycle):
     assert summary["p50_ms"] <= summary["p95_ms"] <= summary["p99_ms"]
     assert (out / "chart.png").stat().st_size > 10_000
     assert list(out.glob("*stats*.csv"))
+    # The server answered exactly the requests Locust sent, and the report says so.
+    assert after - before == summary["requests"]
+    server = summary["server"]
+    assert server["requests"] == summary["requests"] and server["difference"] == 0
+    assert server["by_code"] == {"200": summary["requests"]}
+    assert 0 < server["p50_ms"] <= server["p95_ms"] <= server["p99_ms"]
+    assert max(row["in_flight"] for row in server["series"]) >= 1
+    assert f"the server counted {summary['requests']} predict requests (200: " in r.stdout
 
 
 def test_redeploy_under_load_drops_no_request_and_rollback_restores(lifecycle):
@@ -229,8 +250,12 @@ def test_status_shows_everything(lifecycle):
         lifecycle["url"],
         "last load test",
         "training curves:",
+        "server requests",  # the running server's own figures, from its /metrics
+        "server latency",
+        "server in flight",
     ):
         assert text in r.stdout
+    assert "server metrics" not in r.stdout  # the row that says they are not available
 
 
 def test_a_killed_worker_restarts_the_job_which_resumes(tmp_path, data_dir):
