@@ -214,3 +214,36 @@ def test_on_an_existing_cluster_a_missing_keda_is_reported_with_its_install_comm
     assert f"KEDA {versions.KEDA_VERSION} (no Available Deployment keda/keda-operator)" in message
     assert f"`kubectl --context team apply --server-side -f {versions.KEDA_URL}`" in message
     assert not [o for o in fake.applied]  # nothing was installed
+
+
+@pytest.mark.parametrize("provider", ["k3d", "kind", "minikube"])
+def test_invoke_dry_up_with_monitoring_applies_keda_and_only_indexed_urls(provider, tmp_path):
+    from k8s.preflight import Preflight
+    from runtime.cluster import ClusterRuntime
+    from runtime.requests import UpRequest
+    from runtime.workdir import Workdir
+    from tests.support.fakekube import FakeClock
+    from tests.support.upstream import index
+
+    c = MockContext(
+        config=Config(overrides={"run": {"dry": True}}), run={re.compile(".*"): Result("")}
+    )
+    lines: list[str] = []
+    rt = ClusterRuntime(
+        c,
+        provider,
+        Workdir.at(tmp_path / "wd"),
+        tmp_path,
+        out=lines.append,
+        clock=FakeClock(),
+        preflight=lambda *a, **k: Preflight(),
+    )
+    rt.__dict__["image"] = "distml:0123456789ab"  # no image hash of a tmp dir
+    assert rt.up(UpRequest(serving_mode="standard", with_monitoring=True)) == 0
+    urls = []
+    for call in c.run.call_args_list:
+        words = call.args[0].split()
+        if "apply" in words and "-f" in words:
+            urls.append(words[words.index("-f") + 1].strip("'"))
+    assert versions.KEDA_URL in urls and all(u in index() for u in urls)
+    assert "would apply Deployment kubeflow/distml-prometheus" in lines
