@@ -196,12 +196,12 @@ def prometheus() -> Controller:
             ("etc-prometheus/prometheus.yml", "documentation/examples/prometheus.yml"),
             ("LICENSE", "LICENSE"),
             ("NOTICE", "NOTICE"),
-            ("data", ""),
+            ("data/prometheus", ""),  # mode 775: COPY keeps a directory's own mode
         ),
         extra=(
             f"COPY --chown={nobody} etc-prometheus/ /etc/prometheus/",
             "COPY LICENSE NOTICE /",
-            f"COPY --chown={nobody} data/ /prometheus/",
+            f"COPY --chown={nobody} data/ /",
             "WORKDIR /prometheus",
             "EXPOSE 9090",
             'VOLUME ["/prometheus"]',

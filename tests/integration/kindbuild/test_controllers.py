@@ -119,13 +119,13 @@ def test_prometheus_image_is_laid_out_as_upstreams_dockerfile():
     dockerfile = controllers.dockerfile(spec, "base")
     assert "COPY promtool /bin/promtool" in dockerfile
     assert 'ENTRYPOINT ["/bin/prometheus"]' in dockerfile and "USER 65534:65534" in dockerfile
-    assert "COPY --chown=65534:65534 data/ /prometheus/" in dockerfile
+    assert "COPY --chown=65534:65534 data/ /\n" in dockerfile  # /prometheus, group-writable
     assert "WORKDIR /prometheus" in dockerfile
     cmd = '"--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"'
     assert f"CMD [{cmd}]" in dockerfile
     context = dict(spec.files)
     assert context["etc-prometheus/prometheus.yml"] == "documentation/examples/prometheus.yml"
-    assert context["data"] == ""  # an empty directory
+    assert context["data/prometheus"] == ""  # an empty directory
 
 
 def test_the_build_date_is_the_commits_time_as_promu_writes_it():
