@@ -25,13 +25,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from common import serving_metrics as sm
 from common.errors import DistmlError
 from common.poll import Done, Pending, poll
 from integration.kind_run import CONTEXT, NAMESPACE
 from k8s import prometheus
 from k8s.grafana import dashboard
 from k8s.objects import name_of, pod_ready, predictor_pods
+from ml import contract_metrics as sm
 from ml.contract import DEFAULT_SERVICE
 
 TARGETS_TIMEOUT_S = 120.0

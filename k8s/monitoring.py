@@ -4,12 +4,12 @@ it needs, in distml's namespace and only there.
 - ServiceAccount, Role and RoleBinding: list/watch pods, endpoints and services in the
   namespace. No ClusterRole: it works for a user whose rights end at their namespace, on
   a cluster shared with others.
-- ConfigMap ``prometheus.yml``: one scrape job (``serving_metrics.SCRAPE_JOB``) over the
+- ConfigMap ``prometheus.yml``: one scrape job (``contract_metrics.SCRAPE_JOB``) over the
   namespace's pods (``kubernetes_sd_configs`` role pod, that namespace only) that carry
   KServe's InferenceService label, on the server's container port (``PREDICTOR_PORT``) at
   ``/metrics``. Not KServe's ``serving.kserve.io/enable-prometheus-scraping`` annotation:
   it points at queue-proxy's port 9091, which Standard mode's pods do not have. The
-  relabelling attaches the labels ``common.serving_metrics``'s queries select on:
+  relabelling attaches the labels ``ml.contract_metrics``'s queries select on:
   ``namespace``, ``isvc`` (the InferenceService) and ``pod``.
 - Deployment: the pinned upstream image (``versions.PROMETHEUS_IMAGE``), small requests,
   readiness on ``/-/ready``, its TSDB on an emptyDir kept :data:`RETENTION` (the numbers
@@ -25,12 +25,12 @@ import hashlib
 import json
 from typing import Any
 
-from common import serving_metrics
 from k8s import versions
 from k8s.manifests.names import ISVC_POD_LABEL, NO_ISTIO_SIDECAR, PREDICTOR_PORT
 from k8s.manifests.pods import container_security_context, meta
 from k8s.prometheus import OWN_SERVICE, PORT
 from k8s.settings import Resources, Settings
+from ml import contract_metrics
 
 COMPONENT = "monitoring"
 NAME = OWN_SERVICE  # every object's name
@@ -59,8 +59,8 @@ def scrape_config(s: Settings) -> dict[str, Any]:
     """The predictor pods' scrape job."""
     isvc = _meta_label(ISVC_POD_LABEL)
     return {
-        "job_name": serving_metrics.SCRAPE_JOB,
-        "scrape_interval": f"{serving_metrics.SCRAPE_INTERVAL_S}s",
+        "job_name": contract_metrics.SCRAPE_JOB,
+        "scrape_interval": f"{contract_metrics.SCRAPE_INTERVAL_S}s",
         "metrics_path": "/metrics",
         "kubernetes_sd_configs": [
             {
@@ -89,7 +89,7 @@ def scrape_config(s: Settings) -> dict[str, Any]:
 
 
 def prometheus_config(s: Settings) -> dict[str, Any]:
-    interval = f"{serving_metrics.SCRAPE_INTERVAL_S}s"
+    interval = f"{contract_metrics.SCRAPE_INTERVAL_S}s"
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [scrape_config(s)],

@@ -5,7 +5,7 @@ quantiles of a histogram, computed as Prometheus's ``histogram_quantile`` comput
 The page is outside input (a server of any version, or something else on that port): it is
 parsed with prometheus-client's own text parser, and anything it or the checks here refuse
 is a :class:`MetricsTextError`, never another exception. Names and labels are
-``common/serving_metrics.py``'s. prometheus-client is imported when a page is parsed.
+``ml/contract_metrics.py``'s. prometheus-client is imported when a page is parsed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from common.errors import DistmlError
-from common.serving_metrics import IN_FLIGHT, LATENCY, MODEL_INFO, PREDICT_ROUTE, REQUESTS_TOTAL
+from ml.contract_metrics import IN_FLIGHT, LATENCY, MODEL_INFO, PREDICT_ROUTE, REQUESTS_TOTAL
 
 METRICS_PATH = "/metrics"
 BUCKETS = f"{LATENCY}_bucket"

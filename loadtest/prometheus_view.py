@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common import serving_metrics as sm
 from common.errors import DistmlError
 from common.poll import Clock, Done, Failed, Pending, poll
 from loadtest.metrics_text import Counts, bound
 from loadtest.server_view import Absent, Log, Row, ServerView, figures
+from ml import contract_metrics as sm
 
 NO_PROMETHEUS = (
     "this cluster has no distml Prometheus; `invoke up --with-monitoring` installs it "

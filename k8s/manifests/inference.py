@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from common import serving_metrics
 from k8s import prometheus, versions
 from k8s.manifests.names import (
     COMPONENT_LABEL,
@@ -26,10 +25,10 @@ from k8s.manifests.names import (
 from k8s.manifests.placement import predictor_placement, volume_labels
 from k8s.manifests.pods import base_env, container_security_context, env_list, meta
 from k8s.settings import REQUEST_METRICS, Resources, Settings
-from ml import contract
+from ml import contract, contract_metrics
 
 # The window of the request rate KEDA scales on (rps): short, so that scaling follows a load
-# within a few scrapes (serving_metrics.SCRAPE_INTERVAL_S), long enough for rate() to have
+# within a few scrapes (contract_metrics.SCRAPE_INTERVAL_S), long enough for rate() to have
 # several samples.
 RATE_WINDOW = "30s"
 
@@ -102,8 +101,8 @@ def predictor_name(s: Settings) -> str:
 def request_query(s: Settings) -> str:
     """The PromQL KEDA scales on: requests in flight, or per second, all pods together."""
     if s.scale_metric == "concurrency":
-        return serving_metrics.in_flight(s.namespace, s.service)
-    return serving_metrics.request_rate(s.namespace, s.service, window=RATE_WINDOW)
+        return contract_metrics.in_flight(s.namespace, s.service)
+    return contract_metrics.request_rate(s.namespace, s.service, window=RATE_WINDOW)
 
 
 def keda_autoscaling(s: Settings) -> dict[str, Any]:

@@ -1,10 +1,8 @@
 """The server's Prometheus metrics: a registry each server owns, and the ASGI middleware that
 counts and times every request.
 
-Names, labels and buckets are ``common/serving_metrics.py``'s, whose PromQL every reader
-uses; they are repeated below because the image holds ``ml/`` only (``ml/`` imports nothing
-else of ours: tests/test_layout.py), and ``tests/ml/server/test_metrics.py`` fails when the
-two differ. :class:`ServerMetrics` holds, in a registry of its own (so two servers in one
+Names, labels and buckets are ``ml/contract_metrics.py``'s: the pod contract's, whose PromQL
+every reader uses. :class:`ServerMetrics` holds, in a registry of its own (so two servers in one
 process, as in tests, count apart):
 
 - ``distml_requests_total{model, route, code, version}``: every answered request but
@@ -41,21 +39,19 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import InfoMetricFamily, Metric
 
+from ml.contract_metrics import (
+    BATCH_BUCKETS,
+    BATCH_SIZE,
+    IN_FLIGHT,
+    LATENCY,
+    LATENCY_BUCKETS,
+    MODEL_INFO,
+    OTHER_ROUTE,
+    REQUEST_LABELS,
+    REQUESTS,
+    UNCOUNTED_PATHS,
+)
 from ml.server.header_timeout import FIRST_BYTE
-
-# The names, labels and buckets of common/serving_metrics.py (the module doc says why here too).
-REQUESTS = "distml_requests"
-LATENCY = "distml_request_duration_seconds"
-IN_FLIGHT = "distml_requests_in_flight"
-MODEL_INFO = "distml_model"
-BATCH_SIZE = "distml_batch_size"
-REQUEST_LABELS = ("model", "route", "code", "version")
-OTHER_ROUTE = "other"
-UNCOUNTED_PATHS = ("/metrics", "/", "/v2/health/live", "/v2/health/ready")
-LATENCY_BUCKETS = (
-    0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-)  # fmt: skip
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 #: ``code`` of a request whose client went away before an answer started.
 CLIENT_GONE = 499

@@ -8,7 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from common import serving_metrics
 from k8s import manifests, monitoring, prometheus, versions
 from k8s.cluster_poll import WaitError
 from k8s.objects import JOB_API, is_true
@@ -16,6 +15,7 @@ from k8s.operators import Installer, components
 from k8s.ownership import new_instance
 from k8s.settings import SERVING_MODES, Settings
 from k8s.workload_waits import wait_deployments_available
+from ml import contract_metrics
 from ml.contract import RAW_FILES
 from runtime.cluster import existing_up
 from runtime.cluster.apply import apply_reporting, run_job
@@ -136,7 +136,7 @@ def _monitoring(cx: ClusterContext, s: Settings) -> None:
     ref = prometheus.ref(s)
     cx.out(
         f"Prometheus: ready at {ref.address if ref else '?'}; it scrapes the predictor pods "
-        f"every {serving_metrics.SCRAPE_INTERVAL_S} s (`invoke status` reads it)"
+        f"every {contract_metrics.SCRAPE_INTERVAL_S} s (`invoke status` reads it)"
     )
 
 

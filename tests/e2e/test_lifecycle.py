@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from common.serving_metrics import PREDICT_ROUTE, REQUESTS_TOTAL
 from ml.contract import LINEAGE_FIELDS, RAW_SHA256
+from ml.contract_metrics import PREDICT_ROUTE, REQUESTS_TOTAL
 from runtime.image import image_tag
 from tests.ml.server.scrape import Scrape
 from tests.support.e2e_kit import REPO, SERVICE, deployed, invoke, post, processes_mentioning

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from k8s import capacity, operators, versions
+from k8s import capacity, operators, optional_operators, versions
 from k8s.capacity import Need
 from ml.contract import MODEL_TYPES
 from tests.support.install_plan import PLANS, settings
@@ -97,7 +97,7 @@ def test_argo_adds_nothing_to_the_requests_so_the_documented_table_holds_with_it
         len(capacity.stack_pods(provider, mode)) :
     ]
     assert [p.name for p in argo_pods] == [
-        f"{operators.ARGO_NAMESPACE}/{d}" for d in operators.ARGO_DEPLOYMENTS
+        f"{optional_operators.ARGO_NAMESPACE}/{d}" for d in optional_operators.ARGO_DEPLOYMENTS
     ]
 
 

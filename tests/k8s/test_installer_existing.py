@@ -24,7 +24,8 @@ from k8s.operator_check import (
     MissingOperators,
     cluster_wide,
 )
-from k8s.operators import ARGO_DEPLOYMENTS, Installer, PermanentError, components
+from k8s.operators import Installer, PermanentError, components
+from k8s.optional_operators import ARGO_DEPLOYMENTS
 from k8s.providers import provider as make_provider
 from k8s.settings import Settings
 from tests.support.fakekube import FakeKube, conditions_status

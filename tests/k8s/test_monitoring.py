@@ -1,6 +1,6 @@
 """k8s.monitoring: distml's own Prometheus is strictly valid for the pinned Kubernetes, needs
 no right outside its namespace, and its scrape config keeps exactly the predictors' server
-ports, labelled as common.serving_metrics's queries select them (the relabelling run
+ports, labelled as ml.contract_metrics's queries select them (the relabelling run
 here the way Prometheus runs it: keep, and replace with its defaults)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from common import serving_metrics
 from k8s import monitoring, prometheus, versions
 from k8s.manifests import ISVC_POD_LABEL, PREDICTOR_PORT
 from k8s.settings import Settings
+from ml import contract_metrics
 from tests.support import k8s_schemas
 from tests.support.upstream import selector_matches
 
@@ -87,8 +87,8 @@ def test_the_config_map_holds_the_config_as_prometheus_reads_it() -> None:
     text = by_kind(s)["ConfigMap"]["data"][monitoring.CONFIG_FILE]
     assert json.loads(text) == monitoring.prometheus_config(s)  # JSON is YAML
     job = monitoring.prometheus_config(s)["scrape_configs"][0]
-    assert job["job_name"] == serving_metrics.SCRAPE_JOB
-    assert job["scrape_interval"] == f"{serving_metrics.SCRAPE_INTERVAL_S}s"
+    assert job["job_name"] == contract_metrics.SCRAPE_JOB
+    assert job["scrape_interval"] == f"{contract_metrics.SCRAPE_INTERVAL_S}s"
     assert job["metrics_path"] == "/metrics"
 
 
@@ -137,7 +137,7 @@ def test_only_the_predictors_server_port_is_scraped_labelled_as_the_queries_sele
     kept = relabel(rules, sd_target("tf-mnist-predictor-1", port=str(PREDICTOR_PORT), labels=isvc))
     assert kept == {"namespace": "team-a", "isvc": "tf-mnist", "pod": "tf-mnist-predictor-1"}
     # Every label matcher of the queries' selector holds on the series of that target.
-    for matcher in serving_metrics.selector("team-a", "tf-mnist").split(","):
+    for matcher in contract_metrics.selector("team-a", "tf-mnist").split(","):
         name, value = matcher.split("=", 1)
         assert kept[name] == json.loads(value)
     dropped = {

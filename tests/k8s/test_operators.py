@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from invoke import Config, MockContext, Result
 
-from k8s import operators, versions
+from k8s import operators, optional_operators, versions
 from k8s.operators import Installer
 from k8s.preflight import Preflight
 from k8s.providers import provider as make_provider
@@ -179,24 +179,28 @@ def test_argo_is_applied_server_side_into_its_namespace_and_its_deployments_wait
 ):
     applies = [s for s in plan.steps if s.url == versions.ARGO_WORKFLOWS_URL]
     if not plan.with_argo:
-        assert not applies and not plan.find("Namespace", operators.ARGO_NAMESPACE, None)
+        assert not applies and not plan.find("Namespace", optional_operators.ARGO_NAMESPACE, None)
         return
     (apply,) = applies
     at = plan.steps.index(apply)
     words = shlex.split(apply.command)
-    assert "--server-side" in words and words[words.index("-n") + 1] == operators.ARGO_NAMESPACE
+    assert (
+        "--server-side" in words
+        and words[words.index("-n") + 1] == optional_operators.ARGO_NAMESPACE
+    )
     # The file holds no Namespace: the one `up` makes came just before it.
     assert not [o for o in apply.objects if o["kind"] == "Namespace"]
-    assert plan.steps[at - 1].objects[0]["metadata"]["name"] == operators.ARGO_NAMESPACE
+    assert plan.steps[at - 1].objects[0]["metadata"]["name"] == optional_operators.ARGO_NAMESPACE
     in_file = {
         o["metadata"]["name"]
         for o in apply.objects
-        if o["kind"] == "Deployment" and o["metadata"]["namespace"] == operators.ARGO_NAMESPACE
+        if o["kind"] == "Deployment"
+        and o["metadata"]["namespace"] == optional_operators.ARGO_NAMESPACE
     }
     wait = plan.steps[at + 1]
-    assert wait.what == "wait" and wait.namespace == operators.ARGO_NAMESPACE
+    assert wait.what == "wait" and wait.namespace == optional_operators.ARGO_NAMESPACE
     # Every Deployment of the release is waited for (a new one in a later release fails here).
-    assert set(wait.names or []) == in_file == set(operators.ARGO_DEPLOYMENTS)
+    assert set(wait.names or []) == in_file == set(optional_operators.ARGO_DEPLOYMENTS)
     # Its CRDs are what needs --server-side: far above the 256 KiB annotation.
     crds = [o for o in apply.objects if o["kind"] == "CustomResourceDefinition"]
     assert max(len(json.dumps(o)) for o in crds) > 256 * 1024

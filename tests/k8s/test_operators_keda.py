@@ -14,15 +14,14 @@ from typing import Any
 import pytest
 from invoke import Config, MockContext, Result
 
-from k8s import operators, versions
+from k8s import operators, optional_operators, versions
 from k8s.cluster_poll import WaitError
 from k8s.operator_check import CLUSTER_WIDE, PROBES, MissingOperators
-from k8s.operators import (
+from k8s.operators import Installer, components
+from k8s.optional_operators import (
     KEDA_APISERVICE,
     KEDA_DEPLOYMENTS,
     KEDA_NAMESPACE,
-    Installer,
-    components,
     wait_apiservice_available,
 )
 from k8s.providers import provider as make_provider
@@ -106,7 +105,7 @@ def apiservice(fake: FakeKube, status: str, reason: str = "", message: str = "")
     cond = {"type": "Available", "status": status, "reason": reason, "message": message}
     fake.put(
         {
-            "apiVersion": operators.APISERVICE_API,
+            "apiVersion": optional_operators.APISERVICE_API,
             "kind": "APIService",
             "metadata": {"name": KEDA_APISERVICE},
             "status": {"conditions": [cond]},

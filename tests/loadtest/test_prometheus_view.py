@@ -12,7 +12,6 @@ from urllib.parse import urlparse
 
 import pytest
 
-from common.serving_metrics import SCRAPE_INTERVAL_S
 from k8s.prometheus import PrometheusRef
 from k8s.settings import Settings
 from loadtest import runner as lt
@@ -26,6 +25,7 @@ from loadtest.prometheus_view import (
     run_counts,
 )
 from loadtest.server_view import Absent, report
+from ml.contract_metrics import SCRAPE_INTERVAL_S
 from tests.loadtest.conftest import metered_server
 from tests.support.fakekube import FakeClock, FakeKube
 from tests.support.loopback_prometheus import loopback_prometheus

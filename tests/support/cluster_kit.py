@@ -12,7 +12,7 @@ from unittest.mock import Mock
 
 from invoke import Config, MockContext, Result
 
-from k8s import capacity, manifests, monitoring, operators, versions
+from k8s import capacity, manifests, monitoring, operators, optional_operators, versions
 from k8s.preflight import Preflight
 from runtime.cluster import ClusterRuntime
 from runtime.image import image_tag
@@ -48,9 +48,11 @@ OPERATOR_DEPLOYMENTS = {
     "kserve.yaml": [("kserve", "kserve-controller-manager")],
     "metrics-server": [("kube-system", "metrics-server")],
     versions.ARGO_WORKFLOWS_URL: [
-        (operators.ARGO_NAMESPACE, d) for d in operators.ARGO_DEPLOYMENTS
+        (optional_operators.ARGO_NAMESPACE, d) for d in optional_operators.ARGO_DEPLOYMENTS
     ],
-    versions.KEDA_URL: [(operators.KEDA_NAMESPACE, d) for d in operators.KEDA_DEPLOYMENTS],
+    versions.KEDA_URL: [
+        (optional_operators.KEDA_NAMESPACE, d) for d in optional_operators.KEDA_DEPLOYMENTS
+    ],
 }
 
 
@@ -85,9 +87,9 @@ def make_ctx(fake: FakeKube, results: dict, dry: bool = False) -> MockContext:
         if versions.KEDA_URL in command and " apply " in command:  # its metrics server answers
             fake.put(
                 {
-                    "apiVersion": operators.APISERVICE_API,
+                    "apiVersion": optional_operators.APISERVICE_API,
                     "kind": "APIService",
-                    "metadata": {"name": operators.KEDA_APISERVICE},
+                    "metadata": {"name": optional_operators.KEDA_APISERVICE},
                     "status": conditions_status(("Available", "True")),
                 }
             )

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from common import serving_metrics as sm
 from common.poll import Done, Pending, poll
 from k8s.kube import ProxyError
+from ml import contract_metrics as sm
 from runtime.procs import free_ports
 
 BINARY = "/usr/bin/prometheus"

@@ -67,9 +67,11 @@ HEAVY: frozenset[str] = frozenset(
         "loadtest/test_main.py::test_failures_are_counted_and_fail_the_cli",
         "loadtest/test_replica_watch.py",
         "loadtest/test_runner.py::test_importing_loadtest_is_cheap",
-        "common/test_serving_metrics.py::test_every_query_is_promql_prometheus_accepts",
-        "common/test_serving_metrics.py::test_prometheus_refuses_a_query_with_a_syntax_error",
+        "ml/test_contract_metrics.py::test_every_query_is_promql_prometheus_accepts",
+        "ml/test_contract_metrics.py::test_prometheus_refuses_a_query_with_a_syntax_error",
         "k8s/grafana/test_dashboard_prometheus.py",  # the real server and Prometheus
+        "ml/server/test_metrics_http.py",  # real servers
+        "ml/server/test_clients.py",
         "loadtest/test_prometheus_view.py::"
         "test_a_real_run_read_from_a_real_prometheus_counts_what_locust_sent",
         "loadtest/test_server_view.py::test_every_code_the_server_answered_is_counted",

@@ -1,6 +1,6 @@
 """k8s/grafana/dashboard.py: the committed dashboard is the generated one; it imports as
 Grafana imports a shared dashboard (``__inputs`` for the datasource, every panel's targets
-with an ``expr``); its queries are common/serving_metrics.py's, for ``$namespace`` and
+with an ``expr``); its queries are ml/contract_metrics.py's, for ``$namespace`` and
 ``$isvc``; and the helpers the checks use (substitution, variables, series read). Its
 PromQL runs against a real Prometheus in test_dashboard_prometheus.py."""
 
@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from common import serving_metrics as sm
 from k8s.grafana import dashboard
+from ml import contract_metrics as sm
 
 COMMITTED = json.loads(dashboard.PATH.read_text())
 

@@ -20,7 +20,6 @@ from urllib.parse import urlparse
 
 import pytest
 
-from common import serving_metrics as sm
 from integration import dashboard_check
 from k8s import prometheus
 from k8s.grafana import dashboard
@@ -28,6 +27,7 @@ from k8s.prometheus import PrometheusRef
 from loadtest.metrics_text import histogram_quantile, parse_page
 from loadtest.server_view import fetch
 from ml import contract
+from ml import contract_metrics as sm
 from runtime.procs import free_ports
 from tests.support.e2e_kit import post
 from tests.support.fakekube import FakeKube

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from common import serving_metrics
 from k8s import manifests as m
 from k8s import versions
 from k8s.settings import PREDICTORS, PROVIDERS
+from ml import contract_metrics
 from tests.support import k8s_schemas
 from tests.support.manifests_kit import all_objects, by_kind, one, settings
 
@@ -147,8 +147,8 @@ def test_request_metrics_give_kserves_keda_form_strictly_valid(metric, where, ad
     assert external["metric"]["serverAddress"] == address
     assert external["target"] == {"type": "Value", "value": "4"}
     queries = {
-        "concurrency": serving_metrics.in_flight("kubeflow", "tf-mnist"),
-        "rps": serving_metrics.request_rate("kubeflow", "tf-mnist", window="30s"),
+        "concurrency": contract_metrics.in_flight("kubeflow", "tf-mnist"),
+        "rps": contract_metrics.request_rate("kubeflow", "tf-mnist", window="30s"),
     }
     assert external["metric"]["query"] == queries[metric]
 

@@ -1,5 +1,5 @@
 """ml.server.metrics in process, around a small ASGI app (no kserve, no web framework): it
-writes the names common/serving_metrics.py's readers read; each request is counted once by
+writes the names ml/contract_metrics.py's readers read; each request is counted once by
 route template, model, code and answering version, timed, and in flight only while
 answered; unknown paths are one route, ``other``; the scrape and the health probes are not
 counted; a server's metrics are its own, and its exposition holds the default registry's
@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common import serving_metrics
-from common.serving_metrics import (
+from ml.contract_metrics import (
     BATCH_SIZE,
     IN_FLIGHT,
     LATENCY,
@@ -25,7 +24,6 @@ from common.serving_metrics import (
     REQUESTS_TOTAL,
     UNCOUNTED_PATHS,
 )
-from ml.server import metrics as server_metrics
 from ml.server.header_timeout import FIRST_BYTE
 from ml.server.metrics import MetricsMiddleware, RouteTemplates, ServerMetrics, answered_by
 from tests.ml.server.scrape import Scrape, increase
@@ -39,19 +37,6 @@ TEMPLATES = [
     ("POST", "/v2/models/{model_name}/infer"),
 ]
 PREDICT = "/v1/models/{model_name}:predict"
-
-
-SHARED = (
-    "REQUESTS", "LATENCY", "IN_FLIGHT", "MODEL_INFO", "BATCH_SIZE", "REQUEST_LABELS",
-    "OTHER_ROUTE", "UNCOUNTED_PATHS", "LATENCY_BUCKETS", "BATCH_BUCKETS",
-)  # fmt: skip
-
-
-@pytest.mark.parametrize("name", SHARED)
-def test_the_server_writes_the_names_the_readers_read(name) -> None:
-    """ml.server.metrics repeats common.serving_metrics's names (the image holds ml/ only):
-    the two must not drift apart."""
-    assert getattr(server_metrics, name) == getattr(serving_metrics, name)
 
 
 class App:

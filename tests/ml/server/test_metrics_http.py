@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from common.serving_metrics import BATCH_SIZE, IN_FLIGHT, LATENCY, OTHER_ROUTE, REQUESTS_TOTAL
+from ml.contract_metrics import BATCH_SIZE, IN_FLIGHT, LATENCY, OTHER_ROUTE, REQUESTS_TOTAL
 from ml.select import publish
 from tests.ml.server.scrape import increase
 from tests.ml.server.serve_process import Server, wait_for

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from common import serving_metrics
-from k8s import monitoring, operators, prometheus, versions
+from k8s import monitoring, optional_operators, prometheus, versions
 from k8s.manifests import INSTANCE_LABEL
 from k8s.operator_check import CLUSTER_WIDE
+from ml import contract_metrics
 from runtime.cluster import ClusterError
 from runtime.requests import DeployRequest, DownRequest, LoadtestRequest, UpRequest
 from tests.support.cluster_kit import KC, commands, k3d_results, make_ctx, runtime
@@ -30,6 +30,9 @@ def up(wd, fake, lines=None, mode="standard", **request: Any):
     c = make_ctx(fake, k3d_results(exists=False, imported=False))
     request = {"with_monitoring": True, **request}
     assert runtime(c, wd, fake, lines=lines).up(UpRequest(serving_mode=mode, **request)) == 0
+    # deploy prints a sample request, made by `python -m ml.sample` unless it is there: these
+    # tests are about scaling, so it is there (the light tier starts no process).
+    (wd.root / "sample-request.json").write_text('{"instances": []}\n')
     return c
 
 
@@ -40,7 +43,7 @@ def prometheus_answers(fake: FakeKube, values: dict[str, str] | None = None) -> 
 
     def handler(path: str, params: dict[str, str]) -> bytes:
         if path == prometheus.TARGETS_PATH:
-            active = [{"labels": {"job": serving_metrics.SCRAPE_JOB}, "health": "up"}]
+            active = [{"labels": {"job": contract_metrics.SCRAPE_JOB}, "health": "up"}]
             return json.dumps({"status": "success", "data": {"activeTargets": active}}).encode()
         asked.append(params["query"])
         value = (values or {}).get(params["query"])
@@ -126,7 +129,7 @@ def test_deploy_scale_metric_concurrency_hands_kserve_the_keda_form(wd, fake):
     assert metric["external"]["metric"] == {
         "backend": "prometheus",
         "serverAddress": "http://distml-prometheus.kubeflow.svc:9090",
-        "query": serving_metrics.in_flight(NS, "tf-mnist"),
+        "query": contract_metrics.in_flight(NS, "tf-mnist"),
     }
     assert metric["external"]["target"] == {"type": "Value", "value": "2"}
     assert "scaleMetric" not in obj["spec"]["predictor"]
@@ -162,8 +165,7 @@ def deployed_on_cpu(fake: FakeKube) -> bool:
 
 
 def test_without_monitoring_a_request_metric_falls_back_to_cpu_in_one_line(wd, fake):
-    c = make_ctx(fake, k3d_results(exists=False, imported=False))
-    assert runtime(c, wd, fake).up(UpRequest(serving_mode="standard")) == 0
+    up(wd, fake, with_monitoring=False)
     lines: list[str] = []
     rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
     assert rt.deploy(DeployRequest(scale_metric="rps")) == 0
@@ -185,10 +187,12 @@ def test_a_prometheus_that_does_not_answer_falls_back_saying_why(wd, fake):
 def test_a_missing_keda_falls_back_saying_how_to_install_it(wd, fake):
     up(wd, fake)
     prometheus_answers(fake)
-    fake.remove("apps/v1", "Deployment", "keda-operator", operators.KEDA_NAMESPACE)
-    fake.remove("apps/v1", "Deployment", "keda-metrics-apiserver", operators.KEDA_NAMESPACE)
-    fake.remove("apps/v1", "Deployment", "keda-admission", operators.KEDA_NAMESPACE)
-    fake.remove(operators.APISERVICE_API, "APIService", operators.KEDA_APISERVICE)
+    fake.remove("apps/v1", "Deployment", "keda-operator", optional_operators.KEDA_NAMESPACE)
+    fake.remove(
+        "apps/v1", "Deployment", "keda-metrics-apiserver", optional_operators.KEDA_NAMESPACE
+    )
+    fake.remove("apps/v1", "Deployment", "keda-admission", optional_operators.KEDA_NAMESPACE)
+    fake.remove(optional_operators.APISERVICE_API, "APIService", optional_operators.KEDA_APISERVICE)
     lines: list[str] = []
     rt = runtime(make_ctx(fake, {}), wd, fake, lines=lines)
     assert rt.deploy(DeployRequest(scale_metric="concurrency")) == 0
@@ -278,12 +282,12 @@ def test_status_shows_what_scales_and_the_live_numbers_from_prometheus(wd, fake)
     up(wd, fake)
     ns, svc = NS, "tf-mnist"
     values = {
-        serving_metrics.request_rate(ns, svc): "12.34",
-        serving_metrics.error_ratio(ns, svc): "0.015",
-        serving_metrics.latency_quantile(ns, svc, 0.5): "0.004",
-        serving_metrics.latency_quantile(ns, svc, 0.95): "0.0125",
-        serving_metrics.latency_quantile(ns, svc, 0.99): "NaN",
-        serving_metrics.replicas(ns, svc): "3",
+        contract_metrics.request_rate(ns, svc): "12.34",
+        contract_metrics.error_ratio(ns, svc): "0.015",
+        contract_metrics.latency_quantile(ns, svc, 0.5): "0.004",
+        contract_metrics.latency_quantile(ns, svc, 0.95): "0.0125",
+        contract_metrics.latency_quantile(ns, svc, 0.99): "NaN",
+        contract_metrics.replicas(ns, svc): "3",
     }
     asked = prometheus_answers(fake, values)
     runtime(make_ctx(fake, {}), wd, fake).deploy(DeployRequest(scale_metric="concurrency"))
@@ -310,8 +314,7 @@ def test_status_says_in_one_line_why_prometheus_was_not_read_and_goes_on(wd, fak
 
 
 def test_status_without_monitoring_reads_no_prometheus(wd, fake):
-    c = make_ctx(fake, k3d_results(exists=False, imported=False))
-    runtime(c, wd, fake).up(UpRequest(serving_mode="standard"))
+    up(wd, fake, with_monitoring=False)
     runtime(make_ctx(fake, {}), wd, fake).deploy(DeployRequest())
     text = status_text(wd, fake)
     assert "Prometheus" not in text and "req/s" not in text

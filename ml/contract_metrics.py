@@ -1,6 +1,7 @@
-"""The model server's Prometheus metrics, and the PromQL that reads them: one place for the
-names the server writes (``ml/server/metrics.py``) and every reader uses (``invoke status``,
-the load test's server-side view, KEDA's triggers, the Grafana dashboard).
+"""The model server's Prometheus metrics, and the PromQL that reads them: part of the pod
+contract, as ``ml/contract.py`` is. One place for the names the server in the image writes
+(``ml/server/metrics.py``) and every reader uses (``invoke status``, the load test's
+server-side view, KEDA's triggers, the Grafana dashboard).
 
 Every request the server answers is counted, ``GET /metrics`` and the health probes
 excepted: by model, route template (an unknown path is :data:`OTHER_ROUTE`), status code
@@ -51,10 +52,11 @@ def request_rate(namespace: str, service: str, window: str = "1m") -> str:
 
 
 def error_ratio(namespace: str, service: str, window: str = "1m") -> str:
-    """The fraction of requests answered 5xx over ``window`` (0 with no requests: ``or``)."""
+    """The fraction of requests answered 5xx over ``window``; 0 with no requests (a zero
+    rate is dropped by ``> 0``, so an idle minute gives ``vector(0)``, not 0/0 = NaN)."""
     sel = selector(namespace, service)
     errors = f'sum(rate({REQUESTS_TOTAL}{{{sel},code=~"5.."}}[{window}]))'
-    return f"({errors} / {request_rate(namespace, service, window)}) or vector(0)"
+    return f"({errors} / ({request_rate(namespace, service, window)} > 0)) or vector(0)"
 
 
 def latency_quantile(namespace: str, service: str, q: float, window: str = "1m") -> str:

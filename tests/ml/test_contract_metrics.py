@@ -1,4 +1,4 @@
-"""common/serving_metrics.py: every query it builds is PromQL that Debian's real Prometheus
+"""ml/contract_metrics.py: every query it builds is PromQL that Debian's real Prometheus
 2.42 accepts (a syntax error is its 400), for names with the characters Kubernetes allows;
 the objective is one of the histogram's buckets (``within_objective`` reads that bucket);
 and the selectors say which service's series they read. (What the queries return from the
@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from common import serving_metrics as sm
 from k8s.kube import ProxyError
+from ml import contract_metrics as sm
 from tests.support.loopback_prometheus import loopback_prometheus
 
 NS, SVC = "team-a", "tf-mnist-2"
