@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from common import serving_metrics
 from k8s import manifests, prometheus
 from k8s.cluster_poll import WaitError
 from k8s.isvc_wait import wait_isvc_ready
@@ -20,8 +19,9 @@ from k8s.kube import KubeError
 from k8s.manifests import inference
 from k8s.objects import ISVC_API, ReplicaCounter
 from k8s.operator_check import survey
-from k8s.operators import KEDA_NAMESPACE
+from k8s.optional_operators import KEDA_NAMESPACE
 from k8s.settings import Settings
+from ml import contract_metrics
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.reach import Way, forward_target, way_in
@@ -40,7 +40,7 @@ SETTLE_S = {
     "knative": PREDICTOR_START_S,  # the KPA's panic mode reacts within its 6 s window
     # KEDA (standard mode, --scale-metric concurrency|rps): the HPA asks KEDA's metrics
     # server, which queries Prometheus, whose numbers are a scrape old.
-    "keda": HPA_SYNC_S + serving_metrics.SCRAPE_INTERVAL_S + PREDICTOR_START_S,
+    "keda": HPA_SYNC_S + contract_metrics.SCRAPE_INTERVAL_S + PREDICTOR_START_S,
 }
 # `deploy --scale-metric rps` without --target: requests per second per replica. About half
 # what one predictor answered at full load on the kind runs (265 req/s from 3 replicas on

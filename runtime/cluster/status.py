@@ -12,20 +12,16 @@ from typing import Any
 
 from invoke.exceptions import UnexpectedExit
 
-from common import serving_metrics
 from common.errors import DistmlError
 from k8s import manifests, prometheus
 from k8s import monitoring as monitoring_objects
 from k8s.kube import KubeError
 from k8s.manifests import HPA_CPU_TARGET_PERCENT
+from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
-from k8s.operators import (
-    ARGO_DEPLOYMENTS,
-    ARGO_NAMESPACE,
-    KEDA_DEPLOYMENTS,
-    KEDA_NAMESPACE,
-    deployment_available,
-)
+from k8s.operators import deployment_available
+from k8s.optional_operators import ARGO_DEPLOYMENTS, KEDA_DEPLOYMENTS, KEDA_NAMESPACE
+from ml import contract_metrics
 from ml.contract import model_card, read_publish, serving_record
 from runtime.cluster.context import ClusterContext
 from runtime.cluster.volume import Volume
@@ -139,7 +135,7 @@ def _scaling(cx: ClusterContext, state: State) -> list[Row]:
 
 
 def live(cx: ClusterContext) -> list[Row]:
-    """The service as Prometheus sees it now (`common.serving_metrics`'s queries); one row
+    """The service as Prometheus sees it now (`ml.contract_metrics`'s queries); one row
     saying why when it cannot be read."""
     ref = prometheus.ref(cx.settings())
     if ref is None:
@@ -152,10 +148,10 @@ def live(cx: ClusterContext) -> list[Row]:
         return prometheus.scalar(cx.kube, ref, promql, kubectl=cx.provider.kubectl)
 
     try:
-        rate = read(serving_metrics.request_rate(ns, svc))
-        errors = read(serving_metrics.error_ratio(ns, svc))
-        quantiles = [read(serving_metrics.latency_quantile(ns, svc, q)) for q in QUANTILES]
-        pods = read(serving_metrics.replicas(ns, svc))
+        rate = read(contract_metrics.request_rate(ns, svc))
+        errors = read(contract_metrics.error_ratio(ns, svc))
+        quantiles = [read(contract_metrics.latency_quantile(ns, svc, q)) for q in QUANTILES]
+        pods = read(contract_metrics.replicas(ns, svc))
     except prometheus.PrometheusError as e:
         return [("Prometheus", _one_line(str(e)))]
     ms = "/".join("-" if v is None else f"{v * 1000:.0f}" for v in quantiles)
