@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from k8s import manifests, operators
+from k8s import manifests, operators, optional_operators
 from k8s.operators import Installer
 from k8s.providers import provider as make_provider
 from k8s.settings import PROVIDERS, SERVING_MODES, Settings
@@ -67,7 +67,7 @@ def run_plan(
     """Run the installer's plan, then add what `up`, `train-all` and `deploy` create."""
     cluster = PlanCluster(provider, baseline(provider))
     monkeypatch.setattr(operators, "wait_deployments_available", cluster.wait)
-    monkeypatch.setattr(operators, "wait_apiservice_available", _apiservice_wait(cluster))
+    monkeypatch.setattr(optional_operators, "wait_apiservice_available", _apiservice_wait(cluster))
     s = settings(provider, mode, with_argo, with_monitoring)
     p = make_provider(provider)
     Installer(plan_context(cluster), cluster.kube, p, s, lambda _: None, FakeClock()).all()
