@@ -122,17 +122,21 @@ class OptionalOperators:
             f"delete -n {ARGO_NAMESPACE} {self.source(versions.ARGO_WORKFLOWS_URL)} "
             f"--ignore-not-found --timeout {ARGO_DELETE_TIMEOUT_S}s"
         )
+        self._delete_or_raise(args, label, "argoproj")
+        if self.kube.delete("v1", "Namespace", ARGO_NAMESPACE) and not self.dry:
+            self._wait_namespace_gone(ARGO_NAMESPACE)
+        self.out(f"{label}: removed (its CRDs, cluster roles and namespace {ARGO_NAMESPACE})")
+
+    def _delete_or_raise(self, args: str, label: str, crd_word: str) -> None:
+        """``kubectl delete ...``; a failure says what is left and how to go on."""
         result = self.kubectl(args, warn=True)
         if not result.ok:
             err = (result.stderr or result.stdout or "").strip()
             raise KubeError(
                 f"removing {label}: kubectl exited {result.exited}: {err[-400:]}\nnext: "
-                f"see what is left with `{self.provider.kubectl('get crd')} | grep argoproj` "
+                f"see what is left with `{self.provider.kubectl('get crd')} | grep {crd_word}` "
                 "and run `invoke down --keep-cluster` again"
             )
-        if self.kube.delete("v1", "Namespace", ARGO_NAMESPACE) and not self.dry:
-            self._wait_namespace_gone(ARGO_NAMESPACE)
-        self.out(f"{label}: removed (its CRDs, cluster roles and namespace {ARGO_NAMESPACE})")
 
     def remove_keda(self) -> None:
         """Delete KEDA's CRDs first, while its operator still runs to finalize every
@@ -146,14 +150,7 @@ class OptionalOperators:
             f"delete crd {crds} {wait}",
             f"delete {self.source(versions.KEDA_URL)} {wait}",
         ):
-            result = self.kubectl(args, warn=True)
-            if not result.ok:
-                err = (result.stderr or result.stdout or "").strip()
-                raise KubeError(
-                    f"removing {label}: kubectl exited {result.exited}: {err[-400:]}\nnext: "
-                    f"see what is left with `{self.provider.kubectl('get crd')} | grep keda` "
-                    "and run `invoke down --keep-cluster` again"
-                )
+            self._delete_or_raise(args, label, "keda")
         if not self.dry:
             self._wait_namespace_gone(KEDA_NAMESPACE, KEDA_DELETE_TIMEOUT_S)
         self.out(f"{label}: removed (its CRDs, APIService, cluster roles and namespace keda)")
