@@ -24,11 +24,14 @@ KIND_NODE_IMAGE = "kindest/node:v1.33.1"
 # The kind CLI the integration build makes from its Go module (integration/kindbuild).
 KIND_VERSION = "v0.29.0"
 MINIKUBE_KUBERNETES_VERSION = "v1.33.1"
+# minikube: v1.36.0's default and newest Kubernetes is v1.33.1 (1.35 would look it up
+# online); the offline build makes this release from its Go module (integration/kindbuild).
+MINIKUBE_VERSION = "v1.36.0"
 
 # Minimum CLI versions the preflight accepts.
 MIN_K3D = (5, 6, 0)
 MIN_KIND = (0, 29, 0)  # kindest/node:v1.33.1 is kind v0.29's node image
-MIN_MINIKUBE = (1, 35, 0)
+MIN_MINIKUBE = (1, 36, 0)  # MINIKUBE_VERSION
 MIN_KUBECTL = (1, 30, 0)
 
 # Kubeflow Training Operator v1 (TFJob). Never `master`: that is Trainer v2, no TFJob.

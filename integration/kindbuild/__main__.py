@@ -2,8 +2,10 @@
 order, and print what each took. With no step: the offline node (``node-stack``) and
 everything in it: kind's node image, the standard-mode controllers' images
 (``controllers``), Argo's (``argo-images``) and the monitoring stack's (``monitoring-images``:
-Prometheus, KEDA); and KEDA's install file (``keda-manifest``). ``--prune`` then deletes every cache
-entry that build did not use (older versions, interrupted builds)."""
+Prometheus, KEDA); and KEDA's install file (``keda-manifest``). ``minikube-node`` builds
+minikube's offline node instead (``nox -s integration -- minikube ... --offline``): the
+minikube CLI and everything that node holds. ``--prune`` then deletes every cache entry the
+full kind build did not use (older versions, interrupted builds, the minikube entries)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from integration.kindbuild import (
     images,
     kedafile,
     kubernetes,
+    minikube,
+    minikubenode,
     nodebase,
     nodeimage,
     rootfs,
@@ -26,6 +30,13 @@ from integration.kindbuild import (
 )
 from integration.kindbuild.run import BuildError
 
+MINIKUBE_USAGE = """
+To use it:
+  export PATH={minikube}:{kube}:/usr/bin:$PATH
+  minikube start --driver docker --container-runtime containerd --cni bridge \\
+    --base-image {image} --preload=false --cache-images=false
+or, for distml's commands: INVOKE_CLUSTER_NODE_IMAGE={image} (with --runtime minikube)
+"""
 USAGE = """
 To use them:
   export PATH={kind}:{kube}:/usr/bin:$PATH
@@ -50,11 +61,21 @@ STEPS = {
     "kustomize": kedafile.kustomize,
     "keda-manifest": kedafile.ensure,
     "node-stack": stacknode.ensure,
+    # minikube's (not in the default build): nox -s integration -- minikube ... --offline
+    "minikube": minikube.ensure,
+    "storage-provisioner": minikube.storage_provisioner,
+    "minikube-base": lambda: minikubenode.base()[1],
+    "minikube-node": minikubenode.ensure,
 }
+MINIKUBE_STEPS = ("minikube", "storage-provisioner", "minikube-base", "minikube-node")
 # Steps that stand for several controller images, and each image as a step of its own.
 GROUPS = {"controllers": "standard", "argo-images": "argo", "monitoring-images": "monitoring"}
 CONTROLLERS = controllers.by_name()
-DEFAULT = [*[s for s in STEPS if s != "node-stack"], *GROUPS, "node-stack"]
+DEFAULT = [
+    *[s for s in STEPS if s != "node-stack" and s not in MINIKUBE_STEPS],
+    *GROUPS,
+    "node-stack",
+]
 
 
 def plan(steps: list[str]) -> list[str]:
@@ -121,6 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         print("\n".join(report))
         print(f"total {time.monotonic() - start:.1f}s")
+    if "minikube-node" in steps:
+        print(
+            MINIKUBE_USAGE.format(
+                minikube=minikube.ensure().path / "bin",
+                kube=kubernetes.ensure().path / "bin",
+                image=minikubenode.TAG,
+            )
+        )
     if {"node-image", "node-stack"} & set(steps):
         print(
             USAGE.format(

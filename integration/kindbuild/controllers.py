@@ -398,7 +398,7 @@ def _build(spec: Controller, base_tag: str, base_result: cache.Result, out: Path
     context.update({name: module_dir / p if p else None for name, p in spec.files})
     shutil.rmtree(work / "src", ignore_errors=True)
     docker.ensure_loaded([base_tag], base_result.path / "image.tar")
-    images._image(out, spec.image, dockerfile(spec, base_tag), context)
+    images.build_image(out, spec.image, dockerfile(spec, base_tag), context)
     size = (out / "image.tar").stat().st_size
     (out / "image.json").write_text(
         json.dumps(

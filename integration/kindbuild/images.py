@@ -18,7 +18,7 @@ HERE = Path(__file__).parent
 WRAPPER_STEPS = "COPY iptables-wrapper /usr/sbin/\nRUN /usr/sbin/iptables-wrapper --install\n"
 
 
-def _image(out: Path, tag: str, dockerfile: str, files: Mapping[str, Path | None]) -> None:
+def build_image(out: Path, tag: str, dockerfile: str, files: Mapping[str, Path | None]) -> None:
     """Build ``tag`` from ``dockerfile`` and ``files`` (context name -> source file, or None
     for an empty directory, mode 775) into ``out/image.tar``; the context is removed
     afterwards."""
@@ -62,7 +62,7 @@ def static_go_image(component, module, version, package, binary, tag, extra=""):
             f"FROM scratch\nCOPY {binary} /usr/local/bin/{binary}\n{PATH_ENV}\n{extra}"
             f'ENTRYPOINT ["/usr/local/bin/{binary}"]\n'
         )
-        _image(out, tag, dockerfile, {binary: path})
+        build_image(out, tag, dockerfile, {binary: path})
 
     return _cached_image(component, version, build)
 
@@ -79,7 +79,7 @@ def coredns() -> cache.Result:
         dockerfile = (
             'FROM scratch\nCOPY coredns /coredns\nEXPOSE 53 53/udp\nENTRYPOINT ["/coredns"]\n'
         )
-        _image(out, pins.COREDNS_IMAGE, dockerfile, {"coredns": path})
+        build_image(out, pins.COREDNS_IMAGE, dockerfile, {"coredns": path})
 
     return _cached_image("coredns", pins.COREDNS, build)
 
@@ -119,7 +119,7 @@ def pause() -> cache.Result:
         )
         run(["strip", str(binary)])
         dockerfile = 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n'
-        _image(out, pins.PAUSE_IMAGE, dockerfile, {"pause": binary})
+        build_image(out, pins.PAUSE_IMAGE, dockerfile, {"pause": binary})
 
     return _cached_image("pause", f"{version}-k8s-{pins.KUBERNETES}", build)
 
@@ -139,7 +139,7 @@ def local_path_helper() -> cache.Result:
             f"{PATH_ENV}\n"
             'CMD ["/bin/sh"]\n'
         )
-        _image(out, tag, dockerfile, {"busybox": Path("/bin/busybox")})
+        build_image(out, tag, dockerfile, {"busybox": Path("/bin/busybox")})
 
     return _cached_image("local-path-helper", "busybox-" + deb.replace(":", "_"), build)
 
@@ -160,7 +160,7 @@ def kindnetd() -> cache.Result:
 
     def build(out: Path) -> None:
         rootfs.load(netbase, base)
-        _image(out, pins.KINDNETD_IMAGE, dockerfile, files)
+        build_image(out, pins.KINDNETD_IMAGE, dockerfile, files)
 
     return _cached_image("kindnetd-standin", digest.hexdigest()[:10], build)
 
@@ -183,7 +183,7 @@ def kube_images() -> cache.Result:
             dockerfile = f"FROM {base}\nCOPY {name} /usr/local/bin/{name}\n{extra}{PATH_ENV}\n"
             sub = out / name
             sub.mkdir()
-            _image(sub, tag, dockerfile, files)
+            build_image(sub, tag, dockerfile, files)
             (sub / "image.tar").rename(out / f"{name}.tar")
             sub.rmdir()
 

@@ -53,14 +53,20 @@ def _copy_tree(src: Path, dest: Path, mode: int) -> None:
 DROPIN = "[Service]\nExecStartPre=/usr/local/bin/restrict-oom-score-adj\n"
 
 
-def _customise(root: Path, crictl: Path) -> None:
-    _copy_tree(kindsource.base_files(), root, 0o644)
+def install_oom_dropin(root: Path) -> None:
+    """``files/restrict-oom-score-adj`` and the containerd drop-in that runs it, into
+    ``root`` (a node's root filesystem)."""
     shutil.copyfile(
         HERE / "files/restrict-oom-score-adj", root / "usr/local/bin/restrict-oom-score-adj"
     )
     dropins = root / "etc/systemd/system/containerd.service.d"
     dropins.mkdir(parents=True)
     (dropins / "10-restrict-oom-score-adj.conf").write_text(DROPIN)
+
+
+def _customise(root: Path, crictl: Path) -> None:
+    _copy_tree(kindsource.base_files(), root, 0o644)
+    install_oom_dropin(root)
     shutil.copyfile(crictl, root / "usr/local/bin/crictl")
     (root / "usr/local/bin/crictl").chmod(0o755)
     run(["chroot", str(root), "/bin/bash", "-c", SETUP], heavy=True)

@@ -97,3 +97,10 @@ KEDA_IMAGES = {
 }
 # The kustomize KEDA's release target runs (its go.mod's), which makes its install file.
 KUSTOMIZE_MODULE, KUSTOMIZE = "sigs.k8s.io/kustomize/kustomize/v5", "v5.8.1"
+# minikube (`nox -s integration -- minikube ...`): the proxy served v1.36.0 (asked once,
+# 2026-12-03). Its default and newest Kubernetes is v1.33.1 (KUBERNETES) and its
+# metrics-server add-on v0.7.2 (METRICS_SERVER); the storage-provisioner it runs is its
+# Makefile's STORAGE_PROVISIONER_TAG, built from the same module.
+MINIKUBE_MODULE, MINIKUBE = "k8s.io/minikube", versions.MINIKUBE_VERSION
+STORAGE_PROVISIONER_TAG = "v5"
+STORAGE_PROVISIONER_IMAGE = f"gcr.io/k8s-minikube/storage-provisioner:{STORAGE_PROVISIONER_TAG}"

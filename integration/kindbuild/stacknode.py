@@ -29,26 +29,32 @@ TAG = f"{nodeimage.TAG}-stack"
 # kind v0.29's default serviceSubnet (pkg/apis/config/v1alpha4/default.go); distml's kind
 # config keeps it.
 SERVICE_SUBNET = "10.96.0.0/16"
-REJECT = f"-d {SERVICE_SUBNET} -p tcp -j REJECT --reject-with tcp-reset"
 GUARD_NAME = "distml-service-guard.service"
-GUARD = f"""[Unit]
+
+
+def guard_unit(subnet: str) -> str:
+    """The unit that resets TCP connections still addressed to ``subnet`` after DNAT."""
+    reject = f"-d {subnet} -p tcp -j REJECT --reject-with tcp-reset"
+    return f"""[Unit]
 Description=distml: refuse connections to unprogrammed Service IPs (see stacknode.py)
 Before=containerd.service kubelet.service
 
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/usr/sbin/iptables -A OUTPUT {REJECT}
-ExecStart=/usr/sbin/iptables -A FORWARD {REJECT}
+ExecStart=/usr/sbin/iptables -A OUTPUT {reject}
+ExecStart=/usr/sbin/iptables -A FORWARD {reject}
 
 [Install]
 WantedBy=multi-user.target
 """
 
 
-def _guard(container: str) -> None:
+def install_guard(container: str, subnet: str = SERVICE_SUBNET) -> None:
+    """The guard unit for ``subnet`` into builder ``container``, enabled."""
     path = f"/etc/systemd/system/{GUARD_NAME}"
-    run([docker.DOCKER, "exec", "-i", container, "tee", path], stdin=GUARD.encode(), capture=True)
+    unit = guard_unit(subnet).encode()
+    run([docker.DOCKER, "exec", "-i", container, "tee", path], stdin=unit, capture=True)
     wants = "/etc/systemd/system/multi-user.target.wants"
     nodeimage.exec_in(container, f"ln -sf ../{GUARD_NAME} {wants}/{GUARD_NAME}")
 
@@ -58,7 +64,7 @@ def _fill(container: str, archives: list[Path], always: list[str]) -> None:
     nodeimage.import_archives(container, archives)
     mirror.bake(container, nodeimage.exec_in, always)
     nodeimage.stop_containerd(container)
-    _guard(container)
+    install_guard(container)
 
 
 def ensure() -> cache.Result:

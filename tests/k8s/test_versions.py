@@ -37,6 +37,12 @@ def test_the_kind_cli_built_is_the_one_the_preflight_asks_for():
     assert pins.KIND == versions.KIND_VERSION
 
 
+def test_the_minikube_built_is_the_one_the_preflight_asks_for_at_the_same_kubernetes():
+    assert _numbers(versions.MINIKUBE_VERSION) == versions.MIN_MINIKUBE
+    assert pins.MINIKUBE == versions.MINIKUBE_VERSION
+    assert pins.KUBERNETES == versions.MINIKUBE_KUBERNETES_VERSION  # its node's binaries
+
+
 def test_the_offline_node_holds_the_controllers_at_these_versions():
     assert pins.TRAINING_OPERATOR == versions.TRAINING_OPERATOR_REF
     assert pins.KSERVE == versions.KSERVE_VERSION

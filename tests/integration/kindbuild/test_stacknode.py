@@ -12,13 +12,19 @@ from integration.kindbuild import pins, stacknode
 
 
 def test_the_guard_refuses_only_tcp_still_addressed_to_the_service_range():
-    starts = [line for line in stacknode.GUARD.splitlines() if line.startswith("ExecStart=")]
+    starts = [
+        line
+        for line in stacknode.guard_unit(stacknode.SERVICE_SUBNET).splitlines()
+        if line.startswith("ExecStart=")
+    ]
     # Host-network processes (the API server) and pods: OUTPUT and FORWARD.
     assert [s.split()[1:3] for s in starts] == [["-A", "OUTPUT"], ["-A", "FORWARD"]]
     for start in starts:
         # -A: after kube-proxy's own jumps; its DNAT (nat table) has already run by then.
         assert f"-d {stacknode.SERVICE_SUBNET} -p tcp -j REJECT --reject-with tcp-reset" in start
-    assert "Before=containerd.service kubelet.service" in stacknode.GUARD
+    assert "Before=containerd.service kubelet.service" in stacknode.guard_unit(
+        stacknode.SERVICE_SUBNET
+    )
 
 
 def test_the_guarded_range_is_kinds_default_service_subnet():
