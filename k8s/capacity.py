@@ -95,13 +95,11 @@ PROVIDER_PODS: dict[str, tuple[Pods, ...]] = {
         Pods("kube-system/coredns", Need(100, 70), 2),
         Pods("kube-system/kindnet", Need(100, 50)),
     ),
-    # minikube v1.35.0 (docker driver: bridge CNI, no pod): CoreDNS scaled down to 1
-    # (pkg/minikube/node/start.go); storage-provisioner requests nothing.
+    # minikube v1.36.0 (docker driver, --cni bridge: no CNI pod): CoreDNS scaled down to 1
+    # on its first start (pkg/minikube/node/start.go); storage-provisioner requests nothing.
+    # metrics-server is the pinned file, as on kind.
     "minikube": (*KUBEADM_CONTROL_PLANE, Pods("kube-system/coredns", Need(100, 70))),
 }
-# minikube's metrics-server add-on (deploy/addons/metrics-server/
-# metrics-server-deployment.yaml.tmpl at v1.35.0) instead of the upstream components.yaml.
-MINIKUBE_METRICS_SERVER = (Pods("kube-system/metrics-server", Need(100, 200)),)
 
 # What each install step of `up` (k8s.operators.components) schedules, after its patches.
 # Held to the real files by tests/k8s/test_capacity.py.
@@ -171,10 +169,7 @@ def stack_pods(
     Prometheus, which `up --with-monitoring` starts)."""
     pods = list(PROVIDER_PODS[provider])
     for step in components(provider, serving_mode, with_argo, with_monitoring):
-        if step == "metrics_server" and provider == "minikube":
-            pods += MINIKUBE_METRICS_SERVER
-        else:
-            pods += STACK[step]
+        pods += STACK[step]
     return pods + list(monitoring_pods() if with_monitoring else ())
 
 

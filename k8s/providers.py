@@ -14,6 +14,7 @@ needs RWX storage instead (docs/cluster.md: "One node, on purpose").
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,14 +57,16 @@ class Provider:
     # ``cluster.node_image`` (INVOKE_CLUSTER_NODE_IMAGE): a node image of the user's, e.g.
     # one built locally for an offline machine (docs/cluster.md); "" is the pinned one.
     node_image: str = ""
+    # The work dir (state.json's): where a provider keeps files of its own (minikube's home).
+    workdir: Path | None = None
     default_node_image: ClassVar[str] = ""
     takes_node_image: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.node_image and not self.takes_node_image:
             raise ValueError(
-                f"cluster.node_image applies to kind and k3d, not {self.name}: unset "
-                "INVOKE_CLUSTER_NODE_IMAGE (or node_image in invoke.yaml)"
+                f"cluster.node_image applies to the clusters distml creates, not {self.name}: "
+                "unset INVOKE_CLUSTER_NODE_IMAGE (or node_image in invoke.yaml)"
             )
 
     @property
@@ -211,18 +214,40 @@ class Kind(Provider):
 
 
 class Minikube(Provider):
-    takes_node_image = False  # it downloads its Kubernetes into its own base image
+    """minikube's docker driver, as the second design document runs it, with containerd
+    in the node (``--container-runtime containerd --cni bridge``: one runtime and one CNI
+    on every machine, and kubelet's images are containerd's, as on kind and k3d).
+
+    Its state (profiles, certificates, downloads) lives in the work dir's own
+    ``MINIKUBE_HOME`` (:attr:`home`), never in the user's ``~/.minikube``: ``down`` deletes
+    this profile there and nothing of the user's other minikube clusters. ``minikube``
+    by hand needs the same variable (docs/cluster.md, "minikube")."""
+
+    # minikube's own kicbase, which its release pins; ``cluster.node_image`` names another
+    # (``--base-image``), such as the offline one integration/kindbuild makes.
+    default_node_image = ""
 
     @property
     def context(self) -> str:
         return self.cluster
 
     @property
+    def home(self) -> Path:
+        if self.workdir is None:
+            raise ValueError("minikube's home is in the work dir: give the provider one")
+        return Path(self.workdir).resolve() / "minikube"
+
+    @property
+    def cli(self) -> str:
+        """``minikube`` with this work dir's home: every command below starts with it."""
+        return f"MINIKUBE_HOME={shlex.quote(str(self.home))} minikube"
+
+    @property
     def install_hint(self) -> str:
         return "install minikube: https://minikube.sigs.k8s.io/docs/start/"
 
     def exists(self, c: Any) -> bool:
-        ok, out = _query(c, "minikube profile list -o json")
+        ok, out = _query(c, f"{self.cli} profile list -o json")
         try:
             valid = json.loads(out or "{}").get("valid") or []
         except ValueError:
@@ -232,23 +257,34 @@ class Minikube(Provider):
     def create(self, c: Any, workdir: Path) -> None:
         # "max": what the Docker engine offers. A fixed "--memory 8g" is refused when the
         # engine reports less, and an 8 GB engine reports about 7.7 GiB.
+        node = ""
+        if self.node_image:
+            # A node image of one's own holds its images (the offline one does): no preload
+            # tarball (kicbase's, unpacked with lz4) and no image cache on the host.
+            node = (
+                f" --base-image {shlex.quote(self.node_image)} --preload=false --cache-images=false"
+            )
+        # As root (CI containers, these VMs) minikube refuses its docker driver unless forced.
+        force = " --force" if os.geteuid() == 0 else ""
         c.run(
-            f"minikube start -p {self.cluster} --driver docker "
-            f"--kubernetes-version {versions.MINIKUBE_KUBERNETES_VERSION} --cpus max --memory max"
+            f"{self.cli} start -p {self.cluster} --driver docker "
+            "--container-runtime containerd --cni bridge "
+            f"--kubernetes-version {versions.MINIKUBE_KUBERNETES_VERSION} "
+            f"--cpus max --memory max{node}{force}"
         )
 
     def delete(self, c: Any) -> None:
-        c.run(f"minikube delete -p {self.cluster}")
+        c.run(f"{self.cli} delete -p {self.cluster}")
 
     def has_image(self, c: Any, image: str) -> bool:
-        ok, out = _query(c, f"minikube -p {self.cluster} image ls")
-        return ok and any(line.endswith(image) for line in out.split())
+        ok, out = _query(c, f"{self.cli} -p {self.cluster} image ls")
+        return ok and any(line == image or line.endswith(f"/{image}") for line in out.split())
 
     def import_image(self, c: Any, image: str, workdir: Path) -> None:
-        c.run(f"minikube -p {self.cluster} image load {image}")
+        c.run(f"{self.cli} -p {self.cluster} image load {image}")
 
     def ingress_url(self, c: Any) -> str:
-        ok, out = _query(c, f"minikube -p {self.cluster} ip")
+        ok, out = _query(c, f"{self.cli} -p {self.cluster} ip")
         host = out.strip() if ok and out.strip() else "MINIKUBE_IP"
         return f"http://{host}:{self.ingress_node_port}"
 

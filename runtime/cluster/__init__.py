@@ -114,6 +114,7 @@ class ClusterRuntime:
                 docker=docker,
                 node_image=node_image,
                 kube_context=kube_context,
+                workdir=workdir.root,
             ),
             namespace=namespace,
             service=service,

@@ -69,7 +69,6 @@ def test_pinned_stack_figures_are_the_upstream_files_after_ups_patches(plan: Pla
         for step in operators.components(
             plan.provider, plan.mode, plan.with_argo, plan.with_monitoring
         )
-        if not (step == "metrics_server" and plan.provider == "minikube")  # an add-on
         for p in capacity.STACK[step]
     }
     assert pinned == derived

@@ -148,8 +148,6 @@ def test_every_waited_deployment_selects_its_own_pods(plan: PlanCluster):
             ):
                 continue
             template = (d["spec"].get("template") or {}).get("metadata") or {}
-            if "selector" not in d["spec"]:  # minikube's add-on, as we model it
-                continue
             checked += 1
             assert selector_matches(d["spec"]["selector"], template.get("labels") or {}), (
                 f"Deployment {step.namespace}/{d['metadata']['name']}: its selector "

@@ -12,6 +12,8 @@ from invoke import Config, MockContext, Result
 from k8s.providers import provider
 
 OK = Result(exited=0)
+# minikube with the work dir's own home ({wd}: the test's work dir).
+MK = "MINIKUBE_HOME={wd}/minikube minikube"
 
 
 def ctx(results: dict, dry: bool = False) -> MockContext:
@@ -42,19 +44,22 @@ def ran(c: MockContext) -> list[str]:
         ),
         (
             "minikube",
-            "minikube start -p dist-ml --driver docker --kubernetes-version v1.33.1 "
+            "MINIKUBE_HOME={wd}/minikube minikube start -p dist-ml --driver docker "
+            "--container-runtime containerd --cni bridge --kubernetes-version v1.33.1 "
             "--cpus max --memory max",
-            "minikube delete -p dist-ml",
+            "MINIKUBE_HOME={wd}/minikube minikube delete -p dist-ml",
             "dist-ml",
         ),
     ],
 )
-def test_create_delete_and_context(tmp_path: Path, name, create, delete, context):
-    p = provider(name)
-    c = ctx({create.format(wd=tmp_path): OK, delete: OK})
+def test_create_delete_and_context(tmp_path: Path, monkeypatch, name, create, delete, context):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    p = provider(name, workdir=tmp_path)
+    create, delete = create.format(wd=tmp_path), delete.format(wd=tmp_path)
+    c = ctx({create: OK, delete: OK})
     p.create(c, tmp_path)
     p.delete(c)
-    assert ran(c) == [create.format(wd=tmp_path), delete]
+    assert ran(c) == [create, delete]
     assert p.context == context
     assert p.kubectl("get pods") == f"kubectl --context {context} get pods"
 
@@ -66,13 +71,15 @@ def test_create_delete_and_context(tmp_path: Path, name, create, delete, context
         ("k3d", "k3d cluster list -o json", json.dumps([{"name": "other"}]), False),
         ("kind", "kind get clusters", "kind\ndist-ml\n", True),
         ("kind", "kind get clusters", "No kind clusters found.\n", False),
-        ("minikube", "minikube profile list -o json", '{"valid": [{"Name": "dist-ml"}]}', True),
-        ("minikube", "minikube profile list -o json", "not json", False),
+        ("minikube", MK + " profile list -o json", '{"valid": [{"Name": "dist-ml"}]}', True),
+        ("minikube", MK + " profile list -o json", '{"valid": [{"Name": "other"}]}', False),
+        ("minikube", MK + " profile list -o json", "not json", False),
     ],
 )
-def test_exists_reads_the_cli_and_runs_even_under_dry(name, query, answer, exists):
+def test_exists_reads_the_cli_and_runs_even_under_dry(tmp_path: Path, name, query, answer, exists):
+    query = query.format(wd=tmp_path)
     c = ctx({query: Result(answer)}, dry=True)
-    assert provider(name).exists(c) is exists
+    assert provider(name, workdir=tmp_path).exists(c) is exists
     assert ran(c) == [query]
 
 
@@ -95,16 +102,16 @@ def test_exists_reads_the_cli_and_runs_even_under_dry(name, query, answer, exist
                 "rm -f {tar}",
             ],
         ),
-        ("minikube", ["minikube -p dist-ml image load distml:abc"]),
+        ("minikube", [MK + " -p dist-ml image load distml:abc"]),
     ],
 )
 def test_image_import_goes_through_a_tar_where_the_containerd_store_needs_it(
     tmp_path: Path, name, commands
 ):
     tar = tmp_path / "build" / "distml-image.tar"
-    expected = [cmd.format(tar=tar) for cmd in commands]
+    expected = [cmd.format(tar=tar, wd=tmp_path) for cmd in commands]
     c = ctx(dict.fromkeys(expected, OK))
-    provider(name).import_image(c, "distml:abc", tmp_path)
+    provider(name, workdir=tmp_path).import_image(c, "distml:abc", tmp_path)
     assert ran(c) == expected
 
 
@@ -128,22 +135,55 @@ def test_unknown_provider_is_named():
         provider("k8s")
 
 
-def test_minikube_is_reached_on_its_ip_and_the_node_port():
-    c = ctx({"minikube -p dist-ml ip": Result("192.168.49.2\n")})
-    assert provider("minikube").ingress_url(c) == "http://192.168.49.2:31080"
+def test_minikube_is_reached_on_its_ip_and_the_node_port(tmp_path: Path):
+    c = ctx({MK.format(wd=tmp_path) + " -p dist-ml ip": Result("192.168.49.2\n")})
+    assert provider("minikube", workdir=tmp_path).ingress_url(c) == "http://192.168.49.2:31080"
     assert provider("k3d", ingress_port=18080).ingress_url(c) == "http://localhost:18080"
 
 
-@pytest.mark.parametrize(("name", "flag"), [("kind", "--image"), ("k3d", "--image")])
+@pytest.mark.parametrize(
+    ("name", "flag"), [("kind", "--image"), ("k3d", "--image"), ("minikube", "--base-image")]
+)
 def test_a_node_image_of_the_users_replaces_the_pinned_one(tmp_path: Path, name, flag):
     # An offline machine builds its own (integration.kindbuild): cluster.node_image names it.
     c = MockContext(config=Config(overrides={"run": {"dry": False}}), run=OK, repeat=True)
-    provider(name, node_image="distml-kind/node:v1.33.1").create(c, tmp_path)
+    provider(name, node_image="distml/node:v1.33.1", workdir=tmp_path).create(c, tmp_path)
     (command,) = ran(c)
-    assert f"{flag} distml-kind/node:v1.33.1 " in command
+    assert f"{flag} distml/node:v1.33.1 " in command + " "
     assert "kindest/node" not in command and "rancher/k3s" not in command
 
 
-def test_minikube_refuses_a_node_image_naming_the_setting():
-    with pytest.raises(ValueError, match=r"cluster\.node_image applies to kind and k3d"):
-        provider("minikube", node_image="distml-kind/node:v1.33.1")
+def test_minikube_is_forced_only_as_root(tmp_path: Path, monkeypatch):
+    # minikube refuses its docker driver as root (DRV_AS_ROOT) unless given --force.
+    for uid, forced in ((0, True), (1000, False)):
+        monkeypatch.setattr("os.geteuid", lambda uid=uid: uid)
+        c = MockContext(config=Config(overrides={"run": {"dry": False}}), run=OK, repeat=True)
+        provider("minikube", workdir=tmp_path).create(c, tmp_path)
+        (command,) = ran(c)
+        assert command.endswith(" --force") is forced
+
+
+def test_minikube_with_a_node_image_of_ones_own_downloads_no_preload_and_caches_no_image(
+    tmp_path: Path, monkeypatch
+):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    c = MockContext(config=Config(overrides={"run": {"dry": False}}), run=OK, repeat=True)
+    provider("minikube", node_image="n:1", workdir=tmp_path).create(c, tmp_path)
+    (command,) = ran(c)
+    assert command.endswith("--base-image n:1 --preload=false --cache-images=false")
+    c = MockContext(config=Config(overrides={"run": {"dry": False}}), run=OK, repeat=True)
+    provider("minikube", workdir=tmp_path).create(c, tmp_path)
+    (command,) = ran(c)
+    assert "--base-image" not in command and "--preload" not in command
+
+
+def test_minikube_keeps_its_home_in_the_work_dir_never_the_users(tmp_path: Path):
+    home = provider("minikube", workdir=tmp_path / "wd").home
+    assert home == (tmp_path / "wd" / "minikube").resolve()
+    with pytest.raises(ValueError, match="work dir"):
+        _ = provider("minikube").home
+
+
+def test_an_existing_cluster_refuses_a_node_image_naming_the_setting():
+    with pytest.raises(ValueError, match=r"cluster\.node_image applies to the clusters distml"):
+        provider("existing", node_image="distml-kind/node:v1.33.1", kube_context="x")

@@ -162,11 +162,6 @@ class PlanCluster:
     # ------------------------------------------------------------------ c.run
     def run(self, command: str, **_: Any) -> Result:
         words = shlex.split(command)
-        if words[0] == "minikube" and words[-3:] == ["addons", "enable", "metrics-server"]:
-            self.steps.append(Step("addon", command, objects=copy.deepcopy(MINIKUBE_ADDON)))
-            for obj in MINIKUBE_ADDON:
-                self.store(obj)
-            return Result(command=command, exited=0)
         assert words[0] == "kubectl", f"unexpected command in the install plan: {command}"
         args = words[3:] if words[1] == "--context" else words[1:]
         if "apply" in args:
@@ -301,17 +296,6 @@ def _merge(base: Any, patch: Any, *, strategic: bool) -> Any:
 
 def _namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-# What minikube's `addons enable metrics-server` creates (the figures: k8s.capacity).
-MINIKUBE_ADDON = [
-    {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "metrics-server", "namespace": "kube-system"},
-        "spec": {"template": {"spec": {"containers": [{"name": "metrics-server"}]}}},
-    }
-]
 
 
 def baseline(provider: str) -> list[dict[str, Any]]:
