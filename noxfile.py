@@ -176,21 +176,30 @@ def bench(session: nox.Session) -> None:
 
 
 INTEGRATION_USAGE = (
-    "usage: nox -s integration -- [knative|standard] [--offline] [--with-argo] "
-    "[--with-monitoring] [--keep-cluster]"
+    "usage: nox -s integration -- [kind|minikube|k3d] [knative|standard] [--offline] "
+    "[--with-argo] [--with-monitoring] [--keep-cluster]"
 )
 
 
-def _offline_node(session: nox.Session) -> str:
-    """``--offline``: build (or find cached) the node image with every controller in it
-    (``python -m integration.kindbuild``: hours cold, seconds warm), put the kind and
-    kubectl it built first on PATH, and return the image's tag."""
-    session.run(_bin("python"), "-m", "integration.kindbuild", external=True)
-    from integration.kindbuild import kubernetes, stacknode, tools
+def _offline_node(session: nox.Session, provider: str) -> str:
+    """``--offline``: build (or find cached) the provider's node image with every
+    controller in it (``python -m integration.kindbuild [minikube-node]``: about an hour
+    cold, seconds warm), put the CLI and kubectl it built first on PATH, and return the
+    image's tag."""
+    if provider == "k3d":
+        session.error(
+            "k3d cannot run offline: its node (k3s) cannot be built here, the Go module "
+            "proxy refuses k3s's source and its Kubernetes fork (docs/testing.md); run it "
+            "online (.github/workflows/integration.yml does)"
+        )
+    steps = ["minikube-node"] if provider == "minikube" else []
+    session.run(_bin("python"), "-m", "integration.kindbuild", *steps, external=True)
+    from integration.kindbuild import kubernetes, minikube, minikubenode, stacknode, tools
 
-    bins = [tools.kind().path / "bin", kubernetes.ensure().path / "bin"]
+    cli = minikube.ensure() if provider == "minikube" else tools.kind()
+    bins = [cli.path / "bin", kubernetes.ensure().path / "bin"]
     os.environ["PATH"] = os.pathsep.join([*map(str, bins), os.environ["PATH"]])
-    return stacknode.TAG
+    return minikubenode.TAG if provider == "minikube" else stacknode.TAG
 
 
 def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
@@ -203,7 +212,8 @@ def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
 
     out_dir = kind_run.workdir() / "diagnostics"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, (cmd, tail) in kind_run.diagnostics(_bin("invoke"), out_dir).items():
+    found = kind_run.diagnostics(_bin("invoke"), out_dir, env["INVOKE_RUNTIME"])
+    for name, (cmd, tail) in found.items():
         try:
             text = session.run(*cmd, env=env, external=True, silent=True, success_codes=range(256))
         except Exception as e:  # a diagnostic must never raise
@@ -216,33 +226,40 @@ def _integration_diagnostics(session: nox.Session, env: dict[str, str]) -> None:
     session.log(f"diagnostics kept in {out_dir}")
 
 
-def _integration_args(session: nox.Session) -> tuple[str, set[str]]:
-    """The serving mode and the flags, or a usage error."""
+def _integration_args(session: nox.Session) -> tuple[str, str, set[str]]:
+    """The provider, the serving mode and the flags, or a usage error."""
+    from integration.kind_run import DEFAULT_PROVIDER, PROVIDERS
+
     flags = {"--keep-cluster", "--with-argo", "--offline", "--with-monitoring"}
     modes = [a for a in session.posargs if a in ("knative", "standard")]
-    unknown = [a for a in session.posargs if a not in ("knative", "standard", *flags)]
-    if unknown or len(modes) > 1:
-        session.error(f"unknown arguments {' '.join(unknown or modes)}: {INTEGRATION_USAGE}")
+    providers = [a for a in session.posargs if a in PROVIDERS]
+    known = ("knative", "standard", *PROVIDERS, *flags)
+    unknown = [a for a in session.posargs if a not in known]
+    if unknown or len(modes) > 1 or len(providers) > 1:
+        wrong = unknown or (modes if len(modes) > 1 else providers)
+        session.error(f"unknown arguments {' '.join(wrong)}: {INTEGRATION_USAGE}")
     mode = modes[0] if modes else os.environ.get("DISTML_SERVING_MODE") or "knative"
     if mode not in ("knative", "standard"):
         session.error(f"DISTML_SERVING_MODE={mode!r}: use knative or standard")
-    return mode, set(session.posargs) & flags
+    provider = providers[0] if providers else DEFAULT_PROVIDER
+    return provider, mode, set(session.posargs) & flags
 
 
-def _integration_preflight(session: nox.Session, mode: str) -> None:
-    """Docker (daemon), kind, kubectl, memory, before any cluster (stdlib only)."""
+def _integration_preflight(session: nox.Session, provider: str, mode: str) -> None:
+    """Docker (daemon), the provider's CLI, kubectl, memory, before any cluster (stdlib
+    only)."""
     from integration import kind_run
     from k8s.preflight import preflight
 
     small = {"worker_cpu": kind_run.CPU_REQUEST, "predictor_cpu": kind_run.CPU_REQUEST}
-    check = preflight("kind", mode, cpu_requests=small)
+    check = preflight(provider, mode, cpu_requests=small)
     for note in check.notes:
         session.log(f"note: {note}")
     if check.problems:
         session.error(
-            "the integration tier needs Docker, kind and kubectl on this machine (--offline "
-            "builds kind and kubectl); it never installs them itself. Missing or insufficient:\n"
-            + "\n".join(f"  - {p}" for p in check.problems)
+            f"the integration tier needs Docker, {provider} and kubectl on this machine "
+            f"(--offline builds {provider} and kubectl); it never installs them itself. "
+            "Missing or insufficient:\n" + "\n".join(f"  - {p}" for p in check.problems)
         )
     session.log("found: " + ", ".join(f"{k} {v}" for k, v in check.versions.items()))
 
@@ -268,27 +285,29 @@ def _step(argv: list[str]) -> list[str]:
 
 @nox.session(venv_backend="none", default=False, tags=["cluster"])
 def integration(session: nox.Session) -> None:
-    """The lifecycle on a kind cluster (Docker + kind + kubectl; tens of minutes).
+    """The lifecycle on a cluster of its own (Docker + kind, minikube or k3d + kubectl;
+    tens of minutes).
 
-    ``nox -s integration -- [knative|standard] [--offline] [--with-argo] [--with-monitoring]
-    [--keep-cluster]``; the serving mode also comes from DISTML_SERVING_MODE (default
-    knative). ``--offline`` builds the node image with every controller in it (no registry
-    needed); ``--with-argo`` runs the pipeline as one Argo Workflow instead of the task
+    ``nox -s integration -- [kind|minikube|k3d] [knative|standard] [--offline]
+    [--with-argo] [--with-monitoring] [--keep-cluster]``; the provider defaults to kind, the
+    serving mode also comes from DISTML_SERVING_MODE (default knative). ``--offline`` builds
+    the provider's node image with every controller in it (no registry needed; kind and
+    minikube); ``--with-argo`` runs the pipeline as one Argo Workflow instead of the task
     chain; ``--with-monitoring`` adds distml's Prometheus and KEDA, and checks them (targets,
     the server's count, the dashboard's queries). Steps: integration/kind_run.py. Fails,
     never skips, when a piece is missing.
     """
-    mode, flags = _integration_args(session)
-    offline = "--offline" in flags
     sys.path.insert(0, str(ROOT))
+    provider, mode, flags = _integration_args(session)
+    offline = "--offline" in flags
     from integration import kind_run
 
     _system_preflight(session, "integration", offline)
     _shared_env(session)
-    node_image = _offline_node(session) if offline else None
-    _integration_preflight(session, mode)
+    node_image = _offline_node(session, provider) if offline else None
+    _integration_preflight(session, provider, mode)
     data_dir = os.environ.get("DISTML_DATA_DIR") or None
-    env = kind_run.env(data_dir, node_image)
+    env = kind_run.env(data_dir, node_image, provider)
     if offline:
         session.log(kind_run.OFFLINE_IMAGE)
     passed, times = False, []
@@ -299,6 +318,7 @@ def integration(session: nox.Session) -> None:
             argo="--with-argo" in flags,
             offline=offline,
             monitoring="--with-monitoring" in flags,
+            provider=provider,
         )
         for step in plan:
             start = time.monotonic()

@@ -27,7 +27,7 @@ from typing import Any
 
 from common.errors import DistmlError
 from common.poll import Done, Pending, poll
-from integration.kind_run import CONTEXT, NAMESPACE
+from integration.kind_run import NAMESPACE, context
 from k8s import prometheus
 from k8s.grafana import dashboard
 from k8s.objects import name_of, pod_ready, predictor_pods
@@ -119,7 +119,7 @@ def wait_for_targets(
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m integration.dashboard_check", description=__doc__)
     p.add_argument("--targets", action="store_true", help="check the scrape targets instead")
-    p.add_argument("--context", default=CONTEXT, help=f"kubeconfig context ({CONTEXT})")
+    p.add_argument("--context", default=context(), help=f"kubeconfig context ({context()})")
     p.add_argument("--namespace", default=NAMESPACE, help=f"distml's namespace ({NAMESPACE})")
     p.add_argument("--service", default=DEFAULT_SERVICE, help="the InferenceService")
     p.add_argument("--prometheus", default="", help="NAMESPACE/SERVICE:PORT (default: distml's)")

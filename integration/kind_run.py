@@ -1,4 +1,5 @@
-"""What ``nox -s integration`` runs, as data: its settings and its steps, in order.
+"""What ``nox -s integration`` runs, as data: its settings and its steps, in order, on
+the cluster provider it is given (kind, minikube or k3d: the same plan on each).
 
 The session (noxfile.py) runs each step as a command and tears down after; this module
 only says what they are, so a test can read the plan without a cluster. Stdlib only:
@@ -14,7 +15,11 @@ from pathlib import Path
 # model server on 8080 is neither reused nor deleted by the integration run.
 CLUSTER = "distml-it"
 INGRESS_PORT = "18080"
-CONTEXT = f"kind-{CLUSTER}"
+PROVIDERS = ("kind", "minikube", "k3d")
+DEFAULT_PROVIDER = "kind"
+# Each provider's kubeconfig context for CLUSTER (k8s.providers names them the same way).
+CONTEXTS = {"kind": f"kind-{CLUSTER}", "minikube": CLUSTER, "k3d": f"k3d-{CLUSTER}"}
+CONTEXT = CONTEXTS[DEFAULT_PROVIDER]
 NAMESPACE = "kubeflow"
 # Its pods ask for little CPU: a 2-CPU machine holds the control plane, the operators and
 # train-all's jobs only so (docs/cluster.md, "Resources").
@@ -50,12 +55,19 @@ PROMETHEUS_TARGETS = (
 )
 
 
+def context(provider: str | None = None) -> str:
+    """The run's kubeconfig context on ``provider`` (default: the one the steps' settings
+    name, ``INVOKE_RUNTIME``, else kind)."""
+    return CONTEXTS[provider or os.environ.get("INVOKE_RUNTIME") or DEFAULT_PROVIDER]
+
+
 def steps(
     mode: str,
     data_dir: str | None,
     argo: bool = False,
     offline: bool = False,
     monitoring: bool = False,
+    provider: str = DEFAULT_PROVIDER,
 ) -> list[list[str]]:
     """The lifecycle, in order: each step an ``invoke`` argument list, or a ``python -m``
     module's (``["python", "-m", ...]``). The task chain, or (``argo``) the pipeline as
@@ -65,7 +77,7 @@ def steps(
     source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
     base = LOCAL_BASE if offline else []
     watched = MONITORING_UP if monitoring else []
-    up = ["invoke", "up", "--runtime", "kind", "--serving-mode", mode, *source, *base, *watched]
+    up = ["invoke", "up", "--runtime", provider, "--serving-mode", mode, *source, *base, *watched]
     # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
     load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
     # With monitoring: every predictor scraped before the load, every panel after it.
@@ -89,12 +101,14 @@ def steps(
     ]
 
 
-def env(data_dir: str | None, node_image: str | None = None) -> dict[str, str]:
-    """The settings every step gets: its own cluster, work dir and port; small CPU
-    requests; offline, the node image and install files named locally (``node_image``,
+def env(
+    data_dir: str | None, node_image: str | None = None, provider: str = DEFAULT_PROVIDER
+) -> dict[str, str]:
+    """The settings every step gets: its provider, own cluster, work dir and port; small
+    CPU requests; offline, the node image and install files named locally (``node_image``,
     the one ``--offline`` built, before ``DISTML_KIND_NODE_IMAGE``)."""
     out = {
-        "INVOKE_RUNTIME": "kind",
+        "INVOKE_RUNTIME": provider,
         "INVOKE_WORKDIR": str(workdir()),
         "INVOKE_CLUSTER_NAME": CLUSTER,
         "INVOKE_CLUSTER_NAMESPACE": NAMESPACE,  # the one recovery.py and diagnostics read
@@ -117,10 +131,35 @@ def workdir() -> Path:
     return Path(__file__).resolve().parents[1] / ".distml-integration"
 
 
-def diagnostics(invoke: str, out_dir: Path) -> dict[str, tuple[list[str], int | None]]:
+def minikube_home() -> Path:
+    """The run's MINIKUBE_HOME: distml keeps it in the work dir (k8s.providers.Minikube)."""
+    return workdir() / "minikube"
+
+
+def node_logs(provider: str, out_dir: Path) -> tuple[str, list[str]]:
+    """The provider's own dump of its node's logs: (name, command)."""
+    if provider == "minikube":
+        home = f"MINIKUBE_HOME={minikube_home()}"
+        log = str(out_dir / "minikube-logs.txt")
+        return "minikube-logs", ["env", home, "minikube", "-p", CLUSTER, "logs", "--file", log]
+    if provider == "k3d":
+        return "k3d-node-logs", ["docker", "logs", f"k3d-{CLUSTER}-server-0"]
+    return "kind-export-logs", [
+        "kind",
+        "export",
+        "logs",
+        str(out_dir / "kind-logs"),
+        "--name",
+        CLUSTER,
+    ]
+
+
+def diagnostics(
+    invoke: str, out_dir: Path, provider: str = DEFAULT_PROVIDER
+) -> dict[str, tuple[list[str], int | None]]:
     """After a failure: name -> (command, lines to print or None for all)."""
-    kubectl = ["kubectl", "--context", CONTEXT]
-    export = ["kind", "export", "logs", str(out_dir / "kind-logs"), "--name", CLUSTER]
+    kubectl = ["kubectl", "--context", context(provider)]
+    logs_name, logs = node_logs(provider, out_dir)
     return {
         "invoke-status": ([invoke, "status"], None),
         "pods": ([*kubectl, "get", "pods", "-A", "-o", "wide"], None),
@@ -131,5 +170,5 @@ def diagnostics(invoke: str, out_dir: Path) -> dict[str, tuple[list[str], int | 
         "scaledobjects": ([*kubectl, "describe", "scaledobjects", "-n", NAMESPACE], None),
         "prometheus-targets": ([*kubectl, "get", "--raw", PROMETHEUS_TARGETS], None),
         "workflows": ([*kubectl, "get", "workflows", "-n", NAMESPACE, "-o", "yaml"], None),
-        "kind-export-logs": (export, None),
+        logs_name: (logs, None),
     }

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
-from integration.kind_run import NAMESPACE
+from integration.kind_run import NAMESPACE, context
 from k8s.manifests.names import tfjob_name
 from k8s.objects import TFJOB_LABELS
 from ml.contract import PROGRESS_PREFIX
@@ -175,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m integration.recovery", description=__doc__)
     parser.add_argument("fault", choices=FAULTS)
     parser.add_argument("model")
-    cluster = os.environ.get("INVOKE_CLUSTER_NAME", "distml-it")
-    parser.add_argument("--context", default=f"kind-{cluster}")
+    parser.add_argument("--context", default=context(), help=f"kubeconfig context ({context()})")
     args = parser.parse_args(argv)
     start = time.monotonic()
     try:

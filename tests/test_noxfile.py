@@ -99,7 +99,9 @@ def test_the_offline_run_builds_the_project_image_from_the_local_base_and_says_s
     nox_file = _noxfile()
     for quiet in ("_system_preflight", "_shared_env", "_integration_preflight"):
         monkeypatch.setattr(nox_file, quiet, lambda *args: None)
-    monkeypatch.setattr(nox_file, "_offline_node", lambda session: "distml-kind/node:v1-stack")
+    monkeypatch.setattr(
+        nox_file, "_offline_node", lambda session, provider: "distml-kind/node:v1-stack"
+    )
     session = _Logging("standard", "--offline")
     nox_file.integration(session)
     up = next(argv for argv in session.ran if argv[1:3] == ("up", "--runtime"))
@@ -111,7 +113,9 @@ def test_with_monitoring_the_integration_run_installs_scales_and_checks_it(monke
     nox_file = _noxfile()
     for quiet in ("_system_preflight", "_shared_env", "_integration_preflight"):
         monkeypatch.setattr(nox_file, quiet, lambda *args: None)
-    monkeypatch.setattr(nox_file, "_offline_node", lambda session: "distml-kind/node:v1-stack")
+    monkeypatch.setattr(
+        nox_file, "_offline_node", lambda session, provider: "distml-kind/node:v1-stack"
+    )
     session = _Logging("standard", "--offline", "--with-monitoring")
     nox_file.integration(session)
     ran = [" ".join(argv[1:]) for argv in session.ran]
@@ -124,6 +128,45 @@ def test_with_monitoring_the_integration_run_installs_scales_and_checks_it(monke
         < ran.index("-m integration.dashboard_check")
     )
     assert ran[-1] == "down"
+
+
+def test_the_provider_named_first_runs_the_same_plan_on_its_own_cluster(monkeypatch):
+    nox_file = _noxfile()
+    for quiet in ("_system_preflight", "_shared_env"):
+        monkeypatch.setattr(nox_file, quiet, lambda *args: None)
+    asked = []
+    monkeypatch.setattr(nox_file, "_integration_preflight", lambda *args: asked.append(args))
+    built = []
+    monkeypatch.setattr(
+        nox_file, "_offline_node", lambda session, provider: built.append(provider) or "mk:1"
+    )
+    session = _Logging("minikube", "standard", "--offline")
+    nox_file.integration(session)
+    assert built == ["minikube"] and asked == [(session, "minikube", "standard")]
+    ran = [" ".join(argv[1:]) for argv in session.ran]
+    assert ran[0].startswith("up --runtime minikube --serving-mode standard")
+    assert ran[-1] == "down"
+    kind_plan = _Logging("standard", "--offline")
+    nox_file.integration(kind_plan)
+    others = [" ".join(argv[1:]) for argv in kind_plan.ran]
+    assert [r.replace("minikube", "kind") for r in ran] == others  # the same plan
+
+
+def test_k3d_is_refused_offline_before_anything_runs():
+    session = _Logging("k3d", "standard", "--offline")
+    nox_file = _noxfile()
+    with pytest.raises(_Stop, match=r"k3d cannot run offline: .*module proxy refuses k3s"):
+        nox_file._offline_node(session, "k3d")
+    assert session.ran == []
+
+
+def test_two_providers_are_refused_with_the_usage():
+    session = _Logging("kind", "minikube")
+    with pytest.raises(
+        _Stop, match=r"unknown arguments kind minikube: usage: .*\[kind\|minikube\|k3d\]"
+    ):
+        _noxfile().integration(session)
+    assert session.ran == []
 
 
 def test_an_unknown_integration_flag_is_refused_with_the_usage():
