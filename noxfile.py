@@ -252,7 +252,8 @@ def _integration_preflight(session: nox.Session, provider: str, mode: str) -> No
     from k8s.preflight import preflight
 
     small = {"worker_cpu": kind_run.CPU_REQUEST, "predictor_cpu": kind_run.CPU_REQUEST}
-    check = preflight(provider, mode, cpu_requests=small)
+    home = {"minikube_home": str(kind_run.minikube_home())} if provider == "minikube" else {}
+    check = preflight(provider, mode, cpu_requests=small, **home)
     for note in check.notes:
         session.log(f"note: {note}")
     if check.problems:

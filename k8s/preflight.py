@@ -216,7 +216,8 @@ def _check_tool(
 ) -> None:
     url = KUBECTL_URL if tool == "kubectl" else INSTALL_URLS[tool]
     need = fmt(MINIMUMS[tool])
-    if which(cmd[0]) is None:
+    program = next(w for w in cmd if w != "env" and "=" not in w)  # past `env VAR=...`
+    if which(program) is None:
         result.problems.append(f"{tool}: not found on PATH: install {tool} >= {need} ({url})")
         return
     rc, out, err = run(cmd)
@@ -264,12 +265,15 @@ def preflight(
     docker: str = "docker",
     inotify_dir: Path | None = None,
     cpu_requests: Mapping[str, str] | None = None,
+    minikube_home: str | None = None,
 ) -> Preflight:
     """Check Docker, the provider's CLI, kubectl, Docker's memory/CPUs and inotify limits
     (an existing cluster: Docker, kubectl and git; its nodes are not this machine's).
 
     ``run(cmd) -> (returncode, stdout, stderr)`` and ``which`` are seams for tests;
     ``inotify_dir`` defaults to /proc/sys/fs/inotify on Linux (skipped elsewhere).
+    ``minikube_home``: the MINIKUBE_HOME ``minikube version`` runs with (any minikube
+    command creates its home, ``~/.minikube`` unless told: distml keeps its own).
     """
     if provider not in CLUSTER_RUNTIMES:
         valid = ", ".join(CLUSTER_RUNTIMES)
@@ -287,7 +291,10 @@ def preflight(
     else:
         _check_docker(result, run, docker, provider, serving_mode, cpu_requests or {})
     if provider in PROVIDERS:
-        _check_tool(result, provider, VERSION_COMMANDS[provider], run, which)
+        cmd = VERSION_COMMANDS[provider]
+        if provider == "minikube" and minikube_home:
+            cmd = ["env", f"MINIKUBE_HOME={minikube_home}", *cmd]
+        _check_tool(result, provider, cmd, run, which)
     _check_tool(result, "kubectl", ["kubectl", "version", "--client", "-o", "json"], run, which)
     if which("git") is None:
         # `kubectl apply -k github.com/...?ref=` (the training operator) clones with git.

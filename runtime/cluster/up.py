@@ -225,7 +225,10 @@ def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] 
         from k8s.preflight import preflight as run_preflight
     else:
         run_preflight = preflight
-    result = run_preflight(cx.provider.name, mode, docker=cx.docker, cpu_requests=cx.cpu_requests)
+    # minikube's own home, not ~/.minikube, even for `minikube version` (k8s.providers).
+    home = {"minikube_home": str(cx.provider.home)} if cx.provider.name == "minikube" else {}
+    kwargs = {"docker": cx.docker, "cpu_requests": cx.cpu_requests, **home}
+    result = run_preflight(cx.provider.name, mode, **kwargs)
     for name, version in sorted(getattr(result, "versions", {}).items()):
         cx.out(f"found {name} {version}")
     for note in getattr(result, "notes", []):

@@ -364,3 +364,16 @@ def test_main_exit_codes(monkeypatch, capsys):
     monkeypatch.setattr(pf, "preflight", lambda p, s: pf.Preflight(versions={"kind": "0.29.0"}))
     assert pf.main(["kind", "standard"]) == 0
     assert "found: kind 0.29.0" in capsys.readouterr().out
+
+
+def test_minikube_is_asked_its_version_with_distmls_home_never_the_users(inotify):
+    # Any minikube command, `version` too, creates its home: ~/.minikube unless told.
+    machine = Machine()
+    machine.run = lambda cmd: (
+        machine.calls.append(list(cmd))
+        or machine.answers[next(w for w in cmd if w != "env" and "=" not in w)]
+    )
+    result = machine.check("minikube", "standard", inotify, minikube_home="/wd/minikube")
+    assert result.versions["minikube"] == "1.36.0", result.problems
+    asked = [c for c in machine.calls if "minikube" in c]
+    assert asked == [["env", "MINIKUBE_HOME=/wd/minikube", "minikube", "version", "--short"]]
