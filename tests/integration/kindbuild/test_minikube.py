@@ -1,0 +1,85 @@
+"""integration.kindbuild.minikube and minikubenode: what minikube's offline node holds, held
+to minikube's own source where it is in the Go module cache (the build downloads it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from integration.kindbuild import minikube, minikubenode, pins
+
+
+def _module() -> Path:
+    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go/pkg/mod")
+    source = Path(cache, f"{pins.MINIKUBE_MODULE}@{pins.MINIKUBE}")
+    if not source.is_dir():
+        pytest.skip(f"minikube's source is not in the Go module cache ({source}): build it first")
+    return source
+
+
+def test_the_version_flags_are_the_makefiles(tmp_path: Path):
+    flags = minikube.ldflags("abc123")
+    for name, value in (
+        ("version", pins.MINIKUBE),
+        ("isoVersion", pins.MINIKUBE),
+        ("gitCommitID", "abc123"),
+        ("storageProvisionerVersion", pins.STORAGE_PROVISIONER_TAG),
+    ):
+        assert f"-X k8s.io/minikube/pkg/version.{name}={value}" in flags
+
+
+def test_the_makefile_names_these_tags():
+    makefile = (_module() / "Makefile").read_text()
+    assert f"STORAGE_PROVISIONER_TAG ?= {pins.STORAGE_PROVISIONER_TAG}\n" in makefile
+    assert "REGISTRY ?= gcr.io/k8s-minikube\n" in makefile
+    assert f"ISO_VERSION ?= {pins.MINIKUBE}\n" in makefile
+    for flag in ("version.version", "version.isoVersion", "version.gitCommitID"):
+        assert f"-X k8s.io/minikube/pkg/{flag}=" in makefile
+
+
+def test_the_guarded_range_is_minikubes_default_service_cidr():
+    constants = (_module() / "pkg/minikube/constants/constants.go").read_text()
+    assert f'DefaultServiceCIDR = "{minikubenode.SERVICE_CIDR}"' in constants
+
+
+def test_the_nodes_binaries_are_the_ones_minikube_copies_and_where_it_looks():
+    source = _module()
+    constants = (source / "pkg/minikube/constants/constants.go").read_text()
+    listed = constants.split("KubernetesReleaseBinaries = []string{", 1)[1].split("}", 1)[0]
+    assert sorted(b.strip(' "\n\t') for b in listed.split(",") if b.strip()) == sorted(
+        minikubenode.BINARIES
+    )
+    assert minikubenode.BINARY_DIR == f"/var/lib/minikube/binaries/{pins.KUBERNETES}"
+
+
+def test_version_json_carries_the_kicbase_version_minikube_compares():
+    kicbase = _module() / "deploy/kicbase"
+    fields = json.loads(minikubenode.version_json(kicbase))
+    types = (kicbase.parents[1] / "pkg/drivers/kic/types.go").read_text()
+    assert f'Version = "{fields["kicbase_version"]}"' in types
+    assert fields["minikube_version"] == pins.MINIKUBE
+
+
+def _kubeadm(tmp_path: Path, *args: str) -> list[str]:
+    """Run the node's kubeadm wrapper with a stand-in for the real binary beside it."""
+    (tmp_path / "kubeadm").write_text(minikubenode.KUBEADM_WRAPPER)
+    real = tmp_path / "kubeadm.go126"
+    real.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    for path in (tmp_path / "kubeadm", real):
+        path.chmod(0o755)
+    done = subprocess.run([str(tmp_path / "kubeadm"), *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_kubeadm_init_skips_only_the_go126_proxy_check_and_passes_everything_on(tmp_path):
+    flag = "--ignore-preflight-errors=HTTPProxyCIDR"
+    init = ["init", "--config", "/var/tmp/minikube/kubeadm.yaml", "--ignore-preflight-errors=Swap"]
+    assert _kubeadm(tmp_path, *init) == [*init, flag]
+    # The phases minikube runs on a restart take no such flag: unchanged.
+    for other in (["init", "phase", "certs", "all"], ["reset", "--force"], ["version"]):
+        assert _kubeadm(tmp_path, *other) == other
