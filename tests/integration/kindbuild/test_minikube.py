@@ -53,7 +53,11 @@ def test_the_nodes_binaries_are_the_ones_minikube_copies_and_where_it_looks():
     assert sorted(b.strip(' "\n\t') for b in listed.split(",") if b.strip()) == sorted(
         minikubenode.BINARIES
     )
-    assert minikubenode.BINARY_DIR == f"/var/lib/minikube/binaries/{pins.KUBERNETES}"
+    binaries = (source / "pkg/minikube/bootstrapper/bsutil/binaries.go").read_text()
+    assert 'path.Join(vmpath.GuestPersistentDir, "binaries", version)' in binaries
+    vmpath = (source / "pkg/minikube/vmpath/constants.go").read_text()
+    assert 'GuestPersistentDir = "/var/lib/minikube"' in vmpath
+    assert f"/var/lib/minikube/binaries/{pins.KUBERNETES}" == minikubenode.BINARY_DIR
 
 
 def test_version_json_carries_the_kicbase_version_minikube_compares():
