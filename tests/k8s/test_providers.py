@@ -102,7 +102,14 @@ def test_exists_reads_the_cli_and_runs_even_under_dry(tmp_path: Path, name, quer
                 "rm -f {tar}",
             ],
         ),
-        ("minikube", [MK + " -p dist-ml image load distml:abc"]),
+        (
+            "minikube",
+            [
+                "docker save -o {tar} distml:abc",
+                MK + " -p dist-ml image load {tar}",
+                "rm -f {tar}",
+            ],
+        ),
     ],
 )
 def test_image_import_goes_through_a_tar_where_the_containerd_store_needs_it(
