@@ -62,15 +62,13 @@ KICBASE_FILES = {
     "11-tcp-mtu-probing.conf": "etc/sysctl.d/11-tcp-mtu-probing.conf",
 }
 # kicbase's Dockerfile steps that apply to this node, run in the chroot.
-SETUP = r"""
+SETUP = (
+    r"""
 set -eu
 chmod 755 /usr/local/bin/*
-find /lib/systemd/system/sysinit.target.wants/ -name systemd-tmpfiles-setup.service -delete
-rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wants/* \
-  /lib/systemd/system/local-fs.target.wants/* /lib/systemd/system/sockets.target.wants/*udev* \
-  /lib/systemd/system/sockets.target.wants/*initctl* /lib/systemd/system/basic.target.wants/*
-echo "ReadKMsg=no" >> /etc/systemd/journald.conf
-ln -sf /lib/systemd/systemd /sbin/init
+"""
+    + nodebase.SYSTEMD_AS_INIT.strip("\n")
+    + r"""
 mkdir -p /opt/cni/bin /etc/kubernetes/manifests /kind /var/run/sshd
 cp /usr/lib/cni/* /opt/cni/bin/
 systemctl enable ssh.service
@@ -86,6 +84,7 @@ useradd --create-home --shell /bin/bash --gid docker --groups sudo --password '*
 echo '%sudo ALL=(ALL) NOPASSWD:ALL' >> /etc/sudoers
 install -d -o docker -g docker -m 700 /home/docker/.ssh
 """
+)
 
 
 def kicbase_dir() -> Path:

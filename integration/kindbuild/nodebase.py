@@ -10,17 +10,25 @@ from pathlib import Path
 from integration.kindbuild import kindsource, pins, rootfs, tools
 from integration.kindbuild.run import run
 
-# The shell steps of kind's base Dockerfile, run in the chroot, plus the links that put
-# Debian's binaries where kind's units and scripts look for them.
-SETUP = r"""
-set -eu
-chmod 755 /kind/bin /kind/bin/* /usr/local/bin/*
+# systemd as a container's init, as kind's and minikube's base Dockerfiles both set it up:
+# no units but the ones a node enables, no kernel log, /sbin/init.
+SYSTEMD_AS_INIT = r"""
 find /lib/systemd/system/sysinit.target.wants/ -name systemd-tmpfiles-setup.service -delete
 rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wants/* \
   /lib/systemd/system/local-fs.target.wants/* /lib/systemd/system/sockets.target.wants/*udev* \
   /lib/systemd/system/sockets.target.wants/*initctl* /lib/systemd/system/basic.target.wants/*
 echo "ReadKMsg=no" >> /etc/systemd/journald.conf
 ln -sf /lib/systemd/systemd /sbin/init
+"""
+# The shell steps of kind's base Dockerfile, run in the chroot, plus the links that put
+# Debian's binaries where kind's units and scripts look for them.
+SETUP = (
+    r"""
+set -eu
+chmod 755 /kind/bin /kind/bin/* /usr/local/bin/*
+"""
+    + SYSTEMD_AS_INIT.strip("\n")
+    + r"""
 for b in containerd ctr containerd-shim-runc-v2; do ln -sf /usr/bin/$b /usr/local/bin/$b; done
 ln -sf /usr/sbin/runc /usr/local/sbin/runc
 mkdir -p /opt/cni/bin
@@ -33,6 +41,7 @@ systemctl enable kubelet.service containerd.service undo-mount-hacks.service
 systemctl mask systemd-binfmt.service
 mkdir -p /etc/kubernetes/manifests
 """
+)
 HERE = Path(__file__).parent
 CHANGES = ["ENV container=docker", 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]']
 
