@@ -5,24 +5,19 @@ the file and fails unless it is the pinned one)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-import pytest
 import yaml
 
 from integration.kindbuild import controllers, kedafile, pins
 from k8s import versions
 from tests.support import upstream
+from tests.support.gomod import module_source
 
 
 def keda_source() -> Path:
-    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go/pkg/mod")
-    found = Path(cache, f"{pins.KEDA_MODULE}@{pins.KEDA}")
-    if not found.is_dir():
-        pytest.skip(f"KEDA's module is not in the Go module cache ({found}): build it first")
-    return found
+    return module_source(pins.KEDA_MODULE, pins.KEDA)
 
 
 def test_the_pin_is_the_release_file_of_the_pinned_version_and_says_how_it_was_made():

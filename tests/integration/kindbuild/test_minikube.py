@@ -4,21 +4,15 @@ to minikube's own source where it is in the Go module cache (the build downloads
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from integration.kindbuild import minikube, minikubenode, pins
+from tests.support.gomod import module_source
 
 
 def _module() -> Path:
-    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go/pkg/mod")
-    source = Path(cache, f"{pins.MINIKUBE_MODULE}@{pins.MINIKUBE}")
-    if not source.is_dir():
-        pytest.skip(f"minikube's source is not in the Go module cache ({source}): build it first")
-    return source
+    return module_source(pins.MINIKUBE_MODULE, pins.MINIKUBE)
 
 
 def test_the_version_flags_are_the_makefiles(tmp_path: Path):

@@ -3,12 +3,8 @@ egress proxy (it answers any TCP 443, ClusterIPs included)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
-
 from integration.kindbuild import pins, stacknode
+from tests.support.gomod import module_source
 
 
 def test_the_guard_refuses_only_tcp_still_addressed_to_the_service_range():
@@ -28,8 +24,5 @@ def test_the_guard_refuses_only_tcp_still_addressed_to_the_service_range():
 
 
 def test_the_guarded_range_is_kinds_default_service_subnet():
-    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go/pkg/mod")
-    default = Path(cache, f"sigs.k8s.io/kind@{pins.KIND}/pkg/apis/config/v1alpha4/default.go")
-    if not default.is_file():
-        pytest.skip(f"kind's source is not in the Go module cache ({default}): build kind first")
+    default = module_source("sigs.k8s.io/kind", pins.KIND) / "pkg/apis/config/v1alpha4/default.go"
     assert f'obj.Networking.ServiceSubnet = "{stacknode.SERVICE_SUBNET}"' in default.read_text()
