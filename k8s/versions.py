@@ -11,9 +11,9 @@ KEDA's three) are in that node too, and KEDA's install file, which cannot be dow
 there, is made from KEDA's module by the same build and pinned by that rebuild's sha256
 (k8s/upstream.lock.json's ``made``; docs/testing.md). minikube (``MINIKUBE_VERSION``) runs
 on a node the same build makes (``nox -s integration -- minikube standard --offline``).
-Not run here: k3d (k3s cannot be built here), Knative mode (docs/cluster.md). Change a pin here, and the kind build's in
-integration/kindbuild/pins.py with it (tests/k8s/test_versions.py holds them equal), then
-run both sessions.
+Not run here: k3d (k3s cannot be built here), Knative mode (docs/cluster.md). Change a
+pin here, and the kind build's in integration/kindbuild/pins.py with it
+(tests/k8s/test_versions.py holds them equal), then run both sessions.
 """
 
 from __future__ import annotations
