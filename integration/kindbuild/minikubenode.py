@@ -73,6 +73,9 @@ mkdir -p /opt/cni/bin /etc/kubernetes/manifests /kind /var/run/sshd
 cp /usr/lib/cni/* /opt/cni/bin/
 systemctl enable ssh.service
 systemctl disable containerd.service
+# No Docker here: minikube's containerd start disables Docker's socket, and reports an
+# error when it has no unit at all. Masked, it is found and ignored.
+systemctl mask docker.socket
 systemctl mask systemd-binfmt.service
 sed -ri 's/^#?UsePAM yes/UsePAM no/' /etc/ssh/sshd_config
 # minikube runs kubeadm over SSH as `sudo env PATH=<binaries>:$PATH`: without the sbin
