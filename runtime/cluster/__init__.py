@@ -133,8 +133,7 @@ class ClusterRuntime:
         )
         self.name = provider_name
         self.registry = registry
-        self._preflight = preflight
-        self._port_free = port_free
+        self._preflight, self._port_free = preflight, port_free
 
     @cached_property
     def image(self) -> str:

@@ -83,10 +83,12 @@ def test_a_cpu_request_no_cluster_would_accept_exits_2_naming_the_setting(wd, va
     assert not (wd / "m").exists()  # refused before anything was written
 
 
-def test_the_node_image_setting_reaches_kind_create_and_minikube_refuses_it(wd):
+def test_the_node_image_setting_reaches_kind_create_and_minikube_start(wd):
     image = {"INVOKE_CLUSTER_NODE_IMAGE": "distml-kind/node:v1.33.1"}
     kind = invoke(wd, "--dry", "up", "--runtime", "kind", **image)
     assert "kind create cluster --name dist-ml --image distml-kind/node:v1.33.1 " in kind.stdout
     minikube = invoke(wd, "--dry", "up", "--runtime", "minikube", **image)
-    assert minikube.returncode == 2
-    assert "cluster.node_image applies to kind and k3d" in minikube.stderr
+    assert minikube.returncode == 0, minikube.stderr
+    home = (wd / "minikube").resolve()  # the work dir's own
+    assert f"MINIKUBE_HOME={home} minikube start -p dist-ml " in minikube.stdout
+    assert "--base-image distml-kind/node:v1.33.1 --preload=false" in minikube.stdout
