@@ -161,8 +161,41 @@ exec "$real" "$@"
 """
 
 
+# On a cgroup v1 host that mounts only some controllers (these VMs: no hugetlb, perf_event,
+# net_cls/net_prio), the node's systemd mounts the rest itself as new v1 hierarchies, and
+# kubelet (cgroupfs driver) makes its kubepods cgroups there, at the kernel's root: they
+# outlive `minikube delete`, keep those hierarchies, and the next kind node's kubelet then
+# fails ("cgroup [kubelet] has some missing paths: /sys/fs/cgroup/hugetlb/kubelet.slice").
+# As kind does for the misc controller, /sbin/init hides from systemd every controller the
+# container was not given, then becomes systemd.
+INIT = """#!/bin/sh
+# distml: see integration/kindbuild/minikubenode.py (INIT). PROC, CGROUP_FS, STATE and
+# SYSTEMD are for its tests: a node runs it with none of them set.
+proc=${PROC:-/proc}
+if [ ! -f "${CGROUP_FS:-/sys/fs/cgroup}/cgroup.controllers" ]; then  # cgroup v1
+  # mountinfo: the mount point is field 5, the type follows the "-" separator.
+  cgroup_mounts='{for (i=7; i<NF; i++) if ($i == "-") {if ($(i+1) == "cgroup") print $5; break}}'
+  given=$(awk "$cgroup_mounts" "$proc/self/mountinfo")
+  hide=""
+  for c in $(awk 'NR > 1 && $4 == 1 {print $1}' "$proc/cgroups"); do
+    echo "$given" | grep -qE "^/sys/fs/cgroup/(.*,)?$c(,.*)?$" || hide="$hide $c"
+  done
+  if [ -n "$hide" ]; then
+    echo "distml: hiding cgroup controllers the container was not given:$hide"
+    fake=${STATE:-/kind}/distml-cgroups
+    awk -v hide="$hide" 'BEGIN {n = split(hide, a, " "); for (i = 1; i <= n; i++) h[a[i]] = 1}
+      !($1 in h)' "$proc/cgroups" > "$fake"
+    mount --bind "$fake" "$proc/cgroups"
+  fi
+fi
+exec ${SYSTEMD:-/lib/systemd/systemd} "$@"
+"""
+
+
 def _fill(container: str, bins: Path, archives: list[Path], always: list[str]) -> None:
-    nodeimage.exec_in(container, f"mkdir -p {BINARY_DIR}")
+    init = [docker.DOCKER, "exec", "-i", container, "sh", "-c", "rm /sbin/init && cat > /sbin/init"]
+    run(init, stdin=INIT.encode())
+    nodeimage.exec_in(container, f"chmod 755 /sbin/init && mkdir -p {BINARY_DIR}")
     for name in BINARIES:
         target = f"{BINARY_DIR}/{name}.go126" if name == "kubeadm" else f"{BINARY_DIR}/{name}"
         run([docker.DOCKER, "cp", str(bins / name), f"{container}:{target}"])

@@ -42,6 +42,7 @@ HEAVY: frozenset[str] = frozenset(
         "tools/test_lint_shell.py",
         # runs minikube's node kubeadm wrapper (sh) with a stand-in binary
         "integration/kindbuild/test_minikube.py::test_kubeadm_init_skips_only_the_go126_proxy_check_and_passes_everything_on",
+        "integration/kindbuild/test_minikube.py::test_init_hides_from_systemd_the_controllers_the_container_was_not_given",
         "support/test_tiers.py",  # a real pytest --fast, in a process of its own
         "runtime/test_sample_request.py",
         "ml/test_data.py::test_prepare_real_files",

@@ -81,3 +81,67 @@ def test_kubeadm_init_skips_only_the_go126_proxy_check_and_passes_everything_on(
     # The phases minikube runs on a restart take no such flag: unchanged.
     for other in (["init", "phase", "certs", "all"], ["reset", "--force"], ["version"]):
         assert _kubeadm(tmp_path, *other) == other
+
+
+CGROUPS = """#subsys_name\thierarchy\tnum_cgroups\tenabled
+cpuset\t3\t3\t1
+cpu\t1\t3\t1
+memory\t4\t170\t1
+net_cls\t0\t3\t1
+net_prio\t0\t3\t1
+hugetlb\t0\t3\t1
+pids\t8\t3\t1
+rdma\t0\t1\t0
+"""
+# Docker gave the container cpu, cpuset, memory and pids (one mount has no optional field).
+MOUNTINFO = """\
+600 590 0:32 / /sys/fs/cgroup/cpu rw,nosuid - cgroup cgroup rw,cpu
+601 590 0:33 / /sys/fs/cgroup/cpuset rw,nosuid master:1 - cgroup cgroup rw,cpuset
+602 590 0:34 /docker/abc /sys/fs/cgroup/memory rw,nosuid master:2 - cgroup cgroup rw,memory
+603 590 0:35 / /sys/fs/cgroup/pids rw,nosuid master:3 - cgroup cgroup rw,pids
+604 590 0:36 / /sys/fs/cgroup/unified rw,nosuid master:4 - cgroup2 cgroup2 rw
+605 590 0:37 / /run rw - tmpfs tmpfs rw
+"""
+
+
+def test_init_hides_from_systemd_the_controllers_the_container_was_not_given(tmp_path: Path):
+    # On a cgroup v1 host, systemd would mount net_cls, net_prio and hugetlb as new
+    # hierarchies and kubelet would leave cgroups in them after `minikube delete`.
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "cgroups").write_text(CGROUPS)
+    (proc / "self/mountinfo").write_text(MOUNTINFO)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mount").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/mounted\n')
+    (bin_dir / "mount").chmod(0o755)
+    init = tmp_path / "init"
+    init.write_text(minikubenode.INIT)
+    init.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "PROC": str(proc),
+        "STATE": str(tmp_path),
+        "SYSTEMD": "echo",
+        "CGROUP_FS": str(tmp_path / "v1"),  # a cgroup v1 host: no cgroup.controllers
+    }
+    done = subprocess.run([str(init), "--system"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines == [
+        "distml: hiding cgroup controllers the container was not given: net_cls net_prio hugetlb",
+        "--system",  # then systemd, with init's arguments
+    ]
+    kept = (tmp_path / "distml-cgroups").read_text().splitlines()
+    assert [line.split("\t")[0] for line in kept] == [
+        "#subsys_name", "cpuset", "cpu", "memory", "pids", "rdma"
+    ]  # fmt: skip
+    fake, target = (tmp_path / "mounted").read_text().split()[1:]
+    assert (fake, target) == (str(tmp_path / "distml-cgroups"), str(proc / "cgroups"))
+    # On cgroup v2 there are no per-controller hierarchies to leak: systemd starts at once.
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2/cgroup.controllers").write_text("cpu memory\n")
+    v2 = subprocess.run(
+        [str(init)], env={**env, "CGROUP_FS": str(tmp_path / "v2")}, capture_output=True, text=True
+    )
+    assert v2.stdout.splitlines() == [""]
