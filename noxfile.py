@@ -249,7 +249,7 @@ def _integration_preflight(session: nox.Session, provider: str, mode: str) -> No
     """Docker (daemon), the provider's CLI, kubectl, memory, before any cluster (stdlib
     only)."""
     from integration import kind_run
-    from k8s.preflight import preflight
+    from k8s.install.preflight import preflight
 
     small = {"worker_cpu": kind_run.CPU_REQUEST, "predictor_cpu": kind_run.CPU_REQUEST}
     home = {"minikube_home": str(kind_run.minikube_home())} if provider == "minikube" else {}
@@ -361,7 +361,7 @@ def integration_existing(session: nox.Session) -> None:
     _shared_env(session)
     node_image = _offline_node(session) if "--offline" in flags else ""
     if not node_image:
-        from k8s import versions
+        from k8s.install import versions
 
         node_image = versions.KIND_NODE_IMAGE
     from integration.kindbuild import mirror

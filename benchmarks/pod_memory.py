@@ -5,7 +5,7 @@ kubelet runs them (the image tier's translation, tests/image/test_pods.py): a 2-
 TFJob per model with the default `train-all` settings, then the predictor, idle and under
 5 concurrent clients. Each container's main process is sampled for its kernel-kept peak
 resident set (``VmHWM``) twice a second. The figures set the pods' memory requests
-(k8s/settings.py) and docs/cluster.md's resource table quotes them.
+(k8s/providers/settings.py) and docs/cluster.md's resource table quotes them.
 
     python benchmarks/pod_memory.py --image distml:<tag> [--models cnn cnn_batchnorm]
 
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from k8s import manifests  # noqa: E402
-from k8s.settings import Settings  # noqa: E402
+from k8s.providers.settings import Settings  # noqa: E402
 from tests.image.test_pods import command, docker_args  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "pod_memory.json"

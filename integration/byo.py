@@ -23,52 +23,29 @@ import sys
 import time
 from pathlib import Path
 
-CLUSTER = "distml-byo"
-CONTEXT = f"kind-{CLUSTER}"
-# The namespace distml is first pointed at, which another team and a second distml work
-# dir use too (integration.tenants): distml refuses it, and the run follows its advice to
-# take a namespace of its own.
-NAMESPACE = "ml-team"
-OWN_NAMESPACE = "ml-team-a"
-REGISTRY_PORT = 5001
-REGISTRY = f"localhost:{REGISTRY_PORT}"
-CPU_REQUEST = "100m"
-BYSTANDER = ("default", "bystander")  # an unrelated Deployment down must leave
-# The pause image kind's node runs every pod sandbox from: present in every node.
-BYSTANDER_IMAGE = "registry.k8s.io/pause:3.10"
-OPERATORS = (  # what --install-operators installs (standard mode), kept by down
-    ("kubeflow", "training-operator"),
-    ("cert-manager", "cert-manager-webhook"),
-    ("kserve", "kserve-controller-manager"),
+from integration import tenants
+from integration.byo_cluster import (
+    BUDGET,
+    BYSTANDER,
+    BYSTANDER_IMAGE,
+    CERTS_D,
+    CLUSTER,
+    CONTEXT,
+    CPU_REQUEST,
+    LOCAL_PATH_CONFIG,
+    METRICS_SERVER,
+    NAMESPACE,
+    OPERATORS,
+    OWN_NAMESPACE,
+    REGISTRY,
+    REGISTRY_PORT,
+    RWX,
+    SHARED_CLASS,
+    SHARED_PATH,
+    kubectl,
+    run,
+    workdir,
 )
-METRICS_SERVER = "metrics-server-v0.7.2/components.yaml"  # in the manifest mirror
-# A ReadWriteMany class the admin adds: one host directory mounted at /shared in every node,
-# served by kind's own local-path-provisioner (v0.0.30: per-class configs keyed by class
-# name, a shared path gives PVs with no node affinity). Its provisioner is kind's
-# rancher.io/local-path, which distml takes as ReadWriteOnce: the run says ReadWriteMany
-# through cluster.volume_access, as a user of such a class would.
-SHARED_CLASS = "shared-rwx"
-SHARED_PATH = "/shared"
-LOCAL_PATH_CONFIG = {
-    "storageClassConfigs": {
-        "standard": {
-            "nodePathMap": [
-                {
-                    "node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
-                    "paths": ["/var/local-path-provisioner"],
-                }
-            ]
-        },
-        SHARED_CLASS: {"sharedFileSystemPath": SHARED_PATH},
-    }
-}
-RWX = "INVOKE_CLUSTER_VOLUME_ACCESS=ReadWriteMany"  # a step's own setting (noxfile splits it)
-BUDGET = ["--epochs", "1", "--steps-per-epoch", "5"]
-CERTS_D = "/etc/containerd/certs.d"
-
-
-def workdir() -> Path:
-    return Path(__file__).resolve().parents[1] / ".distml-byo"
 
 
 def kind_config(shared: Path) -> str:
@@ -95,8 +72,6 @@ def hosts_toml(gateway: str) -> str:
 
 def steps(data_dir: str | None) -> list[list[str]]:
     """The user's commands on the cluster, with the other tenants and the checks between."""
-    from integration import tenants
-
     source = ["--source-dir", data_dir] if data_dir else []
     up = ["invoke", "up", "--runtime", "existing", "--context", CONTEXT]
     up += ["--serving-mode", "standard", *source]
@@ -164,18 +139,6 @@ def env(data_dir: str | None, manifest_mirror: str | None) -> dict[str, str]:
 # ------------------------------------------------------------------- the admin's part
 
 
-def run(cmd: list[str], stdin: str | None = None) -> str:
-    print("+ " + " ".join(cmd), flush=True)
-    done = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()}")
-    return done.stdout
-
-
-def kubectl(*args: str) -> str:
-    return run(["kubectl", "--context", CONTEXT, *args])
-
-
 def setup(node_image: str, registry_binary: str, mirror: str) -> None:
     wd = workdir()
     (wd / "shared").mkdir(parents=True, exist_ok=True)
@@ -203,7 +166,7 @@ def setup(node_image: str, registry_binary: str, mirror: str) -> None:
     for node in nodes:
         script = f"mkdir -p {CERTS_D}/{REGISTRY} && cat > {CERTS_D}/{REGISTRY}/hosts.toml"
         run(["docker", "exec", "-i", node, "sh", "-c", script], stdin=hosts_toml(gateway))
-    from k8s import versions
+    from k8s.install import versions
 
     kubectl(
         "apply", "-f", str(Path(mirror) / METRICS_SERVER) if mirror else versions.METRICS_SERVER_URL
@@ -267,9 +230,7 @@ def _start_registry(binary: str, gateway: str) -> None:
 
 
 def teardown() -> None:
-    from integration.tenants import SECOND_CLUSTER
-
-    for name in (CLUSTER, SECOND_CLUSTER):
+    for name in (CLUSTER, tenants.SECOND_CLUSTER):
         subprocess.run(["kind", "delete", "cluster", "--name", name])
     shutil.rmtree(workdir() / "shared", ignore_errors=True)
     pid_file = workdir() / "registry.pid"

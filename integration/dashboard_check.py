@@ -1,7 +1,7 @@
 """``python -m integration.dashboard_check [--targets]``: what Grafana would show, checked
 against the real Prometheus on the cluster (Grafana cannot run here).
 
-- default: every panel's PromQL of the committed dashboard (``k8s/grafana/
+- default: every panel's PromQL of the committed dashboard (``k8s/monitoring/grafana/
   distml-dashboard.json``), its ``$namespace`` and ``$isvc`` substituted, returns data;
   every series a panel reads exists for this service; each template variable lists this
   service's value. Exit 1 naming each empty one.
@@ -11,7 +11,7 @@ against the real Prometheus on the cluster (Grafana cannot run here).
 
 Run by ``nox -s integration -- ... --with-monitoring`` after ``deploy`` (``--targets``)
 and after the load test; it reads Prometheus through the API server's proxy
-(``k8s.prometheus``), the run's cluster and namespace from ``integration.kind_run``.
+(``k8s.monitoring.prometheus``), the run's cluster and namespace from ``integration.kind_run``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 from common.errors import DistmlError
 from common.poll import Done, Pending, poll
 from integration.kind_run import NAMESPACE, context
-from k8s import prometheus
-from k8s.grafana import dashboard
-from k8s.objects import name_of, pod_ready, predictor_pods
+from k8s.client.objects import name_of, pod_ready, predictor_pods
+from k8s.monitoring import prometheus
+from k8s.monitoring.grafana import dashboard
 from ml import contract_metrics as sm
 from ml.contract import DEFAULT_SERVICE
 
@@ -127,8 +127,8 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from k8s.kube import ApiKube
-    from k8s.settings import Settings
+    from k8s.client.kube import ApiKube
+    from k8s.providers.settings import Settings
 
     args = _args(argv)
     kube = ApiKube(args.context)

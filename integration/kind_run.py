@@ -132,7 +132,7 @@ def workdir() -> Path:
 
 
 def minikube_home() -> Path:
-    """The run's MINIKUBE_HOME: distml keeps it in the work dir (k8s.providers.Minikube)."""
+    """The run's MINIKUBE_HOME: distml keeps it in the work dir (k8s.providers.lab.Minikube)."""
     return workdir() / "minikube"
 
 

@@ -23,8 +23,8 @@ import sys
 import time
 
 from integration.kind_run import NAMESPACE, context
+from k8s.client.objects import TFJOB_LABELS
 from k8s.manifests.names import tfjob_name
-from k8s.objects import TFJOB_LABELS
 from ml.contract import PROGRESS_PREFIX
 
 FAULTS = ("delete-pod", "sigterm")

@@ -21,37 +21,37 @@ import subprocess
 import sys
 from pathlib import Path
 
-from integration import byo
+from integration import byo_cluster
 
 OTHER_TEAM = {"team": "other"}
 KINDS = "tfjobs,inferenceservices,jobs,pvc,pods,configmaps,services,deployments"
 SECOND_CLUSTER = "distml-byo-2"
 INSTANCE_LABEL = "distml/instance"  # k8s.manifests.names.INSTANCE_LABEL (stdlib only here)
-# What distml says when it refuses (runtime.cluster.identity, k8s.ownership).
+# What distml says when it refuses (runtime.cluster.identity, k8s.client.ownership).
 REFUSED_NAMES = "up refused before any write"
 REFUSED_CLUSTER = "now points at another cluster"
 
 
 def second_workdir() -> Path:
-    return byo.workdir() / "second"
+    return byo_cluster.workdir() / "second"
 
 
 def second_env() -> list[str]:
     """The second work dir's settings, as a step's leading ``NAME=value`` items."""
     return [
         f"INVOKE_WORKDIR={second_workdir()}",
-        f"INVOKE_CLUSTER_NAMESPACE={byo.NAMESPACE}",
-        f"INVOKE_CLUSTER_REGISTRY={byo.REGISTRY}",
+        f"INVOKE_CLUSTER_NAMESPACE={byo_cluster.NAMESPACE}",
+        f"INVOKE_CLUSTER_REGISTRY={byo_cluster.REGISTRY}",
     ]
 
 
 def other_team_objects() -> list[dict]:
     """A TFJob and an InferenceService of another team, of the names distml would use."""
     container = {
-        "image": byo.BYSTANDER_IMAGE,
+        "image": byo_cluster.BYSTANDER_IMAGE,
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
     }
-    meta = {"namespace": byo.NAMESPACE, "labels": OTHER_TEAM}
+    meta = {"namespace": byo_cluster.NAMESPACE, "labels": OTHER_TEAM}
     tfjob = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "TFJob",
@@ -99,9 +99,9 @@ def fingerprint(obj: dict) -> dict:
     }
 
 
-def _objects(context: str = byo.CONTEXT) -> dict[str, dict]:
-    out = byo.run(
-        ["kubectl", "--context", context, "-n", byo.NAMESPACE, "get", KINDS, "-o", "json"]
+def _objects(context: str = byo_cluster.CONTEXT) -> dict[str, dict]:
+    out = byo_cluster.run(
+        ["kubectl", "--context", context, "-n", byo_cluster.NAMESPACE, "get", KINDS, "-o", "json"]
     )
     items = json.loads(out)["items"]
     return {f"{o['kind']}/{o['metadata']['name']}": o for o in items if _lasting(o)}
@@ -114,18 +114,28 @@ def _lasting(obj: dict) -> bool:
 
 
 def _snapshot_file() -> Path:
-    return byo.workdir() / "tenants-snapshot.json"
+    return byo_cluster.workdir() / "tenants-snapshot.json"
 
 
 def other_team() -> None:
-    byo.run(
-        ["kubectl", "--context", byo.CONTEXT, "apply", "-f", "-"],
+    byo_cluster.run(
+        ["kubectl", "--context", byo_cluster.CONTEXT, "apply", "-f", "-"],
         stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": other_team_objects()}),
     )
     # Their controllers have taken them in (defaults, finalizers) before the snapshot.
-    wait = ["kubectl", "--context", byo.CONTEXT, "-n", byo.NAMESPACE, "wait", "--timeout=300s"]
-    byo.run([*wait, "tfjob/train-cnn", "--for=condition=Created"])
-    byo.run([*wait, "inferenceservice/tf-mnist", "--for=jsonpath={.status.observedGeneration}=1"])
+    wait = [
+        "kubectl",
+        "--context",
+        byo_cluster.CONTEXT,
+        "-n",
+        byo_cluster.NAMESPACE,
+        "wait",
+        "--timeout=300s",
+    ]
+    byo_cluster.run([*wait, "tfjob/train-cnn", "--for=condition=Created"])
+    byo_cluster.run(
+        [*wait, "inferenceservice/tf-mnist", "--for=jsonpath={.status.observedGeneration}=1"]
+    )
     snapshot()
 
 
@@ -135,7 +145,7 @@ def snapshot() -> None:
         for key, o in _objects().items()
     }
     _snapshot_file().write_text(json.dumps(found, indent=1, sort_keys=True))
-    print(f"snapshot of {byo.NAMESPACE}: {', '.join(sorted(found))}")
+    print(f"snapshot of {byo_cluster.NAMESPACE}: {', '.join(sorted(found))}")
 
 
 def check_untouched(only_other_team: bool = False) -> None:
@@ -160,7 +170,7 @@ def check_untouched(only_other_team: bool = False) -> None:
         print(f"kept: {key} uid {after['uid']} resourceVersion {before['rv']} -> {after['rv']}")
     if problems:
         raise SystemExit("distml touched what is not its own:\n  " + "\n  ".join(problems))
-    print(f"untouched: {len(was)} objects of others in {byo.NAMESPACE}")
+    print(f"untouched: {len(was)} objects of others in {byo_cluster.NAMESPACE}")
 
 
 def check_second_gone() -> None:
@@ -201,9 +211,9 @@ def another_cluster() -> None:
     """A second small cluster behind a kubeconfig whose context bears the first one's
     name: the work dir set up on the first refuses it before any write; the second
     cluster gets no namespace of distml's."""
-    wd = byo.workdir()
+    wd = byo_cluster.workdir()
     config = wd / "another-kubeconfig"
-    byo.run(
+    byo_cluster.run(
         [
             "kind",
             "create",
@@ -219,7 +229,7 @@ def another_cluster() -> None:
         ]
     )
     try:
-        byo.run(
+        byo_cluster.run(
             [
                 "kubectl",
                 "--kubeconfig",
@@ -227,20 +237,20 @@ def another_cluster() -> None:
                 "config",
                 "rename-context",
                 f"kind-{SECOND_CLUSTER}",
-                byo.CONTEXT,
+                byo_cluster.CONTEXT,
             ]
         )
         env = {**os.environ, "KUBECONFIG": str(config)}
-        command = [sys.executable, "-m", "invoke", "train-all", *byo.BUDGET]
+        command = [sys.executable, "-m", "invoke", "train-all", *byo_cluster.BUDGET]
         print("+ (must refuse) KUBECONFIG=" + str(config) + " " + " ".join(command), flush=True)
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         print(done.stdout + done.stderr, flush=True)
         if done.returncode == 0 or REFUSED_CLUSTER not in done.stdout + done.stderr:
             raise SystemExit("a context of the same name on another cluster was not refused")
-        namespaces = byo.run(
+        namespaces = byo_cluster.run(
             ["kubectl", "--kubeconfig", str(config), "get", "namespaces", "-o", "name"]
         ).split()
-        if f"namespace/{byo.OWN_NAMESPACE}" in namespaces:
+        if f"namespace/{byo_cluster.OWN_NAMESPACE}" in namespaces:
             raise SystemExit("distml wrote to the other cluster")
         print("refused: the context's name now points at another cluster; nothing written")
     finally:
@@ -250,7 +260,7 @@ def another_cluster() -> None:
 
 
 def _node_image() -> str:
-    return (byo.workdir() / "node-image").read_text().strip()
+    return (byo_cluster.workdir() / "node-image").read_text().strip()
 
 
 def main(argv: list[str]) -> int:

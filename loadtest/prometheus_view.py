@@ -1,5 +1,5 @@
 """The load test's server-side view on a cluster: distml's Prometheus (``invoke up
---with-monitoring``), read through the API server (``k8s.prometheus``).
+--with-monitoring``), read through the API server (``k8s.monitoring.prometheus``).
 
 The count is exact, not a rate: the predict requests each pod counted (``sum by (pod,
 code)``, and the latency buckets ``by (pod, le)``) at the start and at the end, each read
@@ -34,7 +34,7 @@ SCRAPED_TIMEOUT_S = 3 * sm.SCRAPE_INTERVAL_S + 20
 def for_cluster(kube: Any, settings: Any) -> ServerView:
     """The view of ``settings``' InferenceService: Prometheus when the cluster has distml's,
     else :class:`Absent` saying how to get it."""
-    from k8s import prometheus
+    from k8s.monitoring import prometheus
 
     ref = prometheus.ref(settings)
     if ref is None:
@@ -67,7 +67,7 @@ class PrometheusView:
         self._error: str | None = None
 
     def _prom(self) -> Any:
-        from k8s import prometheus
+        from k8s.monitoring import prometheus
 
         return prometheus
 

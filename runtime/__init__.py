@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Callable
 
 from common.errors import DistmlError
-from k8s.settings import CLUSTER_RUNTIMES
+from k8s.providers.settings import CLUSTER_RUNTIMES
 
 RUNTIMES = ("auto", "local", *CLUSTER_RUNTIMES)
 # A switch kept for forks that want to ship without the cluster path: when False, ``auto``

@@ -14,7 +14,7 @@ from typing import Any
 from common.errors import DistmlError
 from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE, is_duration
 from k8s.manifests.names import is_dns_subdomain
-from k8s.settings import PREDICTORS, SCALE_METRICS, SERVING_MODES
+from k8s.providers.settings import PREDICTORS, SCALE_METRICS, SERVING_MODES
 from ml import contract
 
 DEFAULT_CONCURRENCY = 5

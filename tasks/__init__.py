@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from k8s.settings import CPU_REQUEST_SETTINGS
+from k8s.providers.settings import CPU_REQUEST_SETTINGS
 from ml import contract
 from runtime.cli import call as _call  # noqa: F401  (tests drive a verb as a task does)
 from runtime.requests import DEFAULT_HTTP_PORT

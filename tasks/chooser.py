@@ -8,7 +8,7 @@ from pathlib import Path
 from invoke import Exit
 
 from common.errors import DistmlError
-from k8s.settings import (
+from k8s.providers.settings import (
     CLUSTER_RUNTIMES,
     CPU_REQUEST_SETTINGS,
     EXISTING,
@@ -122,7 +122,7 @@ def _kube_context(c, name, wd, cluster, task, asked):
         if asked:
             raise Exit("error: --context applies to --runtime existing", code=2)
         return ""
-    from k8s.existing import ExistingClusterError, choose_context
+    from k8s.providers.existing import ExistingClusterError, choose_context
 
     asked = asked or str(cluster.get("context") or "")
     try:
@@ -160,7 +160,7 @@ def _namespace(name, wd, cluster, for_up):
 
 def _prometheus(cluster):
     """``cluster.prometheus`` ("NAMESPACE/SERVICE:PORT"), checked ("" when unset)."""
-    from k8s.prometheus import parse_ref
+    from k8s.monitoring.prometheus import parse_ref
 
     value = str(cluster.get("prometheus") or "").strip()
     if not value:

@@ -8,7 +8,7 @@ from pathlib import Path
 from invoke import Exit, task
 
 from common.errors import DistmlError
-from k8s.settings import PROVIDERS
+from k8s.providers.settings import PROVIDERS
 from ml import contract
 from runtime.cli import build_request as _request
 from runtime.cli import call as _call

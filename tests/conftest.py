@@ -46,7 +46,7 @@ def _data_dir() -> Path | str:
     ``$DISTML_DATA_MIRROR`` or the official mirror), or why they cannot be had (one line).
 
     A copy that is found but corrupt is an error, not a skip."""
-    from k8s.upstream_files import TIMEOUT
+    from k8s.install.upstream_files import TIMEOUT
     from ml import contract, raw
 
     quiet = lambda line: None  # noqa: E731

@@ -252,7 +252,11 @@ UNTESTED_ON_PURPOSE = {
     "common/errors.py": "one base class; the error-family test above holds it",
     "runtime/api.py": "the Runtime Protocol and Capabilities; tests/runtime/test_requests.py",
     "runtime/cluster/apply.py": "the cluster rooms' tests drive it (up, down, volume)",
-    "k8s/optional_operators.py": "a part of Installer: tests/k8s/test_operators*.py drive it",
+    "runtime/cluster/cluster_error.py": "one exception; every cluster room's test asserts it",
+    "integration/byo_cluster.py": "names and run(): tests/integration/test_byo.py drives them",
+    "k8s/providers/base.py": "what the providers share: tests/k8s/providers/test_lab.py and "
+    "test_existing.py drive it through each provider",
+    "k8s/install/optional_operators.py": "part of Installer: tests/k8s/install/test_operators*.py",
     "runtime/cluster/submit.py": "the training and workflow rooms' tests drive it",
     "runtime/local/up.py": "tests/runtime/local/test_executor.py (--dry) and the e2e tier",
     "loadtest/chart.py": "drawn by the real runs in tests/loadtest/ (their chart.png)",
@@ -302,3 +306,74 @@ def test_every_module_has_a_test_file_or_says_why_not():
     assert listed == [], "add tests/<package>/test_<module>.py (or say why not above)"
     stale = [m for m in UNTESTED_ON_PURPOSE if not m.endswith("/") and m not in untested]
     assert stale == [], "these have a test file now: take them off the list"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_edges(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ours ``path`` imports at run time (``if TYPE_CHECKING:`` blocks are
+    not imports), each resolved to the module itself: ``from pkg import mod`` is an edge to
+    ``pkg.mod``, not to the package."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for n in ast.walk(stmt)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{alias.name}" for alias in node.names}
+            found |= subs if subs <= modules else {node.module, *subs}
+    edges = set()
+    for name in found:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        edges |= {name} if name else set()
+    return edges - {_module_name(path)}
+
+
+def _import_cycles() -> list[list[str]]:
+    """Every group of our modules that import each other, directly or round a circle
+    (Tarjan's strongly connected components)."""
+    files = {_module_name(p): p for p in [*_sources(*OURS), REPO / "noxfile.py"]}
+    graph = {m: _import_edges(p, set(files)) for m, p in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_two_modules_import_each_other():
+    # A circle makes import order matter and hides which module is the lower layer: move
+    # what both need into a third (as runtime.cluster.cluster_error and integration.byo_cluster).
+    assert _import_cycles() == []

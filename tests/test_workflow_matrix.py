@@ -1,5 +1,5 @@
 """.github/workflows/integration.yml: the provider x serving-mode matrix (Argo on kind
-only), each provider's CLI installed only in its own jobs at the version k8s/versions.py
+only), each provider's CLI installed only in its own jobs at the version k8s/install/versions.py
 pins or accepts, and the provider handed to ``nox -s integration``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from k8s import versions
+from k8s.install import versions
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / ".github" / "workflows" / "integration.yml"
@@ -84,7 +84,7 @@ def test_the_pinned_clis_agree_with_k8s_versions(workflow):
     assert _numbers(env["KUBECTL_VERSION"]) >= versions.MIN_KUBECTL
     minikube = getattr(versions, "MINIKUBE_VERSION", None)
     if minikube is None:
-        pytest.skip("k8s/versions.py pins no MINIKUBE_VERSION yet")
+        pytest.skip("k8s/install/versions.py pins no MINIKUBE_VERSION yet")
     assert env["MINIKUBE_VERSION"] == minikube
 
 

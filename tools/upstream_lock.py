@@ -1,4 +1,4 @@
-"""Write ``k8s/upstream.lock.json`` from the reference mirrors: the install manifests'
+"""Write ``k8s/install/upstream.lock.json`` from the reference mirrors: the install manifests'
 ``INDEX.json`` and the CRDs' README (upstream repository, tag and path of each file).
 
     python -m tools.upstream_lock --upstream ../shared/k8s-upstream \\
@@ -21,11 +21,18 @@ import re
 import sys
 from pathlib import Path
 
-from k8s.upstream_files import LOCK_FILE, Pin, UpstreamError, dump_lock, parse_lock, sha256_of
+from k8s.install.upstream_files import (
+    LOCK_FILE,
+    Pin,
+    UpstreamError,
+    dump_lock,
+    parse_lock,
+    sha256_of,
+)
 
 ABOUT = (
     "The upstream files the cluster path pins, by release URL (kustomize: a ref that "
-    "`kubectl kustomize` builds) and sha256; k8s/upstream_files.py gets and verifies them. "
+    "`kubectl kustomize` builds) and sha256; k8s/install/upstream_files.py gets and verifies them. "
     "Written by tools/upstream_lock.py from ../shared/k8s-upstream/INDEX.json and "
     "../shared/k8s-schemas/README.md."
 )
@@ -92,7 +99,7 @@ def made_pins(lock: Path = LOCK_FILE) -> list[Pin]:
     """The pins of rebuilt files in the committed lock (the mirrors cannot speak for them)."""
     try:
         found = parse_lock(lock.read_text())
-    except UpstreamError as e:  # e.g. emptied by `> k8s/upstream.lock.json` before this ran
+    except UpstreamError as e:  # e.g. emptied by `> k8s/install/upstream.lock.json` before this ran
         raise SystemExit(f"{lock}: {e}; restore it (git) and use --write, not >") from e
     return [p for p in found if p.made]
 

@@ -182,7 +182,7 @@ def prometheus() -> Controller:
     return Controller(
         name="prometheus",
         image=pins.PROMETHEUS_IMAGE,
-        manifest="",  # distml's own: k8s/monitoring.py
+        manifest="",  # distml's own: k8s/monitoring/stack.py
         module=module,
         version=pins.PROMETHEUS,
         package=f"{module}/cmd/prometheus",

@@ -1,4 +1,4 @@
-"""KEDA's install file (``k8s/versions.py``'s ``KEDA_URL``), which this machine cannot
+"""KEDA's install file (``k8s/install/versions.py``'s ``KEDA_URL``), which this machine cannot
 download, made from KEDA's Go module the way its Makefile's ``release`` target makes the
 release asset: ``kustomize edit set image`` of its three images to the release tag in
 ``config/{manager,metrics-server,webhooks}``, the version label set by the same ``sed``,
@@ -6,8 +6,8 @@ then ``kustomize build config/default``, with the kustomize its go.mod pins. (Th
 also runs controller-gen first; KEDA's CI holds the committed CRDs and RBAC to its output,
 so the module's are those.)
 
-The file is checked against its pin in ``k8s/upstream.lock.json`` (whose ``made`` says
-this) and copied into the pinned files' cache (``k8s/upstream_files.py``), where ``up``
+The file is checked against its pin in ``k8s/install/upstream.lock.json`` (whose ``made`` says
+this) and copied into the pinned files' cache (``k8s/install/upstream_files.py``), where ``up``
 finds it when the mirror it is given (``DISTML_UPSTREAM_DIR``, read-only here) lacks it.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from integration.kindbuild import cache, gomodule, pins
 from integration.kindbuild.run import BuildError, run
-from k8s import upstream_files, versions
+from k8s.install import upstream_files, versions
 
 # config/<dir> whose kustomization sets each image, as the release target edits them.
 IMAGE_DIRS = {

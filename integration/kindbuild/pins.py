@@ -1,8 +1,8 @@
 """What the kind build pins: each piece's source module and version, and the image tag
 kind or kubeadm expects it under.
 
-The Kubernetes version is the project's kind node version (``k8s/versions.py``); the
-kind CLI is ``k8s/versions.py``'s ``KIND_VERSION``. The image tags are facts of those two
+The Kubernetes version is the project's kind node version (``k8s/install/versions.py``); the
+kind CLI is ``k8s/install/versions.py``'s ``KIND_VERSION``. The image tags are facts of those two
 releases, read from their source: kubeadm v1.33.1's ``cmd/kubeadm/app/constants``
 (etcd, CoreDNS, pause) and kind v0.29.0's ``pkg/build/nodeimage`` (kindnetd,
 local-path-provisioner and its helper) and ``images/base`` (the pause image in
@@ -11,7 +11,7 @@ containerd's config). Change a pin here, and the cache key changes with it.
 
 from __future__ import annotations
 
-from k8s import versions
+from k8s.install import versions
 
 KIND = versions.KIND_VERSION
 KUBERNETES = versions.KIND_NODE_IMAGE.rsplit(":", 1)[1]  # v1.33.1
@@ -80,7 +80,7 @@ ARGO_IMAGES = {
 # The registry inside the offline node (integration.kindbuild.mirror): Debian bookworm's
 # docker-registry package, pinned so a warm run never asks apt.
 MIRROR_REGISTRY_DEB = "2.8.2+ds1-1"
-# Monitoring (`up --with-monitoring`, issue 30): each image tagged as k8s/versions.py and
+# Monitoring (`up --with-monitoring`, issue 30): each image tagged as k8s/install/versions.py and
 # KEDA's install file name it. Prometheus' Go module versions its 3.x releases v0.3xx.0:
 # v0.316.0 is 3.16.0 (its VERSION file). Its web UI's compiled assets are not in the module:
 # it is built without the `builtinassets` tag (controllers.prometheus says what that leaves).

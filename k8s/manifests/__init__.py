@@ -117,7 +117,7 @@ from k8s.manifests.pods import (
     tfjob,
     train_command,
 )
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 from ml import contract
 
 

@@ -41,7 +41,7 @@ from k8s.manifests.names import (
     workflow_cache_name,
 )
 from k8s.manifests.pods import meta
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 APPLY = ("create", "get", "patch")  # client-side `kubectl apply`: get, then create or patch

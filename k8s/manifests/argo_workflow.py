@@ -54,6 +54,7 @@ from typing import Any
 
 import yaml
 
+from k8s.client.objects import WORKFLOW_API, WORKFLOW_KIND
 from k8s.manifests.argo_rbac import cache_writer_rbac, workflow_rbac
 from k8s.manifests.checks import check_min_accuracy, check_models, check_settings
 from k8s.manifests.inference import (
@@ -75,8 +76,7 @@ from k8s.manifests.names import (
 )
 from k8s.manifests.placement import pull_secrets
 from k8s.manifests.pods import ingest_job, meta, selection_job, tfjob
-from k8s.objects import WORKFLOW_API, WORKFLOW_KIND
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 
 # Argo refuses a memoization ConfigMap without this label (common.LabelKeyConfigMapType).
 CACHE_LABEL = {"workflows.argoproj.io/configmap-type": "Cache"}

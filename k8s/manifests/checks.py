@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from k8s import prometheus
 from k8s.manifests.names import (
     K8S_NODE_PORT_RANGE,
     MAX_SERVICE_NAME,
@@ -13,7 +12,8 @@ from k8s.manifests.names import (
     is_dns_label,
     is_dns_subdomain,
 )
-from k8s.settings import (
+from k8s.monitoring import prometheus
+from k8s.providers.settings import (
     ACCESS_MODES,
     CLUSTER_RUNTIMES,
     PREDICTORS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s import prometheus, versions
+from k8s.install import versions
 from k8s.manifests.names import (
     COMPONENT_LABEL,
     HPA_CPU_TARGET_PERCENT,
@@ -24,7 +24,8 @@ from k8s.manifests.names import (
 )
 from k8s.manifests.placement import predictor_placement, volume_labels
 from k8s.manifests.pods import base_env, container_security_context, env_list, meta
-from k8s.settings import REQUEST_METRICS, Resources, Settings
+from k8s.monitoring import prometheus
+from k8s.providers.settings import REQUEST_METRICS, Resources, Settings
 from ml import contract, contract_metrics
 
 # The window of the request rate KEDA scales on (rps): short, so that scaling follows a load

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 from ml import contract
 
 PART_OF = "distml"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from k8s.manifests.names import VOLUME_LABEL
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 

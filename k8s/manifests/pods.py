@@ -26,7 +26,7 @@ from k8s.manifests.names import (
     tfjob_name,
 )
 from k8s.manifests.placement import placement, volume_labels
-from k8s.settings import Resources, Settings
+from k8s.providers.settings import Resources, Settings
 from ml import contract
 
 # -- shared pieces ---------------------------------------------------------------------
@@ -297,7 +297,7 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
                     # OnFailure: a crashed worker is restarted in place and its peers,
                     # failing in their collectives, too (tfjob_backoff_limit counts them);
                     # all resume from BackupAndRestore. A deleted Running pod fails the
-                    # whole job in v1.9 (k8s.tfjobs resubmits it). Not ExitCode: it treats
+                    # whole job in v1.9 (k8s.waits.tfjobs resubmits it). Not ExitCode: it treats
                     # every exit code below 128 (a Python exception is 1) as permanent
                     # and never bounds the retries of the others.
                     "restartPolicy": "OnFailure",

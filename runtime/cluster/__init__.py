@@ -4,7 +4,7 @@ The same lifecycle as ``runtime.local``, with the same commands in the pods: ing
 Job on the PVC, one TFJob per model (the Kubeflow training operator gives each worker
 its TF_CONFIG), selection as a Job, serving as a KServe InferenceService that
 autoscales. Objects come from the pure builders in ``k8s.manifests``; every read and
-write goes through the ``k8s.kube`` seam; every CLI (k3d, kind, kubectl, docker) through
+write goes through the ``k8s.client.kube`` seam; every CLI (k3d, kind, kubectl, docker) through
 ``c.run``. Under ``invoke --dry`` the seam is a ``DryKube`` and ``c.run`` only prints:
 the dry run shows every command and object in order and touches nothing.
 
@@ -31,9 +31,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from k8s.kube import Kube
+from k8s.client.kube import Kube
 from k8s.providers import provider
-from k8s.settings import EXISTING
+from k8s.providers.settings import EXISTING
 from ml import contract
 from ml.contract import MODEL_TYPES
 from runtime.api import Capabilities

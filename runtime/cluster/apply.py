@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from common.poll import Done, Failed, Pending, poll
-from k8s.cluster_poll import WaitError
-from k8s.objects import JOB_API, pod_ready, pod_state
-from k8s.workload_waits import wait_job
+from k8s.client.objects import JOB_API, pod_ready, pod_state
+from k8s.waits.cluster_poll import WaitError
+from k8s.waits.workload_waits import wait_job
 from runtime.cluster.context import ClusterContext, ClusterError
 
 DELETE_POLL_S = 1

@@ -9,22 +9,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from common.errors import DistmlError
 from k8s import manifests
-from k8s.kube import DryKube, Kube, KubeError
-from k8s.objects import namespace_refusal
-from k8s.ownership import owned, refusal, stamp
-from k8s.providers import Provider
-from k8s.settings import EXISTING, Settings, with_cpu_requests
+from k8s.client.kube import DryKube, Kube, KubeError
+from k8s.client.objects import namespace_refusal
+from k8s.client.ownership import owned, refusal, stamp
+from k8s.providers.base import Provider
+from k8s.providers.settings import EXISTING, Settings, with_cpu_requests
+from runtime.cluster.cluster_error import ClusterError
 from runtime.state import State
 from runtime.workdir import Workdir
 
 Out = Callable[[str], None]
 _UNREAD = object()  # `apply`'s caller has not read the object it applies
-
-
-class ClusterError(DistmlError):
-    """A cluster step failed; the message says what, its last status and what to run next."""
 
 
 @dataclass
@@ -46,7 +42,9 @@ class ClusterContext:
     cpu_requests: Mapping[str, str] = field(default_factory=dict)  # the cluster settings
     manifest_mirror: str = ""  # cluster.manifest_mirror: the install files, offline
     storage_class: str = ""  # cluster.storage_class ("" the provider's, or the default class)
-    volume_access: str = ""  # cluster.volume_access ("" decided from the class: k8s.storage)
+    volume_access: str = (
+        ""  # cluster.volume_access ("" decided from the class: k8s.providers.storage)
+    )
     image_pull_secret: str = ""  # cluster.image_pull_secret
     istio_gateway_type: str = ""  # cluster.istio_gateway_type ("": ClusterIP)
     prometheus: str = ""  # cluster.prometheus: the user's Prometheus, NAMESPACE/SERVICE:PORT
@@ -66,7 +64,7 @@ class ClusterContext:
             elif self.dry:
                 kube = DryKube(self.out)
             else:
-                from k8s.kube import ApiKube
+                from k8s.client.kube import ApiKube
 
                 kube = ApiKube(self.provider.context, out=self.out, manager=self.field_manager)
             if not self.owns_cluster and not self.dry:

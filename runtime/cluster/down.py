@@ -8,12 +8,12 @@ import shutil
 from collections.abc import Sequence
 
 from k8s import manifests
-from k8s.argo_status import WORKFLOW_API, WORKFLOW_KIND
+from k8s.client.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
+from k8s.client.ownership import owned, owner
+from k8s.install.operators import Installer, components
 from k8s.manifests.names import INSTANCE_LABEL
-from k8s.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
-from k8s.operators import Installer, components
-from k8s.ownership import owned, owner
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
+from k8s.waits.argo_status import WORKFLOW_API, WORKFLOW_KIND
 from runtime.cluster.apply import delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.workdir import MARKER, Workdir

@@ -1,18 +1,18 @@
 """The steps of `invoke up` that differ on a cluster distml did not create: reach it
 through its context (never create it), leave its namespace as it is, push the image to a
 registry instead of side-loading it, and pick the volume's class and access mode from
-what the cluster has (k8s.storage)."""
+what the cluster has (k8s.providers.storage)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from k8s import manifests
-from k8s.existing import ExistingClusterError
-from k8s.kube import KubeError
-from k8s.ownership import owned, refusal, written_names
-from k8s.settings import Settings
-from k8s.storage import StorageError, choose
+from k8s.client.kube import KubeError
+from k8s.client.ownership import owned, refusal, written_names
+from k8s.providers.existing import ExistingClusterError
+from k8s.providers.settings import Settings
+from k8s.providers.storage import StorageError, choose
 from ml.contract import MODEL_TYPES
 from runtime.cluster import identity
 from runtime.cluster.apply import apply_reporting

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from k8s.kube import Kube, KubeError
+from k8s.client.kube import Kube, KubeError
+from runtime.cluster.cluster_error import ClusterError
 from runtime.state import State
 
 FORGET = "`invoke down --forget` clears this work dir's record without touching any cluster"
@@ -62,8 +63,6 @@ def mismatch(context: str, was: Identity, now: Identity) -> str:
 def check_recorded(kube: Kube, state: State, context: str) -> None:
     """Refuse a context whose cluster is not the one `up` recorded (nothing recorded: the
     first `up`, which records it)."""
-    from runtime.cluster.context import ClusterError
-
     was = recorded(state)
     if was is None:
         return

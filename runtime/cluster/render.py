@@ -13,9 +13,9 @@ from typing import Any
 from invoke import Config, Context, Result
 
 from k8s import manifests
-from k8s.kube import DryKube
-from k8s.operators import Installer
-from k8s.settings import Settings
+from k8s.client.kube import DryKube
+from k8s.install.operators import Installer
+from k8s.providers.settings import Settings
 from runtime.cluster.context import ClusterContext
 
 
@@ -72,7 +72,7 @@ def operator_script(cx: ClusterContext, s: Settings) -> str:
     header = (
         "#!/bin/sh\n# What `invoke up` runs on an empty machine before applying the "
         f"numbered manifests ({cx.provider.name}, {s.serving_mode} mode).\n"
-        f"# Versions: k8s/versions.py. Waits between steps are omitted here.\nset -e\n"
+        f"# Versions: k8s/install/versions.py. Waits between steps are omitted here.\nset -e\n"
     )
     return header + "\n".join(commands) + "\n"
 

@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from k8s import manifests, prometheus
-from k8s.cluster_poll import WaitError
-from k8s.isvc_wait import wait_isvc_ready
-from k8s.kube import KubeError
+from k8s import manifests
+from k8s.client.kube import KubeError
+from k8s.client.objects import ISVC_API, ReplicaCounter
+from k8s.install.operator_check import survey
+from k8s.install.optional_operators import KEDA_NAMESPACE
 from k8s.manifests import inference
-from k8s.objects import ISVC_API, ReplicaCounter
-from k8s.operator_check import survey
-from k8s.optional_operators import KEDA_NAMESPACE
-from k8s.settings import Settings
+from k8s.monitoring import prometheus
+from k8s.providers.settings import Settings
+from k8s.waits.cluster_poll import WaitError
+from k8s.waits.isvc_wait import wait_isvc_ready
 from ml import contract_metrics
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError

@@ -1,7 +1,7 @@
 """`invoke status` on a cluster: one table of the cluster, its operators, the TFJobs, the
 InferenceService with its ready replicas, what drives its scaling, the service as
 Prometheus sees it (request rate, 5xx ratio, latency quantiles, replicas scraped: when a
-Prometheus is there, ``k8s.prometheus.ref``), the serving version's model card (its
+Prometheus is there, ``k8s.monitoring.prometheus.ref``), the serving version's model card (its
 publish.json, copied off the volume through the loader pod), and the last load test."""
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from typing import Any
 from invoke.exceptions import UnexpectedExit
 
 from common.errors import DistmlError
-from k8s import manifests, prometheus
-from k8s import monitoring as monitoring_objects
-from k8s.kube import KubeError
+from k8s import manifests
+from k8s.client.kube import KubeError
+from k8s.client.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
+from k8s.install.operators import deployment_available
+from k8s.install.optional_operators import ARGO_DEPLOYMENTS, KEDA_DEPLOYMENTS, KEDA_NAMESPACE
 from k8s.manifests import HPA_CPU_TARGET_PERCENT
 from k8s.manifests.names import ARGO_NAMESPACE
-from k8s.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
-from k8s.operators import deployment_available
-from k8s.optional_operators import ARGO_DEPLOYMENTS, KEDA_DEPLOYMENTS, KEDA_NAMESPACE
+from k8s.monitoring import prometheus
+from k8s.monitoring import stack as monitoring_objects
 from ml import contract_metrics
 from ml.contract import model_card, read_publish, serving_record
 from runtime.cluster.context import ClusterContext

@@ -1,13 +1,13 @@
 """What train-all and the workflow share about the TFJobs they submit: an old TFJob of the
 same name goes first (saying what it replaces), and how many of them the node runs at once
-(``k8s.capacity``)."""
+(``k8s.install.capacity``)."""
 
 from __future__ import annotations
 
-from k8s import capacity, node_capacity
-from k8s.kube import KubeError
-from k8s.objects import TERMINAL, TFJOB_API, tfjob_state
-from k8s.settings import Settings
+from k8s.client.kube import KubeError
+from k8s.client.objects import TERMINAL, TFJOB_API, tfjob_state
+from k8s.install import capacity, node_capacity
+from k8s.providers.settings import Settings
 from runtime.cluster.apply import delete_and_wait
 from runtime.cluster.context import ClusterContext
 
@@ -32,7 +32,7 @@ def replace_tfjob(cx: ClusterContext, name: str) -> None:
 
 def jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
     """All jobs at once, unless the node's allocatable CPU/memory cannot hold their
-    workers next to the stack (k8s.capacity): then as many as fit (at least one)."""
+    workers next to the stack (k8s.install.capacity): then as many as fit (at least one)."""
     nodes = cx.kube.list("v1", "Node")
     if len(nodes) > 1 or not s.owns_cluster:
         return _fit_on_nodes(cx, s, nodes, jobs)
@@ -51,7 +51,7 @@ def jobs_that_fit(cx: ClusterContext, s: Settings, jobs: int) -> int:
 
 def _fit_on_nodes(cx: ClusterContext, s: Settings, nodes: list, jobs: int) -> int:
     """A cluster of several nodes (or one distml did not make): the room each node has
-    left now, job by job (k8s.node_capacity)."""
+    left now, job by job (k8s.install.node_capacity)."""
     try:
         pods = cx.kube.list("v1", "Pod")  # every namespace: what the nodes hold already
     except KubeError as e:  # a user whose rights end at their namespace

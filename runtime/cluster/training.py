@@ -11,9 +11,9 @@ from typing import Any
 
 from common.errors import DistmlError
 from k8s import manifests
-from k8s.cluster_poll import WaitError
-from k8s.settings import Settings
-from k8s.tfjobs import TFJobRow, wait_tfjobs
+from k8s.providers.settings import Settings
+from k8s.waits.cluster_poll import WaitError
+from k8s.waits.tfjobs import TFJobRow, wait_tfjobs
 from ml.contract import metrics_path, read_metrics
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob

@@ -8,13 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from k8s import manifests, monitoring, prometheus, versions
-from k8s.cluster_poll import WaitError
-from k8s.objects import JOB_API, is_true
-from k8s.operators import Installer, components
-from k8s.ownership import new_instance
-from k8s.settings import SERVING_MODES, Settings
-from k8s.workload_waits import wait_deployments_available
+from k8s import manifests
+from k8s.client.objects import JOB_API, is_true
+from k8s.client.ownership import new_instance
+from k8s.install import versions
+from k8s.install.operators import Installer, components
+from k8s.monitoring import prometheus, stack
+from k8s.providers.settings import SERVING_MODES, Settings
+from k8s.waits.cluster_poll import WaitError
+from k8s.waits.workload_waits import wait_deployments_available
 from ml import contract_metrics
 from ml.contract import RAW_FILES
 from runtime.cluster import existing_up
@@ -111,13 +113,13 @@ def _installer(cx: ClusterContext, s: Settings, *, install: bool) -> Installer:
 
 
 def _monitoring(cx: ClusterContext, s: Settings) -> None:
-    """distml's own Prometheus in its namespace (k8s.monitoring), Ready; not when
+    """distml's own Prometheus in its namespace (k8s.monitoring.stack), Ready; not when
     ``cluster.prometheus`` names the user's."""
     if s.prometheus:
         cx.out(f"== monitoring: your Prometheus {s.prometheus} ({prometheus.SETTING})")
         return
     cx.out(f"== monitoring (Prometheus {versions.PROMETHEUS_VERSION} in {s.namespace})")
-    for obj in monitoring.prometheus_objects(s):
+    for obj in stack.prometheus_objects(s):
         apply_reporting(cx, obj)
     if cx.dry:
         return
@@ -125,7 +127,7 @@ def _monitoring(cx: ClusterContext, s: Settings) -> None:
         wait_deployments_available(
             cx.kube,
             s.namespace,
-            names=[monitoring.NAME],
+            names=[stack.NAME],
             timeout=PROMETHEUS_TIMEOUT_S,
             clock=cx.clock,
             out=cx.out,
@@ -222,7 +224,7 @@ def _check_source_dir(source_dir: str | None) -> str | None:
 
 def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] | None) -> None:
     if preflight is None:
-        from k8s.preflight import preflight as run_preflight
+        from k8s.install.preflight import preflight as run_preflight
     else:
         run_preflight = preflight
     # minikube's own home, not ~/.minikube, even for `minikube version` (k8s.providers).

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from k8s import manifests
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 from runtime.cluster.apply import delete_and_wait, wait_pod
 from runtime.cluster.context import ClusterContext
 

@@ -12,7 +12,11 @@ from typing import Any
 import yaml
 
 from k8s import manifests
-from k8s.argo_status import (
+from k8s.client.kube import KubeError
+from k8s.client.objects import ISVC_API
+from k8s.client.ownership import stamp
+from k8s.providers.settings import Settings
+from k8s.waits.argo_status import (
     COMPLETED,
     WORKFLOW_API,
     WORKFLOW_KIND,
@@ -21,11 +25,7 @@ from k8s.argo_status import (
     wait_workflow,
     workflow_phase,
 )
-from k8s.cluster_poll import WaitError
-from k8s.kube import KubeError
-from k8s.objects import ISVC_API
-from k8s.ownership import stamp
-from k8s.settings import Settings
+from k8s.waits.cluster_poll import WaitError
 from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from k8s import manifests
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 
 
 def _mebibytes(quantity: str) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from integration import dashboard_check as dc
-from k8s import prometheus
-from k8s.objects import ISVC_LABEL
-from k8s.prometheus import PrometheusRef
+from k8s.client.objects import ISVC_LABEL
+from k8s.monitoring import prometheus
+from k8s.monitoring.prometheus import PrometheusRef
 from tests.support.fakekube import FakeClock, FakeKube
 
 NS, SVC = "kubeflow", "tf-mnist"
@@ -86,7 +86,7 @@ def test_the_target_check_names_what_is_missing_at_its_deadline(ready, missing):
 @pytest.fixture
 def cluster(monkeypatch) -> tuple[FakeKube, Scripted]:
     kube = FakeKube()
-    monkeypatch.setattr("k8s.kube.ApiKube", lambda context, **_: kube)
+    monkeypatch.setattr("k8s.client.kube.ApiKube", lambda context, **_: kube)
     return kube, Scripted(kube)
 
 
@@ -114,7 +114,7 @@ def test_the_command_fails_naming_each_empty_panel(cluster, capsys):
 
 def test_the_command_fails_when_prometheus_cannot_be_read(monkeypatch, capsys):
     kube: Any = FakeKube()  # no Service behind the proxy: the API server's 404
-    monkeypatch.setattr("k8s.kube.ApiKube", lambda context, **_: kube)
+    monkeypatch.setattr("k8s.client.kube.ApiKube", lambda context, **_: kube)
     assert dc.main([]) == 1
     err = capsys.readouterr().err
     assert "is not there" in err and "`invoke up --with-monitoring` installs" in err

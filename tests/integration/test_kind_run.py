@@ -116,7 +116,7 @@ def test_the_argo_run_with_monitoring_checks_around_the_same_load():
 def test_the_monitoring_steps_name_modules_and_a_service_that_exist():
     import importlib.util
 
-    from k8s import prometheus
+    from k8s.monitoring import prometheus
 
     for step in (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK):
         assert importlib.util.find_spec(step[2]) is not None, step

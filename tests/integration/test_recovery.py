@@ -55,7 +55,7 @@ def test_the_faults_are_a_pod_deletion_and_a_sigterm_to_the_workers_process():
 def test_the_worker_runs_python_as_pid_1_so_sigterm_reaches_the_trainer():
     """No shell or init in between: a shell as PID 1 would ignore the SIGTERM."""
     from k8s import manifests
-    from k8s.settings import Settings
+    from k8s.providers.settings import Settings
 
     pod = manifests.tfjob(Settings(image="distml:x"), "cnn")["spec"]["tfReplicaSpecs"]["Worker"]
     (container,) = pod["template"]["spec"]["containers"]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from integration import byo, tenants
+from integration import byo_cluster, tenants
 from tests.support.k8s_schemas import validate
 
 TFJOB, ISVC = tenants.other_team_objects()
@@ -33,8 +33,8 @@ def as_stored(obj, **meta):
 def cluster(monkeypatch, tmp_path):
     """kubectl's answers, set by each test; the snapshot in a temporary work dir."""
     answers = {"objects": []}
-    monkeypatch.setattr(byo, "workdir", lambda: tmp_path)
-    monkeypatch.setattr(byo, "run", lambda cmd, stdin=None: listed(*answers["objects"]))
+    monkeypatch.setattr(byo_cluster, "workdir", lambda: tmp_path)
+    monkeypatch.setattr(byo_cluster, "run", lambda cmd, stdin=None: listed(*answers["objects"]))
     return answers
 
 
@@ -42,7 +42,7 @@ def cluster(monkeypatch, tmp_path):
 def test_the_other_teams_objects_are_valid_and_take_distmls_names(obj):
     assert validate(obj) == []
     assert obj["metadata"]["labels"] == {"team": "other"}
-    assert obj["metadata"]["namespace"] == byo.NAMESPACE
+    assert obj["metadata"]["namespace"] == byo_cluster.NAMESPACE
     assert obj["metadata"]["name"] in ("train-cnn", "tf-mnist")
 
 
@@ -86,7 +86,7 @@ def test_controller_made_objects_are_not_compared(cluster):
 
 
 def test_expect_refusal_fails_when_the_command_succeeds_or_says_otherwise(tmp_path, monkeypatch):
-    monkeypatch.setattr(byo, "workdir", lambda: tmp_path)
+    monkeypatch.setattr(byo_cluster, "workdir", lambda: tmp_path)
     ok = [sys.executable, "-c", "print('fine')"]
     with pytest.raises(SystemExit, match="expected a refusal"):
         tenants.expect_refusal("refused", ok)

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from k8s import manifests as m
-from k8s.settings import PREDICTORS, SERVING_MODES
+from k8s.providers.settings import PREDICTORS, SERVING_MODES
 from ml.contract import MODEL_TYPES
 from tests.support.manifests_kit import IMAGE, all_objects, containers, one, pod_specs, settings
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from k8s import manifests as m
-from k8s.settings import PREDICTORS, PROVIDERS, SERVING_MODES, Settings
+from k8s.providers.settings import PREDICTORS, PROVIDERS, SERVING_MODES, Settings
 from ml.contract import MODEL_TYPES
 from tests.support import k8s_schemas
 from tests.support.manifests_kit import _worker, settings

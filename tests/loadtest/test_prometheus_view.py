@@ -1,5 +1,5 @@
 """loadtest/prometheus_view.py: the server-side view of a cluster run read from Prometheus
-through ``k8s.prometheus``: against Debian's real Prometheus 2.42 scraping a loopback
+through ``k8s.monitoring.prometheus``: against Debian's real Prometheus 2.42 scraping a loopback
 server that counts as distml's does, a real Locust run's count is the server's, exactly;
 against scripted answers, pods that appeared, restarted or left during the run, targets
 never scraped after the run (an error, on a deadline), and no Prometheus at all (absent,
@@ -12,8 +12,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from k8s.prometheus import PrometheusRef
-from k8s.settings import Settings
+from k8s.monitoring.prometheus import PrometheusRef
+from k8s.providers.settings import Settings
 from loadtest import runner as lt
 from loadtest import summary as ls
 from loadtest.metrics_text import INF, Counts

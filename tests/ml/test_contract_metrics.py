@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from k8s.kube import ProxyError
+from k8s.client.kube import ProxyError
 from ml import contract_metrics as sm
 from tests.support.loopback_prometheus import loopback_prometheus
 

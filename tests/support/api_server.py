@@ -1,4 +1,4 @@
-"""A loopback stand-in for the Kubernetes API server (tests/k8s/test_kube.py): discovery and
+"""A loopback stand-in for the Kubernetes API server (tests/k8s/client/test_kube.py): discovery and
 the few endpoints ApiKube calls, each request recorded, and a kubeconfig that points at it."""
 
 from __future__ import annotations

@@ -12,8 +12,10 @@ from unittest.mock import Mock
 
 from invoke import Config, MockContext, Result
 
-from k8s import capacity, manifests, monitoring, operators, optional_operators, versions
-from k8s.preflight import Preflight
+from k8s import manifests
+from k8s.install import capacity, operators, optional_operators, versions
+from k8s.install.preflight import Preflight
+from k8s.monitoring import stack
 from runtime.cluster import ClusterRuntime
 from runtime.image import image_tag
 from runtime.requests import UpRequest
@@ -180,7 +182,7 @@ def controller(fake: FakeKube, *, tfjob_state: str | None = "Succeeded", isvc_re
                     # KServe 0.20: {{ .Name }}-{{ .Namespace }}.{{ .IngressDomain }}
                     conditions_status(("Ready", "True"), url=f"http://{name}-{ns}.example.com"),
                 )
-            elif kind == "Deployment" and name == monitoring.NAME:  # distml's Prometheus
+            elif kind == "Deployment" and name == stack.NAME:  # distml's Prometheus
                 fake.set_status(api, kind, ns, name, conditions_status(("Available", "True")))
             elif kind == "Pod" and name == manifests.LOADER_POD:
                 fake.set_status(api, kind, ns, name, {"phase": "Running"})

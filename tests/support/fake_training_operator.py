@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s.objects import TFJOB_API, TFJOB_LABELS, conditions, tfjob_state
+from k8s.client.objects import TFJOB_API, TFJOB_LABELS, conditions, tfjob_state
 from tests.support.fakekube import FakeKube
 
 COUNTED_POLICIES = ("OnFailure", "Always", "ExitCode")

@@ -1,4 +1,5 @@
-"""An in-memory cluster for tests: implements the ``k8s.kube.Kube`` Protocol, plus a fake clock.
+"""An in-memory cluster for tests: implements the ``k8s.client.kube.Kube`` Protocol, plus a
+fake clock.
 
 - Objects are stored by ``(apiVersion, kind, namespace, name)``; ``apply`` stores a deep copy
   (keeping the stored ``status`` when the applied object has none, like a real status
@@ -22,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from k8s.kube import KubeError, ProxyError
+from k8s.client.kube import KubeError, ProxyError
 
 Key = tuple[str, str, str | None, str]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

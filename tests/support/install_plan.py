@@ -1,5 +1,5 @@
-"""What the tests of `up`'s install plan share (tests/k8s/test_operators.py,
-tests/k8s/test_capacity.py, the ``plan`` fixture in tests/k8s/conftest.py): every provider x
+"""What the tests of `up`'s install plan share (tests/k8s/install/test_operators.py,
+tests/k8s/install/test_capacity.py, the ``plan`` fixture in tests/k8s/conftest.py): every provider x
 serving mode with and without Argo, the settings of one, and the plan run against a cluster
 made of the real upstream files (tests/support/upstream.py) with what `up`, `train-all` and
 `deploy` create added."""
@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from k8s import manifests, operators, optional_operators
-from k8s.operators import Installer
+from k8s import manifests
+from k8s.install import operators, optional_operators
+from k8s.install.operators import Installer
 from k8s.providers import provider as make_provider
-from k8s.settings import PROVIDERS, SERVING_MODES, Settings
+from k8s.providers.settings import PROVIDERS, SERVING_MODES, Settings
 from ml.contract import MODEL_TYPES
 from tests.support.fakekube import FakeClock
 from tests.support.upstream import PlanCluster, Step, baseline, plan_context

@@ -2,7 +2,7 @@
 would do it on the pinned cluster version.
 
 - Custom resources (TFJob, ServingRuntime, InferenceService, Argo Workflow): the upstream
-  CRDs pinned in ``k8s/upstream.lock.json`` (had through ``k8s.upstream_files``:
+  CRDs pinned in ``k8s/install/upstream.lock.json`` (had through ``k8s.install.upstream_files``:
   ``$DISTML_CRD_DIR``, the cache or a download; a test skips when one cannot be had). The served
   version's ``openAPIV3Schema`` is made strict (``additionalProperties: false`` wherever
   an object lists its ``properties`` and does not say it keeps unknown fields) and checked
@@ -27,8 +27,8 @@ import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 
-from k8s import upstream_files
-from k8s.versions import KUBERNETES_VERSION
+from k8s.install import upstream_files
+from k8s.install.versions import KUBERNETES_VERSION
 from tests.support.upstream import have
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -2,7 +2,7 @@
 port, scraping the loopback servers a test names, with the labels distml's scrape job
 attaches (``namespace``, ``isvc``, ``pod``; job ``distml-predictor``); and the bridge that
 makes it answer ``FakeKube.proxy_get`` as the API server's service proxy would, so that
-``k8s.prometheus`` (and everything above it) reads a real Prometheus.
+``k8s.monitoring.prometheus`` (and everything above it) reads a real Prometheus.
 
 Tests skip with one line when the binary is missing (``apt-get install prometheus``).
 """
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from common.poll import Done, Pending, poll
-from k8s.kube import ProxyError
+from k8s.client.kube import ProxyError
 from ml import contract_metrics as sm
 from runtime.procs import free_ports
 

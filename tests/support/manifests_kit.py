@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from k8s import manifests as m
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 from ml.contract import MODEL_TYPES
 
 IMAGE = "distml:0123456789ab"

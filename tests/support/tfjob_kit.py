@@ -3,7 +3,7 @@ the in-memory cluster."""
 
 from __future__ import annotations
 
-from k8s.objects import TFJOB_API
+from k8s.client.objects import TFJOB_API
 from tests.support.fakekube import FakeKube
 
 NS = "kubeflow"

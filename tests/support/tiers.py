@@ -61,9 +61,9 @@ HEAVY: frozenset[str] = frozenset(
         # Processes: the CLI, workers, Locust, TensorBoard, process groups.
         "common/test_process_group.py",
         "k8s/manifests/test_pods.py::test_commands_parse_with_the_pod_clis",
-        "k8s/test_kube.py::test_constructing_api_kube_imports_and_loads_nothing",
-        "k8s/test_preflight.py::test_run_command_never_raises",
-        "k8s/test_operators_mirror.py::test_a_mirror_that_is_no_directory_exits_2_before_anything_runs",
+        "k8s/client/test_kube.py::test_constructing_api_kube_imports_and_loads_nothing",
+        "k8s/install/test_preflight.py::test_run_command_never_raises",
+        "k8s/install/test_operators_mirror.py::test_a_mirror_that_is_no_directory_exits_2_before_anything_runs",
         "integration/test_tenants.py::"
         "test_expect_refusal_fails_when_the_command_succeeds_or_says_otherwise",
         "loadtest/test_locust_process.py",
@@ -72,7 +72,7 @@ HEAVY: frozenset[str] = frozenset(
         "loadtest/test_runner.py::test_importing_loadtest_is_cheap",
         "ml/test_contract_metrics.py::test_every_query_is_promql_prometheus_accepts",
         "ml/test_contract_metrics.py::test_prometheus_refuses_a_query_with_a_syntax_error",
-        "k8s/grafana/test_dashboard_prometheus.py",  # the real server and Prometheus
+        "k8s/monitoring/grafana/test_dashboard_prometheus.py",  # the real server and Prometheus
         "ml/server/test_metrics_http.py",  # real servers
         "ml/server/test_clients.py",
         "loadtest/test_prometheus_view.py::"

@@ -1,5 +1,6 @@
-"""The real upstream install manifests (pinned in ``k8s/upstream.lock.json``, had through
-``k8s.upstream_files``: ``$DISTML_UPSTREAM_DIR``, the cache or a download) and a cluster that
+"""The real upstream install manifests (pinned in ``k8s/install/upstream.lock.json``, had
+through ``k8s.install.upstream_files``: ``$DISTML_UPSTREAM_DIR``, the cache or a download)
+and a cluster that
 `up`'s install plan runs against: every ``kubectl apply`` reads the file its URL names,
 every ``kubectl patch`` changes what was applied, every wait is recorded.
 
@@ -21,7 +22,7 @@ import pytest
 import yaml
 from invoke import Config, Result
 
-from k8s import upstream_files
+from k8s.install import upstream_files
 from tests.support.fakekube import FakeKube, conditions_status, matches
 
 NODE_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
@@ -300,5 +301,5 @@ def _namespace(name: str) -> dict[str, Any]:
 
 def baseline(provider: str) -> list[dict[str, Any]]:
     """The namespaces every new cluster has (what each provider runs in them is in
-    k8s.capacity.PROVIDER_PODS)."""
+    k8s.install.capacity.PROVIDER_PODS)."""
     return [_namespace("default"), _namespace("kube-system")]

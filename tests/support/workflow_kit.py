@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from k8s import manifests as m
-from k8s.settings import PREDICTORS, SERVING_MODES, Settings
+from k8s.providers.settings import PREDICTORS, SERVING_MODES, Settings
 from ml import contract
 from ml.contract import MODEL_TYPES
 

@@ -1,6 +1,6 @@
 """tools.upstream_lock: regenerated from the local mirrors (``DISTML_UPSTREAM_DIR`` and
 ``DISTML_CRD_DIR``, every file checked against its sha256), the lock is byte for byte the
-committed ``k8s/upstream.lock.json``; skipped when the mirrors are not there."""
+committed ``k8s/install/upstream.lock.json``; skipped when the mirrors are not there."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from k8s import upstream_files as uf
+from k8s.install import upstream_files as uf
 from tools import upstream_lock
 
 #: The mirrors named when the tests started.

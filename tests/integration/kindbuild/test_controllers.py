@@ -16,7 +16,7 @@ import yaml
 
 from integration.kindbuild import __main__ as cli
 from integration.kindbuild import controllers, gomodule, mirror
-from k8s import versions
+from k8s.install import versions
 from tests.support import upstream
 
 # The URL (or kustomize ref) `up` applies -> the group of images its workloads need.
@@ -104,7 +104,7 @@ def test_each_image_is_named_by_the_manifest_it_says():
 
 
 def test_prometheus_is_the_one_image_distmls_own_manifests_name():
-    """k8s/monitoring.py runs versions.PROMETHEUS_IMAGE; its module version is the
+    """k8s/monitoring/stack.py runs versions.PROMETHEUS_IMAGE; its module version is the
     release's (3.16.0 is v0.316.0) and the image tag is that release."""
     (own,) = [c for c in SPECS if not c.manifest]
     assert own.image == versions.PROMETHEUS_IMAGE and own.group == "monitoring"

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from integration.kindbuild import controllers, kedafile, pins
-from k8s import versions
+from k8s.install import versions
 from tests.support import upstream
 from tests.support.gomod import module_source
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from k8s import manifests as m
-from k8s import versions
+from k8s.install import versions
 from k8s.manifests.names import ARGO_CONTROLLER_SA, ARGO_NAMESPACE
-from k8s.settings import EXISTING, SERVING_MODES, Settings
+from k8s.providers.settings import EXISTING, SERVING_MODES, Settings
 from ml.contract import MODEL_TYPES
 from tests.support import k8s_schemas, upstream
 from tests.support.workflow_kit import IMAGE, KEY, MATRIX, S, build, embedded

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from k8s import manifests as m
-from k8s.settings import SERVING_MODES, Settings
+from k8s.providers.settings import SERVING_MODES, Settings
 from ml import contract
 from ml.contract import MODEL_TYPES
 from tests.support import argo_conditions as argo

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from k8s import manifests as m
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 from ml.contract import MODEL_TYPES, RAW_SHA256
 from tests.support import argo_conditions as argo
 from tests.support import k8s_schemas

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from k8s import manifests as m
-from k8s import versions
-from k8s.settings import PREDICTORS, PROVIDERS
+from k8s.install import versions
+from k8s.providers.settings import PREDICTORS, PROVIDERS
 from ml import contract_metrics
 from tests.support import k8s_schemas
 from tests.support.manifests_kit import all_objects, by_kind, one, settings
@@ -116,7 +116,7 @@ def test_request_logger_only_when_asked() -> None:
 
 
 def test_predictor_is_ready_only_when_a_model_answers():
-    from k8s.settings import Settings
+    from k8s.providers.settings import Settings
 
     s = Settings(image="distml:0123456789ab")
     container = m.serving_runtime(s)["spec"]["containers"][0]

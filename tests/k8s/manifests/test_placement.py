@@ -12,7 +12,7 @@ import pytest
 
 from k8s import manifests as m
 from k8s.manifests.names import MODEL_LABEL, VOLUME_LABEL
-from k8s.settings import Settings
+from k8s.providers.settings import Settings
 from ml import contract
 
 IMAGE = "registry.example.com/ml/distml:0123456789ab"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from k8s import versions
-from k8s.objects import KSERVE_SKIPPED_NAMESPACE_LABEL
+from k8s.client.objects import KSERVE_SKIPPED_NAMESPACE_LABEL
+from k8s.install import versions
 from runtime.cluster import ClusterError
 from runtime.requests import DeployRequest, UpRequest
 from tests.support import upstream

@@ -10,9 +10,9 @@ import copy
 
 import pytest
 
-from k8s.kube import KubeError
+from k8s.client.kube import KubeError
+from k8s.client.objects import TFJOB_API
 from k8s.manifests.names import COMMON_LABELS, INSTANCE_LABEL, is_ours
-from k8s.objects import TFJOB_API
 from runtime.cluster.submit import jobs_that_fit
 from runtime.requests import DownRequest
 from tests.runtime.cluster.test_existing_up import CTX, NS, existing, results

@@ -11,11 +11,11 @@ import re
 import pytest
 from invoke import Result
 
-from k8s.kube import KubeError
+from k8s.client.kube import KubeError
+from k8s.install.operator_check import PROBES, MissingOperators
+from k8s.install.operators import components
+from k8s.install.preflight import Preflight
 from k8s.manifests.names import COMMON_LABELS, INSTANCE_LABEL
-from k8s.operator_check import PROBES, MissingOperators
-from k8s.operators import components
-from k8s.preflight import Preflight
 from runtime.cluster import ClusterError, ClusterRuntime, existing_up
 from runtime.requests import UpRequest
 from tests.support.cluster_kit import OK, REPO, TAG, available, commands, make_ctx

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from k8s.kube import KubeError
+from k8s.client.kube import KubeError
 from runtime.cluster import ClusterError
 from runtime.cluster.identity import Identity, check_recorded, read
 from runtime.state import State

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from k8s import monitoring, optional_operators, prometheus, versions
+from k8s.install import optional_operators, versions
+from k8s.install.operator_check import CLUSTER_WIDE
 from k8s.manifests import INSTANCE_LABEL
-from k8s.operator_check import CLUSTER_WIDE
+from k8s.monitoring import prometheus, stack
 from ml import contract_metrics
 from runtime.cluster import ClusterError
 from runtime.requests import DeployRequest, DownRequest, LoadtestRequest, UpRequest
@@ -65,7 +66,7 @@ def test_up_with_monitoring_installs_keda_and_distmls_prometheus_stamped_and_rea
     c = up(wd, fake, lines)
     keda = f"{KC}apply --server-side -f {versions.KEDA_URL}"
     assert keda in commands(c)
-    ours = [o for o in fake.applied if o["metadata"].get("name") == monitoring.NAME]
+    ours = [o for o in fake.applied if o["metadata"].get("name") == stack.NAME]
     assert {o["kind"] for o in ours} == PROM_KINDS
     instance = wd.state().instance
     assert all(o["metadata"]["labels"][INSTANCE_LABEL] == instance for o in ours)
@@ -84,7 +85,7 @@ def test_up_with_monitoring_installs_keda_and_distmls_prometheus_stamped_and_rea
 def test_knative_mode_gets_prometheus_but_no_keda(wd, fake):
     c = up(wd, fake, mode="knative")
     assert not [x for x in commands(c) if "keda" in x]
-    assert fake.obj("apps/v1", "Deployment", monitoring.NAME, NS) is not None
+    assert fake.obj("apps/v1", "Deployment", stack.NAME, NS) is not None
 
 
 def test_a_users_prometheus_is_used_and_distmls_own_not_installed(wd, fake):
@@ -93,7 +94,7 @@ def test_a_users_prometheus_is_used_and_distmls_own_not_installed(wd, fake):
     rt = runtime(c, wd, fake, lines=lines)
     rt.cx.prometheus = "monitoring/prometheus-k8s:9090"
     assert rt.up(UpRequest(serving_mode="standard", with_monitoring=True)) == 0
-    assert fake.obj("apps/v1", "Deployment", monitoring.NAME, NS) is None
+    assert fake.obj("apps/v1", "Deployment", stack.NAME, NS) is None
     assert (
         "== monitoring: your Prometheus monitoring/prometheus-k8s:9090 "
         "(cluster.prometheus (INVOKE_CLUSTER_PROMETHEUS))"
@@ -105,7 +106,7 @@ def test_a_prometheus_that_never_turns_ready_fails_up_saying_what_to_look_at(wd,
     fake.clock.hooks.insert(  # its pod never passes its readiness probe
         0,
         lambda _t: (
-            (o := fake.obj("apps/v1", "Deployment", monitoring.NAME, NS))
+            (o := fake.obj("apps/v1", "Deployment", stack.NAME, NS))
             and o.update(status={"conditions": [{"type": "Available", "status": "False"}]})
         ),
     )
@@ -332,7 +333,7 @@ def test_down_keep_cluster_removes_prometheus_and_keda_and_forgets_monitoring(wd
     lines: list[str] = []
     assert runtime(c, wd, fake, lines=lines).down(DownRequest(keep_cluster=True)) == 0
     deleted = {(k[1], k[3]) for k in fake.deleted}
-    assert {(kind, monitoring.NAME) for kind in PROM_KINDS} <= deleted
+    assert {(kind, stack.NAME) for kind in PROM_KINDS} <= deleted
     crds = " ".join(CLUSTER_WIDE["keda"]["CustomResourceDefinition"])
     assert commands(c)[-2:] == [
         f"{KC}delete crd {crds} --ignore-not-found --timeout 300s",
@@ -343,4 +344,4 @@ def test_down_keep_cluster_removes_prometheus_and_keda_and_forgets_monitoring(wd
     again = make_ctx(fake, k3d_results(exists=True, imported=True))
     assert runtime(again, wd, fake).up(UpRequest()) == 0
     assert not [x for x in commands(again) if "keda" in x]
-    assert fake.obj("apps/v1", "Deployment", monitoring.NAME, NS) is None
+    assert fake.obj("apps/v1", "Deployment", stack.NAME, NS) is None

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from k8s import monitoring, versions
+from k8s.install import versions
+from k8s.install.operator_check import PROBES, MissingOperators
+from k8s.install.operators import components
 from k8s.manifests.names import INSTANCE_LABEL
-from k8s.operator_check import PROBES, MissingOperators
-from k8s.operators import components
+from k8s.monitoring import stack
 from runtime.cluster import ClusterError
 from runtime.requests import DownRequest, UpRequest
 from tests.runtime.cluster.test_existing_up import (
@@ -50,13 +51,13 @@ def test_with_keda_there_prometheus_is_made_in_the_namespace_and_down_keeps_keda
     c = make_ctx(fake, results())
     assert existing(c, wd, fake, lines).up(UP) == 0
     assert not [x for x in commands(c) if "keda" in x]  # found, used as it is
-    ours = [o for o in fake.applied if o["metadata"]["name"] == monitoring.NAME]
+    ours = [o for o in fake.applied if o["metadata"]["name"] == stack.NAME]
     assert len(ours) == 6 and all(o["metadata"]["namespace"] == NS for o in ours)
     assert {o["metadata"]["labels"][INSTANCE_LABEL] for o in ours} == {wd.state().instance}
     assert any(line.startswith(f"KEDA {versions.KEDA_VERSION}: found") for line in lines)
     down = make_ctx(fake, results())
     assert existing(down, wd, fake, []).down(DownRequest()) == 0
-    assert all(fake.obj(o["apiVersion"], o["kind"], monitoring.NAME, NS) is None for o in ours)
+    assert all(fake.obj(o["apiVersion"], o["kind"], stack.NAME, NS) is None for o in ours)
     assert not [x for x in commands(down) if "keda" in x]
     assert fake.obj("apps/v1", "Deployment", "keda-operator", "keda") is not None
 
@@ -64,7 +65,7 @@ def test_with_keda_there_prometheus_is_made_in_the_namespace_and_down_keeps_keda
 def test_a_prometheus_of_that_name_not_this_work_dirs_is_refused_before_any_write(wd, fake):
     cluster(fake, keda=True)
     other = {"app.kubernetes.io/name": "prometheus"}
-    meta = {"name": monitoring.NAME, "namespace": NS, "labels": other}
+    meta = {"name": stack.NAME, "namespace": NS, "labels": other}
     fake.put({"apiVersion": "v1", "kind": "Service", "metadata": meta})
     with pytest.raises(ClusterError, match=r"Service ml-team/distml-prometheus: not distml's"):
         existing(make_ctx(fake, results()), wd, fake, []).up(UP)

@@ -161,7 +161,7 @@ def test_loadtest_goes_through_the_ingress_and_checks_scale_out(wd, fake, monkey
 
 def test_standard_mode_waits_for_the_hpa_sync_metrics_and_pod_start():
     # metrics-server's --metric-resolution (the real components.yaml) is what SETTLE_S uses.
-    from k8s import versions
+    from k8s.install import versions
     from runtime.cluster import serving as serve
     from tests.support.upstream import objects
 

@@ -9,8 +9,8 @@ import copy
 
 import pytest
 
+from k8s.client.objects import ISVC_API, TFJOB_API
 from k8s.manifests.names import INSTANCE_LABEL
-from k8s.objects import ISVC_API, TFJOB_API
 from runtime.cluster import ClusterError
 from runtime.requests import DownRequest, TrainRequest, UpRequest
 from runtime.workdir import Workdir

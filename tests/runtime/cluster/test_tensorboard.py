@@ -15,7 +15,7 @@ from invoke import Result
 
 from common.errors import DistmlError
 from k8s import manifests
-from k8s.ownership import stamp
+from k8s.client.ownership import stamp
 from runtime.cluster import ClusterError
 from runtime.procs import free_ports
 from runtime.requests import TensorboardRequest

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from k8s import capacity
-from k8s.settings import Settings
+from k8s.install import capacity
+from k8s.providers.settings import Settings
 from ml.contract import MODEL_TYPES
 from runtime.cluster import ClusterError
 from runtime.requests import RequestError, TrainRequest

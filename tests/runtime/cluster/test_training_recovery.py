@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from k8s.objects import tfjob_state
+from k8s.client.objects import tfjob_state
 from runtime.cluster.training import MAX_RESUBMITS
 from runtime.requests import TrainRequest
 from runtime.workdir import Workdir

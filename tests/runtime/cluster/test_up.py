@@ -15,8 +15,8 @@ import pytest
 from invoke import Result
 
 from common.errors import DistmlError
-from k8s import operators
-from k8s.preflight import Preflight
+from k8s.install import operators
+from k8s.install.preflight import Preflight
 from ml.contract import RAW_FILES
 from runtime.cluster import ClusterError, ClusterRuntime
 from runtime.requests import DownRequest, UpRequest

@@ -12,12 +12,18 @@ from typing import Any
 import pytest
 import yaml
 
-from k8s import capacity, manifests
-from k8s.argo_status import MAIN_CONTAINER, NODE_ID_ANNOTATION, POD_WORKFLOW_LABEL, WORKFLOW_API
-from k8s.kube import KubeError
-from k8s.objects import TFJOB_API
-from k8s.ownership import stamp
-from k8s.settings import Settings
+from k8s import manifests
+from k8s.client.kube import KubeError
+from k8s.client.objects import TFJOB_API
+from k8s.client.ownership import stamp
+from k8s.install import capacity
+from k8s.providers.settings import Settings
+from k8s.waits.argo_status import (
+    MAIN_CONTAINER,
+    NODE_ID_ANNOTATION,
+    POD_WORKFLOW_LABEL,
+    WORKFLOW_API,
+)
 from ml import contract
 from runtime.cluster import ClusterError
 from runtime.cluster.workflow import STOP_WAIT_S, WATCH_GRACE_S, _stamped

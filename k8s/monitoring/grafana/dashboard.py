@@ -1,0 +1,250 @@
+"""distml's Grafana dashboard of the model service, generated: every panel's PromQL is
+``ml/contract_metrics.py``'s (one source of truth with ``invoke status``, the load
+test's server-side view and KEDA's triggers), for the template variables ``$namespace``
+and ``$isvc``.
+
+    python -m k8s.monitoring.grafana.dashboard          # write distml-dashboard.json beside it
+    python -m k8s.monitoring.grafana.dashboard --check  # exit 1 when the committed file differs
+
+The JSON imports as it is (Grafana: Dashboards > New > Import): the datasource is the
+import's input ``DS_PROMETHEUS`` (``__inputs``), asked for at import. Training exposes no
+metrics (its figures are TensorBoard's and ``metrics.json``'s), so the dashboard has no
+training panels. Pure: no I/O but ``main``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ml import contract_metrics as sm
+
+PATH = Path(__file__).with_name("distml-dashboard.json")
+UID = "distml-serving"
+DATASOURCE = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
+VARIABLES = ("namespace", "isvc")
+NS, ISVC = "$namespace", "$isvc"  # what the queries are built for
+WIDTH, HEIGHT = 12, 8  # a panel's share of Grafana's 24-column grid
+
+
+def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
+    return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref}
+
+
+def _panel(
+    title: str, kind: str, targets: list[tuple[str, str]], unit: str, description: str
+) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "targets": [_target(e, legend, chr(ord("A") + i)) for i, (e, legend) in enumerate(targets)],
+        "fieldConfig": {"defaults": {"unit": unit, "min": 0}, "overrides": []},
+        "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True}},
+    }
+
+
+def _objective_line(panel: dict[str, Any], value: float) -> dict[str, Any]:
+    """Draw ``value`` as a red threshold line across a time series panel."""
+    defaults = panel["fieldConfig"]["defaults"]
+    defaults["thresholds"] = {
+        "mode": "absolute",
+        "steps": [{"color": "green", "value": None}, {"color": "red", "value": value}],
+    }
+    defaults["custom"] = {"thresholdsStyle": {"mode": "line"}}
+    return panel
+
+
+def panels() -> list[dict[str, Any]]:
+    """The service's panels, in reading order (two to a row)."""
+    objective_ms = sm.LATENCY_OBJECTIVE_S * 1000
+    latency = _panel(
+        f"Latency p50 / p95 / p99 (objective: p99 within {objective_ms:g} ms)",
+        "timeseries",
+        [(sm.latency_quantile(NS, ISVC, q), f"p{round(q * 100)}") for q in (0.5, 0.95, 0.99)],
+        "s",
+        "From the request reaching the server to its answer's last byte, every route; the "
+        "red line is the objective.",
+    )
+    found = [
+        _panel("Requests per second by status code", "timeseries",
+               [(sm.request_rate_by_code(NS, ISVC), "{{code}}")], "reqps",
+               "Every request the predictors answered but /metrics and the health probes."),
+        _panel("Error ratio (5xx)", "timeseries", [(sm.error_ratio(NS, ISVC), "5xx")],
+               "percentunit", "Requests answered 5xx over all requests, 1 m window."),
+        _objective_line(latency, sm.LATENCY_OBJECTIVE_S),
+        _objective_line(
+            _panel(f"Requests within {objective_ms:g} ms", "timeseries",
+                   [(sm.within_objective(NS, ISVC), "within the objective")], "percentunit",
+                   "The objective holds while this stays above 99% (the red line)."),
+            0.99,
+        ),
+        _panel("Requests in flight", "timeseries", [(sm.in_flight(NS, ISVC), "in flight")],
+               "short", "All predictors together: what KEDA's concurrency trigger reads."),
+        _panel("Replicas (predictor pods scraped and up)", "timeseries",
+               [(sm.replicas(NS, ISVC), "replicas")], "short",
+               "Predictor pods Prometheus scrapes and finds up."),
+        _panel("Model version served", "stat",
+               [(sm.model_version(NS, ISVC), "version {{version}}")], "short",
+               "Each version served now, and by how many pods."),
+    ]  # fmt: skip
+    for i, panel in enumerate(found):
+        panel["id"] = i + 1
+        panel["gridPos"] = {"x": (i % 2) * WIDTH, "y": (i // 2) * HEIGHT, "w": WIDTH, "h": HEIGHT}
+    found[-1]["options"] = {
+        "textMode": "value_and_name",
+        "reduceOptions": {"calcs": ["lastNotNull"]},
+    }
+    return found
+
+
+def _variable(name: str, label: str, query: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DATASOURCE,
+        "definition": query,
+        "query": {"query": query, "refId": f"{name}-values"},
+        "refresh": 2,  # on time range change: pods come and go
+        "sort": 1,
+        "includeAll": False,
+        "multi": False,
+    }
+
+
+def variables() -> list[dict[str, Any]]:
+    """``$namespace`` and ``$isvc``: the label values of the predictors' request counter."""
+    return [
+        _variable("namespace", "Namespace", f"label_values({sm.REQUESTS_TOTAL}, namespace)"),
+        _variable(
+            "isvc",
+            "InferenceService",
+            f'label_values({sm.REQUESTS_TOTAL}{{namespace="{NS}"}}, isvc)',
+        ),
+    ]
+
+
+def dashboard() -> dict[str, Any]:
+    """The whole importable dashboard."""
+    plugins = sorted({p["type"] for p in panels()})
+    return {
+        "__inputs": [
+            {"name": "DS_PROMETHEUS", "label": "Prometheus", "type": "datasource",
+             "pluginId": "prometheus", "pluginName": "Prometheus",
+             "description": "The Prometheus that scrapes distml's predictors "
+                            "(`invoke up --with-monitoring` installs one)"},
+        ],
+        "__requires": [
+            {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
+            {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+            *({"type": "panel", "id": p, "name": p, "version": ""} for p in plugins),
+        ],
+        "uid": UID,
+        "title": "distml: model service",
+        "description": "Requests, errors, latency against the objective, in-flight requests, "
+        "replicas and the model version of one InferenceService (generated by "
+        "k8s/monitoring/grafana/dashboard.py from ml/contract_metrics.py).",
+        "tags": ["distml", "kserve"],
+        "editable": True,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "10s",
+        "time": {"from": "now-30m", "to": "now"},
+        "timezone": "browser",
+        "templating": {"list": variables()},
+        "annotations": {"list": []},
+        "panels": panels(),
+    }  # fmt: skip
+
+
+def render() -> str:
+    """The dashboard as the committed file holds it."""
+    return json.dumps(dashboard(), indent=2) + "\n"
+
+
+def queries(board: dict[str, Any]) -> list[tuple[str, str]]:
+    """(panel title, expr) of every panel target of ``board``, in order."""
+    return [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])]
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    """``expr`` with each ``$variable`` (``VARIABLES``) replaced by its value, as Grafana
+    does before it sends a query."""
+    for name in sorted(values, key=len, reverse=True):
+        expr = expr.replace(f"${name}", values[name])
+    return expr
+
+
+_LABEL_VALUES = re.compile(r"label_values\((?P<series>.+), *(?P<label>\w+)\)")
+# A series selector: a metric name and its label matchers (quoted values may hold braces).
+SELECTOR = re.compile(
+    r'(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<matchers>(?:[^}"]|"(?:[^"\\]|\\.)*")*)\}'
+)
+
+
+def variable_queries(board: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(variable, label, PromQL) for each template variable: the query whose series carry
+    the values Grafana's ``label_values(series, label)`` lists."""
+    found = []
+    for var in board["templating"]["list"]:
+        m = _LABEL_VALUES.fullmatch(var["definition"])
+        if m is None:
+            raise ValueError(f"variable {var['name']}: not label_values(...): {var['definition']}")
+        found.append((var["name"], m["label"], f"count by ({m['label']}) ({m['series']})"))
+    return found
+
+
+_MATCHER = re.compile(r'(?P<label>\w+)\s*(?P<op>=~|!=|!~|=)\s*"(?P<value>(?:[^"\\]|\\.)*)"')
+#: The labels whose matchers say which service's series a selector reads: each metric the
+#: dashboard reads must have series with them. Others (``code=~"5.."``) may rightly match
+#: nothing (no 5xx yet).
+WHOSE = ("job", *VARIABLES)
+
+
+def series_read(expr: str) -> list[str]:
+    """Each series selector of ``expr`` cut to its metric and the matchers on ``WHOSE``:
+    the series the panel reads, which must exist for it to show anything."""
+    found = []
+    for m in SELECTOR.finditer(expr):
+        kept = [
+            f'{x["label"]}{x["op"]}"{x["value"]}"'
+            for x in _MATCHER.finditer(m["matchers"])
+            if x["label"] in WHOSE
+        ]
+        selector = f"{m['name']}{{{','.join(kept)}}}"
+        if selector not in found:
+            found.append(selector)
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m k8s.monitoring.grafana.dashboard", description=__doc__
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = PATH.read_text() if PATH.is_file() else ""
+        if current != text:
+            print(
+                f"{PATH} is stale: run `python -m k8s.monitoring.grafana.dashboard`",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{PATH} is up to date")
+        return 0
+    PATH.write_text(text)
+    print(f"wrote {PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""distml's own Prometheus (``invoke up --with-monitoring``), as pure builders: every object
+it needs, in distml's namespace and only there.
+
+- ServiceAccount, Role and RoleBinding: list/watch pods, endpoints and services in the
+  namespace. No ClusterRole: it works for a user whose rights end at their namespace, on
+  a cluster shared with others.
+- ConfigMap ``prometheus.yml``: one scrape job (``contract_metrics.SCRAPE_JOB``) over the
+  namespace's pods (``kubernetes_sd_configs`` role pod, that namespace only) that carry
+  KServe's InferenceService label, on the server's container port (``PREDICTOR_PORT``) at
+  ``/metrics``. Not KServe's ``serving.kserve.io/enable-prometheus-scraping`` annotation:
+  it points at queue-proxy's port 9091, which Standard mode's pods do not have. The
+  relabelling attaches the labels ``ml.contract_metrics``'s queries select on:
+  ``namespace``, ``isvc`` (the InferenceService) and ``pod``.
+- Deployment: the pinned upstream image (``versions.PROMETHEUS_IMAGE``), small requests,
+  readiness on ``/-/ready``, its TSDB on an emptyDir kept :data:`RETENTION` (the numbers
+  live as long as the pod: enough for `status`, a load test and KEDA's triggers).
+- Service :data:`k8s.monitoring.prometheus.OWN_SERVICE`, port
+  :data:`k8s.monitoring.prometheus.PORT`.
+
+Why distml's own manifests and not an upstream bundle: docs/monitoring.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from k8s.install import versions
+from k8s.manifests.names import ISVC_POD_LABEL, NO_ISTIO_SIDECAR, PREDICTOR_PORT
+from k8s.manifests.pods import container_security_context, meta
+from k8s.monitoring.prometheus import OWN_SERVICE, PORT
+from k8s.providers.settings import Resources, Settings
+from ml import contract_metrics
+
+COMPONENT = "monitoring"
+NAME = OWN_SERVICE  # every object's name
+CONFIG_FILE = "prometheus.yml"
+CONFIG_DIR = "/etc/prometheus"
+DATA_DIR = "/prometheus"
+RETENTION = "2d"
+# The upstream image's user (its Dockerfile: USER nobody).
+PROMETHEUS_UID = 65534
+# What the scheduler counts (k8s.install.capacity adds it up): a Prometheus of a few hundred series.
+RESOURCES = Resources("50m", "1", "128Mi", "512Mi")
+CONFIG_HASH_ANNOTATION = "distml/prometheus-config"
+RBAC_API = "rbac.authorization.k8s.io/v1"
+# The pod's labels, and the Deployment's and Service's selector.
+SELECTOR = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": COMPONENT}
+
+
+def _meta_label(label: str) -> str:
+    """Prometheus's meta label of a pod label (every character not [a-zA-Z0-9_] as '_')."""
+    return "__meta_kubernetes_pod_label_" + "".join(
+        c if c.isalnum() or c == "_" else "_" for c in label
+    )
+
+
+def scrape_config(s: Settings) -> dict[str, Any]:
+    """The predictor pods' scrape job."""
+    isvc = _meta_label(ISVC_POD_LABEL)
+    return {
+        "job_name": contract_metrics.SCRAPE_JOB,
+        "scrape_interval": f"{contract_metrics.SCRAPE_INTERVAL_S}s",
+        "metrics_path": "/metrics",
+        "kubernetes_sd_configs": [
+            {
+                "role": "pod",
+                "namespaces": {"names": [s.namespace]},
+                "selectors": [{"role": "pod", "label": ISVC_POD_LABEL}],
+            }
+        ],
+        "relabel_configs": [
+            {"source_labels": [isvc], "regex": ".+", "action": "keep"},
+            {
+                "source_labels": ["__meta_kubernetes_pod_phase"],
+                "regex": "Running",
+                "action": "keep",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_number"],
+                "regex": str(PREDICTOR_PORT),
+                "action": "keep",
+            },
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": [isvc], "target_label": "isvc"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        ],
+    }
+
+
+def prometheus_config(s: Settings) -> dict[str, Any]:
+    interval = f"{contract_metrics.SCRAPE_INTERVAL_S}s"
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "scrape_configs": [scrape_config(s)],
+    }
+
+
+def config_text(s: Settings) -> str:
+    """prometheus.yml (JSON is YAML: no YAML library needed here)."""
+    return json.dumps(prometheus_config(s), indent=2) + "\n"
+
+
+def rbac(s: Settings) -> list[dict[str, Any]]:
+    """ServiceAccount, Role and RoleBinding: service discovery in the namespace only."""
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": meta(NAME, s.namespace, COMPONENT),
+    }
+    role = {
+        "apiVersion": RBAC_API,
+        "kind": "Role",
+        "metadata": meta(NAME, s.namespace, COMPONENT),
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "endpoints", "services"],
+                "verbs": ["list", "watch"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": RBAC_API,
+        "kind": "RoleBinding",
+        "metadata": meta(NAME, s.namespace, COMPONENT),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": s.namespace}],
+    }
+    return [account, role, binding]
+
+
+def config_map(s: Settings) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(NAME, s.namespace, COMPONENT),
+        "data": {CONFIG_FILE: config_text(s)},
+    }
+
+
+def _container(s: Settings) -> dict[str, Any]:
+    probe = {
+        "httpGet": {"path": "/-/ready", "port": PORT},
+        "periodSeconds": 5,
+        "failureThreshold": 3,
+    }
+    return {
+        "name": "prometheus",
+        "image": versions.PROMETHEUS_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "args": [
+            f"--config.file={CONFIG_DIR}/{CONFIG_FILE}",
+            f"--storage.tsdb.path={DATA_DIR}",
+            f"--storage.tsdb.retention.time={RETENTION}",
+            f"--web.listen-address=:{PORT}",
+        ],
+        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+        "readinessProbe": probe,
+        "livenessProbe": {
+            **probe,
+            "httpGet": {"path": "/-/healthy", "port": PORT},
+            "failureThreshold": 6,
+        },
+        "resources": RESOURCES.as_dict(),
+        "securityContext": {
+            **container_security_context(run_as=PROMETHEUS_UID),
+            "readOnlyRootFilesystem": True,
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "data", "mountPath": DATA_DIR},
+        ],
+    }
+
+
+def deployment(s: Settings) -> dict[str, Any]:
+    """One replica; its pod rolls when prometheus.yml changes (the config's hash)."""
+    digest = hashlib.sha256(config_text(s).encode()).hexdigest()[:16]
+    pod_meta = {
+        "labels": meta(NAME, None, COMPONENT, extra_labels=SELECTOR)["labels"],
+        "annotations": {**NO_ISTIO_SIDECAR, CONFIG_HASH_ANNOTATION: digest},
+    }
+    spec = {
+        "serviceAccountName": NAME,
+        "securityContext": {
+            "fsGroup": PROMETHEUS_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(s)],
+        "volumes": [
+            {"name": "config", "configMap": {"name": NAME}},
+            {"name": "data", "emptyDir": {}},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(NAME, s.namespace, COMPONENT),
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},  # one TSDB at a time on its emptyDir
+            "selector": {"matchLabels": dict(SELECTOR)},
+            "template": {"metadata": pod_meta, "spec": spec},
+        },
+    }
+
+
+def service(s: Settings) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(NAME, s.namespace, COMPONENT),
+        "spec": {
+            "selector": dict(SELECTOR),
+            "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def prometheus_objects(s: Settings) -> list[dict[str, Any]]:
+    """Every object of distml's own Prometheus, in apply order."""
+    return [*rbac(s), config_map(s), deployment(s), service(s)]
+
+
+def written_names() -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of each: `up` checks them before its first write."""
+    return [
+        (o["apiVersion"], o["kind"], o["metadata"]["name"])
+        for o in prometheus_objects(Settings(image=""))
+    ]

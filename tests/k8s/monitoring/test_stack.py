@@ -1,0 +1,164 @@
+"""k8s.monitoring.stack: distml's own Prometheus is strictly valid for the pinned Kubernetes, needs
+no right outside its namespace, and its scrape config keeps exactly the predictors' server
+ports, labelled as ml.contract_metrics's queries select them (the relabelling run
+here the way Prometheus runs it: keep, and replace with its defaults)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from k8s.install import versions
+from k8s.manifests import ISVC_POD_LABEL, PREDICTOR_PORT
+from k8s.monitoring import prometheus, stack
+from k8s.providers.settings import Settings
+from ml import contract_metrics
+from tests.support import k8s_schemas
+from tests.support.upstream import selector_matches
+
+
+def settings(namespace: str = "team-a", **changes: Any) -> Settings:
+    return Settings(image="distml:0123456789ab", namespace=namespace, **changes)
+
+
+def by_kind(s: Settings) -> dict[str, dict[str, Any]]:
+    return {o["kind"]: o for o in stack.prometheus_objects(s)}
+
+
+@pytest.mark.parametrize("provider", ["k3d", "existing"])
+def test_every_object_is_strictly_valid(provider: str) -> None:
+    for obj in stack.prometheus_objects(settings(provider=provider)):
+        assert k8s_schemas.validate(obj) == [], obj["kind"]
+
+
+def test_its_rights_are_read_only_and_end_at_its_namespace() -> None:
+    objs = stack.prometheus_objects(settings())
+    assert {o["kind"] for o in objs} == {
+        "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service",
+    }  # fmt: skip
+    assert all(o["metadata"]["namespace"] == "team-a" for o in objs)
+    kinds = by_kind(settings())
+    rules = kinds["Role"]["rules"]
+    assert {v for r in rules for v in r["verbs"]} == {"list", "watch"}
+    assert {r for rule in rules for r in rule["resources"]} == {"pods", "endpoints", "services"}
+    binding = kinds["RoleBinding"]
+    assert binding["roleRef"]["kind"] == "Role"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": stack.NAME, "namespace": "team-a"}
+    ]
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == stack.NAME
+    sd = stack.prometheus_config(settings())["scrape_configs"][0]["kubernetes_sd_configs"]
+    assert sd == [
+        {
+            "role": "pod",
+            "namespaces": {"names": ["team-a"]},
+            "selectors": [{"role": "pod", "label": ISVC_POD_LABEL}],
+        }
+    ]
+
+
+def test_the_deployment_runs_the_pinned_image_ready_on_its_api_and_rolls_on_a_new_config() -> None:
+    kinds = by_kind(settings())
+    deployment, service = kinds["Deployment"], kinds["Service"]
+    template = deployment["spec"]["template"]
+    (container,) = template["spec"]["containers"]
+    assert container["image"] == versions.PROMETHEUS_IMAGE
+    assert container["readinessProbe"]["httpGet"] == {"path": "/-/ready", "port": prometheus.PORT}
+    assert f"--storage.tsdb.retention.time={stack.RETENTION}" in container["args"]
+    assert {"name": "data", "emptyDir": {}} in template["spec"]["volumes"]
+    assert container["resources"]["requests"] == {"cpu": "50m", "memory": "128Mi"}
+    labels = template["metadata"]["labels"]
+    assert selector_matches(deployment["spec"]["selector"], labels)
+    assert all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
+    assert service["metadata"]["name"] == prometheus.OWN_SERVICE
+    assert service["spec"]["ports"][0]["port"] == prometheus.PORT
+    other = by_kind(settings("team-b"))["Deployment"]["spec"]["template"]["metadata"]
+    assert (
+        other["annotations"][stack.CONFIG_HASH_ANNOTATION]
+        != template["metadata"]["annotations"][stack.CONFIG_HASH_ANNOTATION]
+    )
+
+
+def test_the_config_map_holds_the_config_as_prometheus_reads_it() -> None:
+    s = settings()
+    text = by_kind(s)["ConfigMap"]["data"][stack.CONFIG_FILE]
+    assert json.loads(text) == stack.prometheus_config(s)  # JSON is YAML
+    job = stack.prometheus_config(s)["scrape_configs"][0]
+    assert job["job_name"] == contract_metrics.SCRAPE_JOB
+    assert job["scrape_interval"] == f"{contract_metrics.SCRAPE_INTERVAL_S}s"
+    assert job["metrics_path"] == "/metrics"
+
+
+# ------------------------------------------------------------------ the relabelling, run
+
+
+def relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
+    """Prometheus's relabelling for the actions the config uses (keep; replace with its
+    defaults: separator ';', regex '(.*)' anchored, replacement '$1'); None: dropped."""
+    labels = dict(labels)
+    for rule in rules:
+        value = ";".join(labels.get(n, "") for n in rule.get("source_labels", []))
+        match = re.fullmatch(rule.get("regex", "(.*)"), value)
+        action = rule.get("action", "replace")
+        if action == "keep":
+            if not match:
+                return None
+        elif action == "replace":
+            if match:
+                labels[rule["target_label"]] = match.expand(
+                    rule.get("replacement", "$1").replace("$1", r"\1")
+                )
+        else:
+            raise AssertionError(f"action {action} is not modelled here")
+    return {k: v for k, v in labels.items() if not k.startswith("__")}
+
+
+def sd_target(pod: str, *, port: str = "", labels: dict[str, str], **meta: str) -> dict[str, str]:
+    """What role: pod discovery makes of one container port (Prometheus's pod.go)."""
+    target = {
+        "__address__": f"10.0.0.7:{port or 80}",
+        "__meta_kubernetes_namespace": "team-a",
+        "__meta_kubernetes_pod_name": pod,
+        "__meta_kubernetes_pod_phase": meta.get("phase", "Running"),
+        "__meta_kubernetes_pod_container_port_number": port,
+        "__meta_kubernetes_pod_container_init": meta.get("init", "false"),
+    }
+    for k, v in labels.items():
+        target["__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", k)] = v
+    return target
+
+
+def test_only_the_predictors_server_port_is_scraped_labelled_as_the_queries_select() -> None:
+    rules = stack.scrape_config(settings())["relabel_configs"]
+    isvc = {ISVC_POD_LABEL: "tf-mnist"}
+    kept = relabel(rules, sd_target("tf-mnist-predictor-1", port=str(PREDICTOR_PORT), labels=isvc))
+    assert kept == {"namespace": "team-a", "isvc": "tf-mnist", "pod": "tf-mnist-predictor-1"}
+    # Every label matcher of the queries' selector holds on the series of that target.
+    for matcher in contract_metrics.selector("team-a", "tf-mnist").split(","):
+        name, value = matcher.split("=", 1)
+        assert kept[name] == json.loads(value)
+    dropped = {
+        "the storage initializer (an init container, no port)": sd_target(
+            "tf-mnist-predictor-1", labels=isvc, init="true"
+        ),
+        "queue-proxy's metrics port (Knative)": sd_target(
+            "tf-mnist-predictor-1", port="9091", labels=isvc
+        ),
+        "a pod of no InferenceService": sd_target("web", port="8080", labels={"app": "web"}),
+        "a predictor not running yet": sd_target(
+            "tf-mnist-predictor-2", port="8080", labels=isvc, phase="Pending"
+        ),
+    }
+    for why, target in dropped.items():
+        assert relabel(rules, target) is None, why
+
+
+def test_the_names_up_checks_are_the_objects_it_applies() -> None:
+    assert stack.written_names() == [
+        (o["apiVersion"], o["kind"], o["metadata"]["name"])
+        for o in stack.prometheus_objects(settings("elsewhere"))
+    ]
