@@ -5,7 +5,9 @@ everything in it: kind's node image, the standard-mode controllers' images
 Prometheus, KEDA); and KEDA's install file (``keda-manifest``). ``minikube-node`` builds
 minikube's offline node instead (``nox -s integration -- minikube ... --offline``): the
 minikube CLI and everything that node holds. ``--prune`` then deletes every cache entry the
-full kind build did not use (older versions, interrupted builds, the minikube entries)."""
+full kind build did not use (older versions, interrupted builds, the minikube entries).
+Before the first step it checks the machine's packages (``sysdeps``) and its free disk
+(``diskspace``), and builds nothing when either falls short."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import time
 from integration.kindbuild import (
     cache,
     controllers,
+    diskspace,
     images,
     kedafile,
     kubernetes,
@@ -87,6 +90,12 @@ def plan(steps: list[str]) -> list[str]:
     return out
 
 
+def target(steps: list[str]) -> str:
+    """Whose node the steps build, for the disk check: minikube's when they are all its
+    own steps, else kind's (every other step is part of kind's full build)."""
+    return "minikube" if set(steps) <= set(MINIKUBE_STEPS) else "kind"
+
+
 def run_step(step: str):
     if step in CONTROLLERS:
         return controllers.ensure(CONTROLLERS[step])
@@ -122,9 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     if lacking:  # all at once, before a build that takes most of an hour cold
         print(sysdeps.report(lacking, "python -m integration.kindbuild"), file=sys.stderr)
         return 1
+    steps = plan(args.steps)
+    short = diskspace.shortfall(diskspace.needs(target(steps)), "python -m integration.kindbuild")
+    if short:  # before the first build, not when the disk fills halfway through
+        print(short, file=sys.stderr)
+        return 1
     report = []
     start = time.monotonic()
-    steps = plan(args.steps)
     try:
         for step in steps:
             result = run_step(step)
