@@ -31,17 +31,25 @@ def _bin(name: str) -> str:
     return str(SHARED_ENV / ("Scripts" if os.name == "nt" else "bin") / name)
 
 
+def _installed() -> bool:
+    """Whether the shared venv holds what pyproject.toml asks (its stamp says so)."""
+    stamp = SHARED_ENV / ".distml-installed"
+    return stamp.is_file() and stamp.read_text() == _stamp()
+
+
+def _stamp() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + EXTRAS
+
+
 def _shared_env(session: nox.Session) -> None:
     """Create/refresh the shared venv; skip the install when pyproject.toml is unchanged."""
-    stamp = SHARED_ENV / ".distml-installed"
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + EXTRAS
-    if stamp.is_file() and stamp.read_text() == want:
+    if _installed():
         return
     if not Path(_bin("python")).exists():
         session.run(sys.executable, "-m", "venv", str(SHARED_ENV), external=True)
         session.run(_bin("python"), "-m", "pip", "install", "--upgrade", "pip", external=True)
     session.run(_bin("python"), "-m", "pip", "install", "-e", f".[{EXTRAS}]", external=True)
-    stamp.write_text(want)
+    (SHARED_ENV / ".distml-installed").write_text(_stamp())
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
@@ -179,19 +187,19 @@ INTEGRATION_USAGE = (
     "usage: nox -s integration -- [kind|minikube|k3d] [knative|standard] [--offline] "
     "[--with-argo] [--with-monitoring] [--keep-cluster]"
 )
+EXISTING_USAGE = "usage: nox -s integration_existing -- [--offline] [--keep-cluster]"
+K3D_OFFLINE = (
+    "k3d cannot run offline: its node (k3s) cannot be built here, the Go module proxy "
+    "refuses k3s's source and its Kubernetes fork (docs/testing.md); run it online "
+    "(.github/workflows/integration.yml does)"
+)
 
 
 def _offline_node(session: nox.Session, provider: str) -> str:
-    """``--offline``: build (or find cached) the provider's node image with every
-    controller in it (``python -m integration.kindbuild [minikube-node]``: about an hour
-    cold, seconds warm), put the CLI and kubectl it built first on PATH, and return the
-    image's tag."""
-    if provider == "k3d":
-        session.error(
-            "k3d cannot run offline: its node (k3s) cannot be built here, the Go module "
-            "proxy refuses k3s's source and its Kubernetes fork (docs/testing.md); run it "
-            "online (.github/workflows/integration.yml does)"
-        )
+    """``--offline``: build (or find cached) the node image of ``provider`` (kind or
+    minikube) with every controller in it (``python -m integration.kindbuild
+    [minikube-node]``: about an hour cold, seconds warm), put the CLI and kubectl it built
+    first on PATH, and return the image's tag."""
     steps = ["minikube-node"] if provider == "minikube" else []
     session.run(_bin("python"), "-m", "integration.kindbuild", *steps, external=True)
     from integration.kindbuild import kubernetes, minikube, minikubenode, stacknode, tools
@@ -242,6 +250,8 @@ def _integration_args(session: nox.Session) -> tuple[str, str, set[str]]:
     if mode not in ("knative", "standard"):
         session.error(f"DISTML_SERVING_MODE={mode!r}: use knative or standard")
     provider = providers[0] if providers else DEFAULT_PROVIDER
+    if provider == "k3d" and "--offline" in session.posargs:
+        session.error(K3D_OFFLINE)
     return provider, mode, set(session.posargs) & flags
 
 
@@ -273,10 +283,27 @@ def _system_preflight(session: nox.Session, name: str, offline: bool) -> None:
 
     found = sysdeps.missing(sysdeps.needs(name, offline))
     if found:
-        command = shlex.join(
-            ["nox", "-s", name, *(["--", *session.posargs] if session.posargs else [])]
-        )
-        session.error(sysdeps.report(found, command))
+        session.error(sysdeps.report(found, _command(session, name)))
+
+
+def _disk_preflight(session: nox.Session, name: str, build: str | None) -> None:
+    """Free disk for what session ``name`` writes: the kind build of ``build`` (kind,
+    minikube or None), the shared venv when not installed, the project image
+    (``integration/kindbuild/diskspace.py``): stopped now, not when the disk fills an hour
+    into a build."""
+    from integration.kindbuild import diskspace
+
+    venv = None if _installed() else SHARED_ENV
+    short = diskspace.shortfall(
+        diskspace.needs(build, venv=venv, image=True), _command(session, name)
+    )
+    if short:
+        session.error(short)
+
+
+def _command(session: nox.Session, name: str) -> str:
+    """How this session was started: ``nox -s NAME -- ARGS``."""
+    return shlex.join(["nox", "-s", name, *(["--", *session.posargs] if session.posargs else [])])
 
 
 def _step(argv: list[str]) -> list[str]:
@@ -304,6 +331,7 @@ def integration(session: nox.Session) -> None:
     from integration import kind_run
 
     _system_preflight(session, "integration", offline)
+    _disk_preflight(session, "integration", provider if offline else None)
     _shared_env(session)
     node_image = _offline_node(session, provider) if offline else None
     _integration_preflight(session, provider, mode)
@@ -343,6 +371,14 @@ def integration(session: nox.Session) -> None:
                 session.warn(f"invoke {' '.join(down)} failed too: {e}")
 
 
+def _byo_diagnostics(session: nox.Session, env: dict[str, str], context: str) -> None:
+    """After a failed step: distml's status and every pod (any exit code: never masks the
+    failure)."""
+    session.run(_bin("invoke"), "status", env=env, external=True, success_codes=range(256))
+    pods = ["kubectl", "--context", context, "get", "pods", "-A", "-o", "wide"]
+    session.run(*pods, external=True, success_codes=range(256))
+
+
 @nox.session(venv_backend="none", default=False, tags=["cluster"])
 def integration_existing(session: nox.Session) -> None:
     """distml on a cluster it did not create (integration/byo.py): a 3-node kind cluster
@@ -352,14 +388,17 @@ def integration_existing(session: nox.Session) -> None:
 
     ``nox -s integration_existing -- [--offline] [--keep-cluster]``."""
     flags = set(session.posargs)
-    if flags - {"--offline", "--keep-cluster"}:
-        session.error("usage: nox -s integration_existing -- [--offline] [--keep-cluster]")
+    unknown = [a for a in session.posargs if a not in ("--offline", "--keep-cluster")]
+    if unknown:
+        session.error(f"unknown arguments {' '.join(unknown)}: {EXISTING_USAGE}")
     sys.path.insert(0, str(ROOT))
     from integration import byo
 
-    _system_preflight(session, "integration_existing", "--offline" in flags)
+    offline = "--offline" in flags
+    _system_preflight(session, "integration_existing", offline)
+    _disk_preflight(session, "integration_existing", "kind" if offline else None)
     _shared_env(session)
-    node_image = _offline_node(session) if "--offline" in flags else ""
+    node_image = _offline_node(session, "kind") if offline else ""
     if not node_image:
         from k8s.install import versions
 
@@ -383,19 +422,7 @@ def integration_existing(session: nox.Session) -> None:
             times.append((" ".join(step[:6]), time.monotonic() - start))
         session.log("step times:\n" + "\n".join(f"  {t:6.0f} s  {n}" for n, t in times))
     except CommandFailed:
-        session.run(_bin("invoke"), "status", env=env, external=True, success_codes=range(256))
-        session.run(
-            "kubectl",
-            "--context",
-            byo.CONTEXT,
-            "get",
-            "pods",
-            "-A",
-            "-o",
-            "wide",
-            external=True,
-            success_codes=range(256),
-        )
+        _byo_diagnostics(session, env, byo.CONTEXT)
         raise
     finally:
         if "--keep-cluster" not in flags:

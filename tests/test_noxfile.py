@@ -1,176 +1,162 @@
-"""noxfile.py's bench session stops, before installing or running anything, when hey or the
-Fashion-MNIST files are missing (a stand-in session object; nothing is run)."""
+"""noxfile.py's lint, unit, fast, e2e, image and bench sessions, each run against a
+stand-in session (tests/support/nox_kit.py) that records the commands it would run and
+starts none: the shared venv installed first, then each command in order, ``nox -- ARGS``
+forwarded, and the stops (no Docker engine, no hey, no data) before anything runs.
+The integration sessions: test_noxfile_integration.py and test_noxfile_existing.py; the
+docs against what the sessions accept: test_noxfile_docs.py."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import nox_kit
+from tests.support.nox_kit import Stop
 
 
-class _Stop(Exception):
-    pass
+@pytest.fixture
+def machine(monkeypatch, tmp_path):
+    return nox_kit.machine(monkeypatch, tmp_path)
 
 
-class _Session:
-    def __init__(self) -> None:
-        self.posargs: list[str] = []
-        self.env: dict[str, str] = {}
-        self.ran: list[tuple] = []
-
-    def error(self, message: str) -> None:
-        raise _Stop(message)
-
-    def run(self, *args, **kwargs) -> None:
-        self.ran.append(args)
+def _workflows() -> list[str]:
+    found = (nox_kit.REPO / ".github" / "workflows").glob("*.yml")
+    return sorted(str(p.relative_to(nox_kit.REPO)) for p in found)
 
 
-@functools.cache  # once: nox registers each session by name
-def _noxfile():
-    spec = importlib.util.spec_from_file_location("noxfile_under_test", REPO / "noxfile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.mark.parametrize("actionlint", [None, "/usr/local/bin/actionlint"])
+def test_lint_runs_ruff_hadolint_the_workflow_schema_and_shellcheck(
+    machine, monkeypatch, actionlint
+):
+    nox_file = nox_kit.noxfile()
+    monkeypatch.setattr(nox_file.shutil, "which", lambda name, path=None: actionlint)
+    workflows = _workflows()
+    assert workflows  # the schema check has something to check
+    nox_file.lint(machine.session())
+    b = machine.bin
+    schema = (b("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *workflows)
+    assert machine.trace() == [
+        *machine.install(),
+        ("run", (b("ruff"), "check", ".")),
+        ("run", (b("ruff"), "format", "--check", ".")),
+        ("run", (b("hadolint"), "Dockerfile")),
+        ("run", schema),
+        ("run", (actionlint, *workflows))
+        if actionlint
+        else ("log", "actionlint not on PATH: its shellcheck pass runs below instead"),
+        ("run", (b("python"), "-m", "tools.lint_shell", "--shellcheck", b("shellcheck"))),
+    ]
 
 
-def test_the_bench_session_stops_when_hey_is_missing(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("unit", ["tests", "--ignore=tests/e2e", "--ignore=tests/image", "--timeout=300"]),
+        ("fast", ["tests", "--fast", "--timeout=60"]),
+        ("e2e", ["tests/e2e", "-v"]),
+    ],
+)
+def test_the_pytest_sessions_run_their_tier_and_pass_on_nox_args(machine, name, args):
+    session = machine.session("-k", "noxfile", "-x")
+    session.env["DISTML_DATA_DIR"] = "/data"
+    getattr(nox_kit.noxfile(), name)(session)
+    pytest_argv = (machine.bin("python"), "-m", "pytest", "--durations=15", "--durations-min=1")
+    assert machine.trace() == [
+        *machine.install(),
+        ("run", (*pytest_argv, *args, "-k", "noxfile", "-x")),
+    ]
+    env = machine.runs()[-1][1]["env"]
+    assert env == {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1", **session.env}
+
+
+def test_the_shared_venv_is_installed_once_and_then_reused(machine):
+    nox_file = nox_kit.noxfile()
+    nox_file.fast(machine.session())
+    assert machine.trace()[:3] == machine.install()
+    (machine.venv / "bin").mkdir()
+    (machine.venv / "bin" / "python").touch()
+    machine.events.clear()
+    nox_file.e2e(machine.session())
+    assert [argv[1:3] for argv, _ in machine.runs()] == [("-m", "pytest")]  # no pip
+    (machine.venv / ".distml-installed").write_text("an older pyproject")
+    machine.events.clear()
+    nox_file.e2e(machine.session())
+    pip = (machine.bin("python"), "-m", "pip", "install", "-e", ".[test]")
+    assert machine.runs()[0][0] == pip  # the venv kept, refreshed
+
+
+def test_the_image_session_stops_naming_the_engine_it_could_not_reach(machine):
+    check = "error: no Docker engine answers at unix:///var/run/docker.sock\n"
+    session = machine.session(outputs={"runtime.image check": check})
+    with pytest.raises(Stop, match=r"(?s)needs a running Docker engine.*no Docker engine answers"):
+        nox_kit.noxfile().image(session)
+    assert machine.trace()[-1] == ("run", (machine.bin("python"), "-m", "runtime.image", "check"))
+
+
+@pytest.mark.parametrize(
+    ("base", "build_args"),
+    [
+        (None, ("--base", "local")),
+        ("python:3.11-slim-bookworm", ("--base-image", "python:3.11-slim-bookworm")),
+    ],
+)
+def test_the_image_session_builds_then_tests_the_image_it_built(
+    machine, monkeypatch, base, build_args
+):
+    if base:
+        monkeypatch.setenv("DISTML_IMAGE_BASE", base)
+    outputs = {
+        "runtime.image check": "docker 27.5\n/usr/bin/docker\n",
+        "runtime.image tag": "distml:ab12\n",
+    }
+    session = machine.session("-k", "pods", outputs=outputs)
+    nox_kit.noxfile().image(session)
+    py = machine.bin("python")
+    durations = ("--durations=15", "--durations-min=1")
+    assert machine.trace() == [
+        *machine.install(),
+        ("run", (py, "-m", "runtime.image", "check")),
+        ("run", (machine.bin("invoke"), "build", "--docker", "/usr/bin/docker", *build_args)),
+        ("run", (py, "-m", "runtime.image", "tag")),
+        ("run", (py, "-m", "pytest", *durations, "tests/image", "-v", "-k", "pods")),
+    ]
+    env = machine.runs()[-1][1]["env"]
+    assert env["DISTML_IMAGE"] == "distml:ab12" and env["DISTML_DOCKER"] == "/usr/bin/docker"
+
+
+def test_the_bench_session_stops_when_hey_is_missing(machine, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no hey there
-    session = _Session()
-    with pytest.raises(_Stop, match=r"hey was not found on PATH.*apt-get install hey"):
-        _noxfile().bench(session)
-    assert session.ran == []  # stopped before installing or running anything
+    with pytest.raises(Stop, match=r"hey was not found on PATH.*apt-get install hey"):
+        nox_kit.noxfile().bench(machine.session())
+    assert machine.events == []  # stopped before installing or running anything
 
 
-def test_the_bench_session_stops_when_the_data_is_missing(tmp_path, monkeypatch):
+def _hey(tmp_path, monkeypatch) -> None:
     hey = tmp_path / "hey"
     hey.write_text("#!/bin/sh\n")
     hey.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
+
+
+def test_the_bench_session_stops_when_the_data_is_missing(machine, tmp_path, monkeypatch):
+    _hey(tmp_path, monkeypatch)
     monkeypatch.setenv("DISTML_DATA_DIR", str(tmp_path / "nothing"))
-    session = _Session()
-    with pytest.raises(_Stop, match="bench needs the Fashion-MNIST files: set DISTML_DATA_DIR"):
-        _noxfile().bench(session)
-    assert session.ran == []
+    with pytest.raises(Stop, match="bench needs the Fashion-MNIST files: set DISTML_DATA_DIR"):
+        nox_kit.noxfile().bench(machine.session())
+    assert machine.events == []
 
 
-class _Logging(_Session):
-    def __init__(self, *posargs: str) -> None:
-        super().__init__()
-        self.posargs = list(posargs)
-        self.logged: list[str] = []
-
-    def log(self, message: str) -> None:
-        self.logged.append(message)
-
-
-@pytest.mark.parametrize(
-    ("name", "posargs", "offline"),
-    [
-        ("integration", ["standard", "--offline"], True),
-        ("integration", ["standard"], False),
-        ("integration_existing", ["--offline"], True),
-        ("integration_existing", [], False),
-    ],
-)
-def test_the_integration_sessions_name_every_missing_package_before_anything_runs(
-    name, posargs, offline, monkeypatch
+def test_the_bench_session_runs_the_benchmarks_on_the_data_saying_how_it_was_run(
+    machine, tmp_path, monkeypatch
 ):
-    from integration.kindbuild import sysdeps
-
-    asked = []
-    lacking = [sysdeps.Missing("busybox-static: x", ("busybox-static",))]
-    monkeypatch.setattr(sysdeps, "needs", lambda *args: asked.append(args) or ())
-    monkeypatch.setattr(sysdeps, "missing", lambda checks: lacking)
-    session = _Logging(*posargs)
-    command = " ".join(["nox", "-s", name, *(["--", *posargs] if posargs else [])])
-    with pytest.raises(_Stop, match=rf"(?s)^{command} needs .*apt-get install .* busybox-static"):
-        getattr(_noxfile(), name)(session)
-    assert asked == [(name, offline)]
-    assert session.ran == []  # nothing installed, built or started
-
-
-def test_the_offline_run_builds_the_project_image_from_the_local_base_and_says_so(monkeypatch):
-    from integration import kind_run
-
-    nox_file = _noxfile()
-    for quiet in ("_system_preflight", "_shared_env", "_integration_preflight"):
-        monkeypatch.setattr(nox_file, quiet, lambda *args: None)
-    monkeypatch.setattr(
-        nox_file, "_offline_node", lambda session, provider: "distml-kind/node:v1-stack"
-    )
-    session = _Logging("standard", "--offline")
-    nox_file.integration(session)
-    up = next(argv for argv in session.ran if argv[1:3] == ("up", "--runtime"))
-    assert up[-2:] == ("--base", "local")
-    assert kind_run.OFFLINE_IMAGE in session.logged
-
-
-def test_with_monitoring_the_integration_run_installs_scales_and_checks_it(monkeypatch):
-    nox_file = _noxfile()
-    for quiet in ("_system_preflight", "_shared_env", "_integration_preflight"):
-        monkeypatch.setattr(nox_file, quiet, lambda *args: None)
-    monkeypatch.setattr(
-        nox_file, "_offline_node", lambda session, provider: "distml-kind/node:v1-stack"
-    )
-    session = _Logging("standard", "--offline", "--with-monitoring")
-    nox_file.integration(session)
-    ran = [" ".join(argv[1:]) for argv in session.ran]
-    assert ran[0].startswith("up --runtime kind --serving-mode standard")
-    assert ran[0].endswith("--with-monitoring")
-    assert "deploy --max-replicas 3 --scale-metric concurrency" in ran
-    assert (
-        ran.index("-m integration.dashboard_check --targets")
-        < ran.index("loadtest --concurrency 5 --duration 60s --expect-scale-out")
-        < ran.index("-m integration.dashboard_check")
-    )
-    assert ran[-1] == "down"
-
-
-def test_the_provider_named_first_runs_the_same_plan_on_its_own_cluster(monkeypatch):
-    nox_file = _noxfile()
-    for quiet in ("_system_preflight", "_shared_env"):
-        monkeypatch.setattr(nox_file, quiet, lambda *args: None)
-    asked = []
-    monkeypatch.setattr(nox_file, "_integration_preflight", lambda *args: asked.append(args))
-    built = []
-    monkeypatch.setattr(
-        nox_file, "_offline_node", lambda session, provider: built.append(provider) or "mk:1"
-    )
-    session = _Logging("minikube", "standard", "--offline")
-    nox_file.integration(session)
-    assert built == ["minikube"] and asked == [(session, "minikube", "standard")]
-    ran = [" ".join(argv[1:]) for argv in session.ran]
-    assert ran[0].startswith("up --runtime minikube --serving-mode standard")
-    assert ran[-1] == "down"
-    kind_plan = _Logging("standard", "--offline")
-    nox_file.integration(kind_plan)
-    others = [" ".join(argv[1:]) for argv in kind_plan.ran]
-    assert [r.replace("minikube", "kind") for r in ran] == others  # the same plan
-
-
-def test_k3d_is_refused_offline_before_anything_runs():
-    session = _Logging("k3d", "standard", "--offline")
-    nox_file = _noxfile()
-    with pytest.raises(_Stop, match=r"k3d cannot run offline: .*module proxy refuses k3s"):
-        nox_file._offline_node(session, "k3d")
-    assert session.ran == []
-
-
-def test_two_providers_are_refused_with_the_usage():
-    session = _Logging("kind", "minikube")
-    with pytest.raises(
-        _Stop, match=r"unknown arguments kind minikube: usage: .*\[kind\|minikube\|k3d\]"
-    ):
-        _noxfile().integration(session)
-    assert session.ran == []
-
-
-def test_an_unknown_integration_flag_is_refused_with_the_usage():
-    session = _Logging("standard", "--with-monitor")
-    with pytest.raises(_Stop, match=r"unknown arguments --with-monitor: .*\[--with-monitoring\]"):
-        _noxfile().integration(session)
-    assert session.ran == []
+    _hey(tmp_path, monkeypatch)
+    (tmp_path / "train-images-idx3-ubyte.gz").touch()
+    monkeypatch.setenv("DISTML_DATA_DIR", str(tmp_path))
+    session = machine.session("--only", "training,serving")
+    nox_kit.noxfile().bench(session)
+    command = "nox -s bench -- --only training,serving"
+    bench = ("benchmarks/bench.py", "--data-dir", str(tmp_path), "--command", command)
+    assert machine.trace() == [
+        *machine.install(),
+        ("run", (machine.bin("python"), *bench, "--only", "training,serving")),
+    ]
+    assert session.env["DISTML_DATA_DIR"] == str(tmp_path)

@@ -62,17 +62,15 @@ def imported_from(name: str) -> object:
 
 def _bind(real, *args, **kwargs) -> inspect.BoundArguments:
     """``args`` bound to ``real``'s signature: TypeError where ``real`` would refuse them."""
-    bound = inspect.signature(real).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return bound
+    return inspect.signature(real).bind(*args, **kwargs)
 
 
 class FakeSession:
     """Records ``run``, ``log`` and ``warn`` into ``events``; ``error`` raises Stop.
     ``run`` answers from ``outputs`` (the first key found in the command line) and raises
-    CommandFailed for a command line holding ``fail``."""
+    CommandFailed for a command line holding one of ``fail``."""
 
-    def __init__(self, *posargs: str, events=None, outputs=None, fail: str | None = None):
+    def __init__(self, *posargs: str, events=None, outputs=None, fail: tuple[str, ...] = ()):
         self.posargs = list(posargs)
         self.env: dict[str, str] = {}
         self.events: list[tuple] = [] if events is None else events
@@ -84,7 +82,7 @@ class FakeSession:
         argv = tuple(str(a) for a in args)
         self.events.append(("run", argv, kwargs))
         line = " ".join(argv)
-        if self.fail and self.fail in line:
+        if any(f in line for f in self.fail):
             raise CommandFailed(f"{line}: exit 1")
         found = [out for key, out in self.outputs.items() if key in line]
         return found[0] if found else ("" if kwargs.get("silent") else True)
@@ -100,10 +98,6 @@ class FakeSession:
     def error(self, *args) -> None:
         _bind(nox.Session.error, self, *args)
         raise Stop(" ".join(map(str, args)))
-
-    @property
-    def ran(self) -> list[tuple[str, ...]]:
-        return [e[1] for e in self.events if e[0] == "run"]
 
 
 @dataclass
@@ -121,6 +115,14 @@ class Machine:
     def session(self, *posargs: str, **kwargs) -> FakeSession:
         return FakeSession(*posargs, events=self.events, **kwargs)
 
+    def trace(self) -> list[tuple]:
+        """Every call in order: ``("run", argv)`` (keywords left out), the others whole."""
+        return [e[:2] if e[0] == "run" else e for e in self.events]
+
+    def runs(self) -> list[tuple[tuple[str, ...], dict]]:
+        """Every command run, with its keywords (env, success_codes, silent)."""
+        return [(e[1], e[2]) for e in self.events if e[0] == "run"]
+
     def bin(self, name: str) -> str:
         return str(self.venv / "bin" / name)
 
@@ -136,11 +138,15 @@ class Machine:
         return SimpleNamespace(path=self.tmp / "kind-cache" / name, built=False)
 
 
-def _recorder(machine: Machine, tag: str, real, answer):
+def _recorder(machine: Machine, real, answer, record=True):
+    """A stand-in for ``real``: its arguments bound to ``real``'s signature and recorded
+    as ``("module.name", {parameter: value given})`` (or None), then ``answer(bound)``."""
+    tag = f"{real.__module__.rsplit('.', 1)[-1]}.{real.__name__}"
+
     def stand_in(*args, **kwargs):
         bound = _bind(real, *args, **kwargs)
-        machine.events.append((tag, dict(bound.arguments)))
-        return answer()
+        machine.events.append((tag, dict(bound.arguments) if record else None))
+        return answer(bound)
 
     return stand_in
 
@@ -149,8 +155,16 @@ def machine(monkeypatch, tmp_path: Path) -> Machine:
     """Fake every probe and build lookup the sessions make; restore after the test what
     they change (PATH, sys.path, the venv's place)."""
     from integration import byo, kind_run
-    from integration.kindbuild import diskspace, kubernetes, minikube, minikubenode, mirror
-    from integration.kindbuild import stacknode, sysdeps, tools
+    from integration.kindbuild import (
+        diskspace,
+        kubernetes,
+        minikube,
+        minikubenode,
+        mirror,
+        stacknode,
+        sysdeps,
+        tools,
+    )
 
     nox_file = noxfile()
     m = Machine(tmp_path, tmp_path / "venv")
@@ -161,20 +175,26 @@ def machine(monkeypatch, tmp_path: Path) -> Machine:
     monkeypatch.setenv("DISTML_KIND_CACHE", str(tmp_path / "kind-cache"))
     for name in READ_ENV:
         monkeypatch.delenv(name, raising=False)
-    fakes = [
-        (sysdeps, "missing", lambda: m.lacking),
-        (diskspace, "needs", lambda: []),
-        (diskspace, "shortfall", lambda: m.disk_short),
-    ]
-    for module, name, answer in fakes:
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, _recorder(m, name, real, answer))
+    needs = sysdeps.needs  # pure: called for real, and recorded
+    monkeypatch.setattr(sysdeps, "needs", _recorder(m, needs, lambda b: needs(*b.args)))
+    missing = _recorder(m, sysdeps.missing, lambda b: m.lacking, record=False)
+    monkeypatch.setattr(sysdeps, "missing", missing)
+    monkeypatch.setattr(diskspace, "needs", _recorder(m, diskspace.needs, lambda b: []))
+    short = _recorder(m, diskspace.shortfall, lambda b: m.disk_short, record=False)
+    monkeypatch.setattr(diskspace, "shortfall", short)
     check = imported_from("preflight")
-    checked = lambda: check.Preflight(list(m.problems), list(m.notes), {"docker": "27.5"})  # noqa: E731
-    monkeypatch.setattr(check, "preflight", _recorder(m, "preflight", check.preflight, checked))
-    for module, name in [(tools, "kind"), (minikube, "ensure"), (kubernetes, "ensure")]:
-        monkeypatch.setattr(module, name, functools.partial(m.built, module.__name__))
-    monkeypatch.setattr(mirror, "binary", lambda: m.built("mirror-bin"))
+
+    def found(bound) -> object:
+        return check.Preflight(list(m.problems), list(m.notes), {"docker": "27.5"})
+
+    monkeypatch.setattr(check, "preflight", _recorder(m, check.preflight, found))
+    for module, name, entry in [
+        (tools, "kind", "kind"),
+        (minikube, "ensure", "minikube"),
+        (kubernetes, "ensure", "kubernetes"),
+        (mirror, "binary", "mirror-bin"),
+    ]:
+        monkeypatch.setattr(module, name, functools.partial(m.built, entry))
     monkeypatch.setattr(stacknode, "TAG", NODE_TAGS["kind"])
     monkeypatch.setattr(minikubenode, "TAG", NODE_TAGS["minikube"])
     monkeypatch.setattr(kind_run, "workdir", lambda: tmp_path / "distml-integration")
