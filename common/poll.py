@@ -115,7 +115,7 @@ def poll(
     end = start + timeout
     retries = _Retries(what or "poll", retry_for)
     last_status: str | None = None
-    verdict: Verdict = Pending("not observed yet")
+    pending = Pending("not observed yet")  # the last verdict (Done and Failed are returned)
     while True:
         try:
             observation = observe()
@@ -128,12 +128,13 @@ def poll(
             verdict = judge(observation)
             if isinstance(verdict, Done | Failed):
                 return verdict
-            if verdict.status and verdict.status != last_status:
-                last_status = verdict.status
-                say(verdict.status)
+            pending = verdict
+            if pending.status and pending.status != last_status:
+                last_status = pending.status
+                say(pending.status)
         now = clock.monotonic()
         if now >= end:
             if retries.last is not None and retries.since is not None:
-                return Pending(verdict.status + api_note(retries.last), error=retries.last)
-            return verdict
+                return Pending(pending.status + api_note(retries.last), error=retries.last)
+            return pending
         clock.sleep(max(0.0, min(interval, end - now)))

@@ -111,7 +111,9 @@ def run_loadtest(
     started_at = datetime.now(UTC)
     t0 = started_at.timestamp()
     watcher = ReplicaWatcher(replica_sampler, t0, log) if replica_sampler else None
-    series = Sampler(server_view.sample, t0, log, "server view") if viewing else None
+    series = (
+        Sampler(server_view.sample, t0, log, "server view") if server_view and viewing else None
+    )
     elapsed, run_end = _run_sampled(plan, watcher, series, log, timeout_margin_s, settle_s)
     replicas = watcher.samples if watcher else []
     summary = _summary(plan, started_at, elapsed, replicas, expected_replicas)

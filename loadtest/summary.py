@@ -90,7 +90,7 @@ def summarise(out_dir: Path) -> dict[str, Any]:
         x = num(row.get(column))
         return None if x is None or requests == 0 else round(x, 2)
 
-    errors = [
+    errors: list[dict[str, Any]] = [
         {
             "method": r.get("Method", ""),
             "name": r.get("Name", ""),

@@ -194,7 +194,7 @@ def load_arrays(
 
 def datasets_dir(volume: str | os.PathLike[str]) -> Path:
     """The tfds ``data_dir`` on a volume: ``<volume>/datasets`` (``contract.datasets_dir``)."""
-    return Path(contract.datasets_dir(volume))
+    return Path(contract.datasets_dir(os.fspath(volume)))
 
 
 def _builder(data_dir: Path):  # -> tfds.core.DatasetBuilder

@@ -226,9 +226,9 @@ def _download(url: str, target: Path, spec: FileSpec, log: Log, timeout: float) 
     start = time.monotonic()
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.", suffix=".part")
     tmp = Path(tmp_name)
+    got = 0  # bytes received so far (the IncompleteRead message counts them)
     try:
         digest = hashlib.sha256()
-        got = 0
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             announced = resp.headers.get("Content-Length")
             if announced is not None and announced.isdigit() and int(announced) != spec.size:

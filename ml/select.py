@@ -274,7 +274,7 @@ def _judge(
             f"--min-accuracy {min_accuracy:.4f}; nothing published"
         )
         return 1, None
-    if serving_acc is not None and acc < serving_acc and not force:
+    if current is not None and serving_acc is not None and acc < serving_acc and not force:
         report["version"] = current["version"]
         report["reason"] = (
             f"kept version {current['version']} (validation {serving_acc:.4f}): best "
@@ -283,7 +283,7 @@ def _judge(
         )
         return 0, None
     why = f"{name} has the highest validation accuracy ({acc:.4f})"
-    if serving_acc is not None:
+    if current is not None and serving_acc is not None:
         why += f", not worse than serving version {current['version']} ({serving_acc:.4f})"
     return 0, why + (" [forced]" if force else "")
 

@@ -64,7 +64,8 @@ def parse_tf_config(raw: str | None) -> ClusterSpec:
     if not isinstance(task, dict):
         raise ConfigError(f"TF_CONFIG has no 'task' object; {hint}")
     task_type, task_index = task.get("type"), task.get("index")
-    if task_type not in cluster:
+    # The roles are JSON object keys, so a task.type in the cluster is a str.
+    if task_type not in cluster or not isinstance(task_type, str):
         raise ConfigError(
             f"TF_CONFIG task.type {task_type!r} is not a role in the cluster {sorted(cluster)}"
         )

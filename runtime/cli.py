@@ -6,6 +6,7 @@ cluster settings, refusing their old names."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -75,7 +76,8 @@ def disk_full_message(error: OSError, runtime=None) -> str:
     where = f" (writing {error.filename})" if error.filename else ""
     place = f" under {wd}" if wd else ""
     return (
-        f"the disk is full{place}: {os.strerror(error.errno)}{where}. Free some space "
+        f"the disk is full{place}: {os.strerror(error.errno or errno.ENOSPC)}{where}. "
+        "Free some space "
         f"(df -h {wd or '.'}) or set INVOKE_WORKDIR to a roomier disk, then run the task "
         "again; what had finished, and the saved state, are kept"
     )

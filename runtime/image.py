@@ -11,7 +11,7 @@ import hashlib
 import os
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +64,11 @@ def code_version(root: Path) -> str:
     return image_tag(root)
 
 
-def extra_ca_files(env: dict[str, str] | None = None) -> list[Path]:
+def extra_ca_files(env: Mapping[str, str] | None = None) -> list[Path]:
     """CA certificates to trust during the build: DISTML_EXTRA_CA (files, ':'-separated)
     and every ``*.crt`` under /usr/local/share/ca-certificates (Debian's place for them)."""
-    env = os.environ if env is None else env
-    files = [Path(p) for p in env.get("DISTML_EXTRA_CA", "").split(os.pathsep) if p]
+    source = os.environ if env is None else env
+    files = [Path(p) for p in source.get("DISTML_EXTRA_CA", "").split(os.pathsep) if p]
     if CA_DIR.is_dir():
         files += sorted(CA_DIR.rglob("*.crt"))
     return [f for f in files if f.is_file()]

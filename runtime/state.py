@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from common.errors import DistmlError
 
@@ -85,7 +85,7 @@ class State:
 _BAD = object()  # a value of the wrong type
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -167,7 +167,7 @@ def from_json(raw: Any) -> State:
     """A ``State`` out of whatever ``json.loads`` gave: what it cannot use is left out."""
     if not isinstance(raw, dict):
         return State()
-    values = {}
+    values: dict[str, Any] = {}  # State's fields, each as its parser gave it
     for name, parse in _PARSERS.items():
         value = parse(raw[name]) if raw.get(name) is not None else _BAD
         if value is not _BAD:

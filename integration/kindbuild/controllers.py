@@ -392,8 +392,8 @@ def _build(spec: Controller, base_tag: str, base_result: cache.Result, out: Path
     context: dict[str, Path | None] = {}
     for package, path in ((spec.package, spec.entrypoint), *spec.also):
         name = path.rsplit("/", 1)[1]
-        context[name] = out / "bin" / name
-        gomodule.build(work, package, context[name], ldflags, spec.tags)
+        binary = context[name] = out / "bin" / name
+        gomodule.build(work, package, binary, ldflags, spec.tags)
     module_dir = Path(info["Dir"])
     context.update({name: module_dir / p if p else None for name, p in spec.files})
     shutil.rmtree(work / "src", ignore_errors=True)

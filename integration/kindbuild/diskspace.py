@@ -121,7 +121,10 @@ def needs(target: str | None, *, venv: Path | None = None, image: bool = False) 
             "docker": ("the node images in Docker", docker),
         }
         sizes = WARM if cached else COLD
-        found += [Need(places[k][0], places[k][1], gb) for k, gb in sizes.items() if places[k][1]]
+        for key, gb in sizes.items():
+            label, where = places[key]
+            if where is not None:  # a place that cannot be found is not checked
+                found.append(Need(label, where, gb))
     if venv is not None:
         found.append(Need("the shared venv", venv, VENV_GB))
     if image and docker:

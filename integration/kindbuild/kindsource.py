@@ -49,4 +49,7 @@ def manifests() -> dict[str, str]:
 def sandbox_image() -> str:
     """The pause image kind's containerd config names (``sandbox_image``)."""
     config = (base_files() / "etc/containerd/config.toml").read_text()
-    return re.search(r'sandbox_image\s*=\s*"([^"]+)"', config).group(1)
+    found = re.search(r'sandbox_image\s*=\s*"([^"]+)"', config)
+    if found is None:
+        raise ValueError(f"kind's containerd config names no sandbox_image:\n{config}")
+    return found.group(1)

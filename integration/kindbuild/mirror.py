@@ -86,7 +86,7 @@ def binary() -> cache.Result:
 def bake(container: str, exec_in: Callable[[str, str], str], images: list[str]) -> None:
     """The mirror into builder ``container`` (its containerd running, ``images`` imported):
     binary, config and unit; each image pushed into the storage; containerd pointed at it."""
-    files = {
+    files: dict[str, Path | str] = {
         BINARY: binary().path / "docker-registry",
         CONFIG_FILE: CONFIG,
         f"/etc/systemd/system/{UNIT_NAME}": UNIT,

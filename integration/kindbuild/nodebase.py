@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from integration.kindbuild import kindsource, pins, rootfs, tools
+from integration.kindbuild import cache, kindsource, pins, rootfs, tools
 from integration.kindbuild.run import run
 
 # systemd as a container's init, as kind's and minikube's base Dockerfiles both set it up:
@@ -81,7 +81,7 @@ def _customise(root: Path, crictl: Path) -> None:
     run(["chroot", str(root), "/bin/bash", "-c", SETUP], heavy=True)
 
 
-def ensure() -> tuple[str, object]:
+def ensure() -> tuple[str, cache.Result]:
     """``distml-kind/base:<key>`` in the engine (and cached); returns (tag, result)."""
     crictl = tools.crictl().path / "bin/crictl"
     script = (HERE / "files/restrict-oom-score-adj").read_text()

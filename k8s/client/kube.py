@@ -18,6 +18,10 @@ from typing import Any, Protocol
 
 from common.errors import DistmlError
 
+# Objects as the API lists them. A name of its own: inside the classes below, ``list``
+# is their method, not the builtin.
+Objects = list[dict[str, Any]]
+
 
 class KubeError(DistmlError):
     """A cluster call failed; the message says which call and why (a task prints it as
@@ -61,7 +65,7 @@ class Kube(Protocol):
         kind: str,
         namespace: str | None = None,
         label_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> Objects:
         """Objects of a kind (empty when none, or when the kind is not installed)."""
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
@@ -79,7 +83,7 @@ class Kube(Protocol):
         """The last ``tail`` lines of a container's log ('' when there is none yet);
         ``previous``: of its last terminated run (before a restart)."""
 
-    def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
+    def events(self, namespace: str, name: str | None = None) -> Objects:
         """Events in a namespace, optionally only those whose involvedObject is ``name``;
         oldest first."""
 
@@ -306,7 +310,7 @@ class ApiKube:
         kind: str,
         namespace: str | None = None,
         label_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> Objects:
         what = f"{kind} in {namespace or 'all namespaces'}"
         if label_selector:
             what += f" ({label_selector})"
@@ -368,7 +372,7 @@ class ApiKube:
             raise self._fail("logs", what, exc) from exc
         return text if isinstance(text, str) else (text or b"").decode("utf-8", "replace")
 
-    def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
+    def events(self, namespace: str, name: str | None = None) -> Objects:
         what = f"events in {namespace}" + (f" for {name}" if name else "")
         self._connect()
         try:
@@ -456,7 +460,7 @@ class DryKube:
         kind: str,
         namespace: str | None = None,
         label_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> Objects:
         return []
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
@@ -474,7 +478,7 @@ class DryKube:
     ) -> str:
         return ""
 
-    def events(self, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
+    def events(self, namespace: str, name: str | None = None) -> Objects:
         return []
 
     def proxy_get(

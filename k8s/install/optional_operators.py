@@ -8,7 +8,7 @@ removal by `down --keep-cluster`. ``OptionalOperators`` is a part of
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Pending, api_note
 from k8s import manifests
@@ -80,6 +80,16 @@ class OptionalOperators:
     clock: Any
     out: Callable[[str], None]
     timeout: float
+
+    if TYPE_CHECKING:  # Installer's own (k8s.install.operators), which these steps call
+
+        @property
+        def dry(self) -> bool: ...
+        def present(self, step: str, label: str, namespace: str, *deployments: str) -> bool: ...
+        def apply(self, url: str, what: str, flags: str = "") -> None: ...
+        def wait(self, namespace: str, names: list[str] | None = None) -> None: ...
+        def source(self, url: str, *, kustomize: bool = False) -> str: ...
+        def kubectl(self, args: str, **kwargs: Any) -> Any: ...
 
     def argo(self) -> None:
         label = PROBES["argo"].label

@@ -256,7 +256,7 @@ def _steps(s: Settings) -> list[list[dict[str, Any]]]:
     if has_ingress(s):
         names.append(STEP_INGRESS)
     # One step per group: each waits for the one before. Step and template share a name.
-    groups = [[{"name": name, "template": name}] for name in names]
+    groups: list[list[dict[str, Any]]] = [[{"name": name, "template": name}] for name in names]
     groups[0][0]["arguments"] = {"parameters": [cache_arg]}
     return groups
 

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from typing import Any
 
 from ml import contract
 
@@ -183,7 +184,7 @@ def default_namespace(provider: str) -> str:
 def with_cpu_requests(s: Settings, requests: Mapping[str, str]) -> Settings:
     """``s`` with the CPU requests the cluster settings give (an empty one keeps the
     default); ValueError, naming the setting, for one no cluster would accept."""
-    changes = {}
+    changes: dict[str, Any] = {}  # Settings fields, replaced at once
     for key, value in requests.items():
         if key not in CPU_REQUEST_SETTINGS:
             raise ValueError(

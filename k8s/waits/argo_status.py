@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from common.poll import Clock, Done, Pending, Verdict
-from k8s.client.kube import Kube
+from k8s.client.kube import Kube, Objects
 from k8s.client.objects import WORKFLOW_API, WORKFLOW_KIND, Kubectl, Obj, name_of, status_of
 from k8s.waits.cluster_poll import (
     POLL_S,
@@ -187,7 +187,8 @@ def step_pod(kube: Kube, namespace: str, workflow: str, node: Obj) -> Obj | None
     """The pod that ran a step node (by its node-id annotation; before that annotation
     existed, the pod was named after the node id), or None when it is gone."""
     node_id = node.get("id") or ""
-    pods = safe(lambda: kube.list("v1", "Pod", namespace, f"{POD_WORKFLOW_LABEL}={workflow}"), [])
+    selector = f"{POD_WORKFLOW_LABEL}={workflow}"
+    pods: Objects = safe(lambda: kube.list("v1", "Pod", namespace, selector), [])
     for pod in pods:
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         if annotations.get(NODE_ID_ANNOTATION, name_of(pod)) == node_id:

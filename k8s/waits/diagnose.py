@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from types import MappingProxyType
 from typing import TypeVar
 
-from k8s.client.kube import Kube, KubeError
+from k8s.client.kube import Kube, KubeError, Objects
 from k8s.client.objects import (
     ISVC_API,
     ISVC_LABEL,
@@ -144,6 +145,11 @@ def safe(fn: Callable[[], T], default: T) -> T:
         return default
 
 
+def safe_objects(fn: Callable[[], Objects]) -> Objects:
+    """:func:`safe` for a listing: none when the API errs."""
+    return safe(fn, [])
+
+
 def indent(lines: Iterable[str], by: int) -> list[str]:
     pad = " " * by
     return [pad + line for line in lines]
@@ -167,7 +173,7 @@ def _event_line(event: Obj) -> str:
 
 
 def events_lines(kube: Kube, namespace: str, name: str, limit: int = EVENTS_SHOWN) -> list[str]:
-    events = safe(lambda: kube.events(namespace, name), [])
+    events: Objects = safe(lambda: kube.events(namespace, name), [])
     if not events:
         return []
     return ["events:", *indent((_event_line(e) for e in events[-limit:]), 2)]
@@ -199,7 +205,7 @@ def unschedulable(kube: Kube, namespace: str, pods: Iterable[Obj]) -> list[str]:
     for pod in pods:
         if status_of(pod).get("phase") != "Pending" or terminating(pod):
             continue
-        message = safe(lambda pod=pod: scheduling_message(kube, namespace, pod), "")
+        message = safe(partial(scheduling_message, kube, namespace, pod), "")
         if message:
             found.append(f"pod {name_of(pod)} cannot be scheduled: {message}")
     return found
@@ -224,7 +230,7 @@ def deployments_report(
             f"{(dep.get('spec') or {}).get('replicas', 1)} ready"
         )
         lines += indent(conditions_lines(dep), 2)
-        for pod in safe(lambda dep=dep: deployment_pods(kube, namespace, dep), []):
+        for pod in safe_objects(partial(deployment_pods, kube, namespace, dep)):
             if pod_ready(pod):
                 continue
             lines += indent([f"pod {name_of(pod)}: {pod_summary(pod)}"], 2)
@@ -292,13 +298,13 @@ def tfjob_report_lines(
                 f"  {rtype}: active {counts.get('active') or 0}, succeeded "
                 f"{counts.get('succeeded') or 0}, failed {counts.get('failed') or 0}"
             )
-    pods = safe(lambda: tfjob_pods(kube, namespace, name), [])
+    pods: Objects = safe(lambda: tfjob_pods(kube, namespace, name), [])
     if not pods:
         lines.append("  no pods left (the operator deletes them when a job is past its limits)")
     present = {name_of(p) for p in pods}
-    for pod, text in sorted(kept_logs.items()):
-        if pod not in present and text.strip():
-            lines.append(f"  Pod {namespace}/{pod}: deleted; log of its last crashed run:")
+    for gone, text in sorted(kept_logs.items()):
+        if gone not in present and text.strip():
+            lines.append(f"  Pod {namespace}/{gone}: deleted; log of its last crashed run:")
             lines += indent(text.rstrip("\n").splitlines()[-tail:], 4)
     for pod in pods:
         report = pod_report(
@@ -322,10 +328,10 @@ def isvc_failure_report(
         lines += indent(conditions_lines(isvc), 2)
     selector = f"{ISVC_LABEL}={name}"
     for kind in ("Service", "Revision"):
-        for obj in safe(lambda kind=kind: kube.list(KNATIVE_API, kind, namespace, selector), []):
+        for obj in safe_objects(partial(kube.list, KNATIVE_API, kind, namespace, selector)):
             lines.append(f"Knative {kind} {namespace}/{name_of(obj)}:")
             lines += indent(conditions_lines(obj), 2)
-    pods = safe(lambda: predictor_pods(kube, namespace, name), [])
+    pods: Objects = safe(lambda: predictor_pods(kube, namespace, name), [])
     if not pods:
         lines.append("no predictor pods")
     for pod in pods:

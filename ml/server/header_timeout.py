@@ -21,7 +21,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -54,7 +54,10 @@ def header_timeout_protocol(
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._partial = True
-            self._began = self.scope[FIRST_BYTE] = time.perf_counter()
+            # An ASGI scope is a dict a server may add keys to; uvicorn's HTTPScope
+            # TypedDict lists only the specification's.
+            scope = cast("dict[str, Any]", self.scope)
+            self._began = scope[FIRST_BYTE] = time.perf_counter()
             self._arm()
 
         def on_headers_complete(self) -> None:

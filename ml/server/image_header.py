@@ -44,6 +44,8 @@ def image_size(data: bytes) -> tuple[str, int, int]:
                 raise ImageHeaderError(f"{fmt.upper()} header is truncated or corrupt ({e})") from e
     try:
         with Image.open(io.BytesIO(data), formats=_NAMED_FORMATS) as image:
+            if image.format is None:  # never: the plugin that opened it names its format
+                raise ImageHeaderError("the image's format is unknown")
             return image.format.lower(), *image.size
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         raise ImageHeaderError(

@@ -89,12 +89,16 @@ class FashionMnistModel(kserve.Model):
             raise ModelNotReady(self.name)
         return current
 
-    def preprocess(self, payload: Any, headers: Any = None) -> ParsedRequest:
+    def preprocess(  # type: ignore[override]  # sync; returns predict's input, as KServe allows
+        self, payload: Any, headers: Any = None
+    ) -> ParsedRequest:
         if isinstance(payload, InferRequest):  # REST /v2/models/<name>/infer
             return parse_v2_request(payload, **self.limits)
         return parse_request(payload, **self.limits)
 
-    async def predict(self, payload: ParsedRequest, headers: Any = None) -> Any:
+    async def predict(  # type: ignore[override]  # takes preprocess's result: KServe passes it on
+        self, payload: ParsedRequest, headers: Any = None
+    ) -> Any:
         version, probabilities = await self.batcher.predict(
             payload.signature_name, payload.inputs, payload.pixels
         )

@@ -154,7 +154,12 @@ def _v2_infer(v2: V2Endpoints) -> Any:
 
     async def v2_infer(raw_request: Request, raw_response: Response, model_name: str) -> Any:
         body = decode_v2_body(await raw_request.body(), raw_request.headers, model_name)
-        return await v2.infer(raw_request, raw_response, model_name, body)
+        return await v2.infer(
+            raw_request,
+            raw_response,
+            model_name,
+            body,  # type: ignore[arg-type]  # KServe's decode takes an InferRequest as is
+        )
 
     return v2_infer
 
@@ -182,11 +187,12 @@ def decode_v2_body(body: bytes, headers: Mapping[str, str], model_name: str) -> 
 
 
 class _BinaryInput(RequestInput):
-    data: list | None = None  # None: its bytes follow the JSON part (binary_data_size)
+    # None: its bytes follow the JSON part (binary_data_size). KServe's field is required.
+    data: list | None = None  # type: ignore[assignment]  # optional here, on purpose
 
 
 class _BinaryHeader(InferenceRequest):
-    inputs: list[_BinaryInput]  # type: ignore[assignment]
+    inputs: list[_BinaryInput]  # type: ignore[assignment]  # the inputs above
 
 
 def _binary_request(body: bytes, length: int, model_name: str) -> InferRequest:
@@ -205,17 +211,20 @@ def _binary_request(body: bytes, length: int, model_name: str) -> InferRequest:
             f"Inference-Header-Content-Length is {length}; the body is {len(body)} bytes"
         )
     header = _BinaryHeader.model_validate_json(body[:length])
-    inputs, raw, start = [], [], length
+    inputs: list[InferInput] = []
+    raw: list[bytes | None] = []  # None: the input's data is in the JSON part
+    start = length
     for tensor in header.inputs:
+        name, shape, datatype = tensor.name, tensor.shape, tensor.datatype
         parameters = tensor.parameters or {}
-        tensor_in = InferInput(tensor.name, tensor.shape, tensor.datatype, tensor.data, parameters)
-        inputs.append(tensor_in)
         if tensor.data is not None:
+            inputs.append(InferInput(name, shape, datatype, tensor.data, parameters))
             raw.append(None)
             continue
         size = parameters.get("binary_data_size")
         if type(size) is not int or size < 0:
             raise ValueError(f"input {tensor.name!r} has no data and no binary_data_size")
+        inputs.append(InferInput(name, shape, datatype, parameters=parameters))
         raw.append(body[start : start + size])
         start += size
     if start != len(body):
@@ -283,4 +292,7 @@ def add_route_error_handler(
             status_code=exc.status_code, content={"error": message}, headers=exc.headers
         )
 
-    app.add_exception_handler(HTTPException, route_error)
+    app.add_exception_handler(
+        HTTPException,
+        route_error,  # type: ignore[arg-type]  # Starlette calls it with HTTPExceptions only
+    )

@@ -68,6 +68,7 @@ def parse_request(
     signature_name = _resolve_signature(signature_name, kinds)
     # Malformed instances are reported before "too many": the body limit already bounds
     # this work, and "wrap the image in a list" is the better answer to a 28-row image.
+    inputs: list[bytes] | np.ndarray
     if signature_name == DEFAULT_SIGNATURE:
         payloads = (b64_payload(item, i) for i, item in enumerate(items))
         inputs, pixels = check_images(payloads, max_image_pixels, max_request_pixels)

@@ -151,7 +151,8 @@ class ClusterRuntime:
             return tag
         name = pushed_name(registry, tag)
         # Pinned to the digest `up` pushed, while the code is the same.
-        return state.pushed if (state.pushed or "").startswith(name + "@") else name
+        pushed = state.pushed or ""
+        return pushed if pushed.startswith(name + "@") else name
 
     def up(self, request: UpRequest) -> int:
         return _up.up(

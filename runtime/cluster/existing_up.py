@@ -10,7 +10,7 @@ from dataclasses import replace
 from k8s import manifests
 from k8s.client.kube import KubeError
 from k8s.client.ownership import owned, refusal, written_names
-from k8s.providers.existing import ExistingClusterError
+from k8s.providers.existing import Existing, ExistingClusterError
 from k8s.providers.settings import Settings
 from k8s.providers.storage import StorageError, choose
 from ml.contract import MODEL_TYPES
@@ -25,6 +25,7 @@ PVC = "PersistentVolumeClaim"
 def reach(cx: ClusterContext) -> Identity | None:
     """Say which cluster this is, or fail with what kubectl said; return its identity."""
     p = cx.provider
+    assert isinstance(p, Existing), "existing_up runs only with --runtime existing"
     cx.out(f"== cluster: context {p.context} (an existing cluster: never created or deleted)")
     try:
         version = p.reach(cx.c)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from common.poll import Done, Failed
+from common.poll import Clock, Done, Failed
 from runtime import tensorboard as http
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.tensorboard import PortForward
@@ -92,7 +92,7 @@ def way_in(
 FORWARD_READY_S = 30.0
 
 
-def _wait_listening(port: int, forward: PortForward, command: str, clock: object) -> None:
+def _wait_listening(port: int, forward: PortForward, command: str, clock: Clock) -> None:
     """Until kubectl listens on ``port`` (it does once it can forward), or says why not."""
 
     def listening() -> bool:

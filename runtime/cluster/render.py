@@ -98,7 +98,9 @@ class _RecordingKube(DryKube):
         super().__init__(lambda _: None)
         self.commands, self.kubectl = commands, kubectl
 
-    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    def apply(
+        self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = False
+    ) -> dict[str, Any]:
         import yaml
 
         if not dry_run:

@@ -14,6 +14,7 @@ from k8s.client.ownership import new_instance
 from k8s.install import versions
 from k8s.install.operators import Installer, components
 from k8s.monitoring import prometheus, stack
+from k8s.providers.lab import Minikube
 from k8s.providers.settings import SERVING_MODES, Settings
 from k8s.waits.cluster_poll import WaitError
 from k8s.waits.workload_waits import wait_deployments_available
@@ -62,6 +63,7 @@ def up(
     p = cx.provider
     existing = not s.owns_cluster
 
+    installer: Installer | None = None  # on an existing cluster: surveyed before any write
     if existing:
         found = existing_up.reach(cx)
         existing_up.require_registry(cx, s)
@@ -75,7 +77,7 @@ def up(
     _namespace(cx, s)
     if not existing:
         _installer(cx, s, install=True).all()
-    elif install_operators:
+    elif installer is not None and install_operators:
         installer.all(surveyed=True)
     if s.with_monitoring:
         _monitoring(cx, s)
@@ -228,8 +230,9 @@ def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] 
     else:
         run_preflight = preflight
     # minikube's own home, not ~/.minikube, even for `minikube version` (k8s.providers).
-    home = {"minikube_home": str(cx.provider.home)} if cx.provider.name == "minikube" else {}
-    kwargs = {"docker": cx.docker, "cpu_requests": cx.cpu_requests, **home}
+    p = cx.provider
+    home = {"minikube_home": str(p.home)} if isinstance(p, Minikube) else {}
+    kwargs: dict[str, Any] = {"docker": cx.docker, "cpu_requests": cx.cpu_requests, **home}
     result = run_preflight(cx.provider.name, mode, **kwargs)
     for name, version in sorted(getattr(result, "versions", {}).items()):
         cx.out(f"found {name} {version}")

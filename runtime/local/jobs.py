@@ -92,7 +92,7 @@ class JobRunner:
         env: dict[str, str] | None = None,
         deadline_s: float = 6 * 3600,
         on_change: Callable[[Sequence[Job]], None] | None = None,
-        on_pids: Callable[[list[int]], None] | None = None,
+        on_pids: Callable[[list[int]], object] | None = None,  # its return is ignored
         cores: int | None = None,
         log: Callable[[str], None] = print,
     ) -> None:

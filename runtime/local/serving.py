@@ -168,9 +168,10 @@ def wait_for_version(
     verdict = poll(observe, judge, timeout=timeout, interval=CHECK_EVERY_S)
     if isinstance(verdict, Done):
         return verdict.value
+    last = verdict.status if isinstance(verdict, Pending) else verdict.reason
     raise rt.error(
         f"the server did not switch to version {version} (or newer) within {timeout:.0f} s "
-        f"(last answer: {verdict.status}); see {server.log}"
+        f"(last answer: {last}); see {server.log}"
     )
 
 
@@ -199,7 +200,8 @@ def _select(rt: LocalRuntime, request: DeployRequest) -> int | None:
             f"selection failed: {report.get('reason', f'exit {code}, see above')}{keep} "
             f"(report: {report_path})"
         )
-    version = report.get("version") or (versions(rt) or [None])[-1]
+    published = versions(rt)
+    version = report.get("version") or (published[-1] if published else None)
     if version is None:
         raise rt.error("nothing is published to serve; run `invoke train-all` first")
     return version

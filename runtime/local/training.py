@@ -95,7 +95,9 @@ def _run(rt: LocalRuntime, request: TrainRequest, jobs: list[Job], parallel: int
 
 
 def _summary_rows(rt: LocalRuntime, jobs: Sequence[Job]) -> list[tuple[str, ...]]:
-    rows = [("model", "state", "restarts", "resumed at", "val acc (last epoch)", "time")]
+    rows: list[tuple[str, ...]] = [
+        ("model", "state", "restarts", "resumed at", "val acc (last epoch)", "time")
+    ]
     for job in jobs:
         metrics = contract.read_metrics(contract.metrics_path(rt.wd.volume, job.name))
         acc = metrics.val_accuracy if metrics and job.state == "succeeded" else None
