@@ -15,6 +15,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import nox
 from nox.command import CommandFailed
@@ -52,6 +53,11 @@ def _shared_env(session: nox.Session) -> None:
     (SHARED_ENV / ".distml-installed").write_text(_stamp())
 
 
+def _output(session: nox.Session, *args: str, **kwargs: Any) -> str:
+    """What a silent external command printed ('' where nox ran nothing)."""
+    return session.run(*args, silent=True, external=True, **kwargs) or ""
+
+
 def _pytest(session: nox.Session, *args: str) -> None:
     """The one way sessions run pytest: in the shared env, forwarding ``nox -- ARGS``; the
     slowest tests are listed at the end (``--durations``)."""
@@ -76,10 +82,12 @@ def _require_data(session: nox.Session, tier: str) -> str:
 
 @nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check; hadolint on the Dockerfile; the GitHub workflows."""
+    """Ruff lint and format check; mypy; hadolint on the Dockerfile; the GitHub workflows."""
     _shared_env(session)
     session.run(_bin("ruff"), "check", ".", external=True)
     session.run(_bin("ruff"), "format", "--check", ".", external=True)
+    # The product, the noxfile, integration/ and tools/ (pyproject's [tool.mypy] files).
+    session.run(_bin("mypy"), external=True)
     session.run(_bin("hadolint"), "Dockerfile", external=True)
     workflows = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(".github/workflows/*.yml"))
     if workflows:
@@ -136,9 +144,7 @@ def image(session: nox.Session) -> None:
     _shared_env(session)
     py = _bin("python")
     # Fails loudly, naming what is missing, when no Docker engine answers.
-    docker = session.run(
-        py, "-m", "runtime.image", "check", silent=True, external=True, success_codes=[0, 1]
-    )
+    docker = _output(session, py, "-m", "runtime.image", "check", success_codes=[0, 1])
     if "error:" in docker:
         session.error(
             f"the image tier needs a running Docker engine and a BuildKit-capable "
@@ -148,7 +154,7 @@ def image(session: nox.Session) -> None:
     base = os.environ.get("DISTML_IMAGE_BASE")  # e.g. python:3.11-slim-bookworm
     build_args = ["--base-image", base] if base else ["--base", "local"]
     session.run(_bin("invoke"), "build", "--docker", docker, *build_args, external=True)
-    tag = session.run(py, "-m", "runtime.image", "tag", silent=True, external=True)
+    tag = _output(session, py, "-m", "runtime.image", "tag")
     session.env["DISTML_IMAGE"] = tag.strip().splitlines()[-1]
     session.env["DISTML_DOCKER"] = docker
     _pytest(session, "tests/image", "-v")
@@ -262,8 +268,8 @@ def _integration_preflight(session: nox.Session, provider: str, mode: str) -> No
     from k8s.install.preflight import preflight
 
     small = {"worker_cpu": kind_run.CPU_REQUEST, "predictor_cpu": kind_run.CPU_REQUEST}
-    home = {"minikube_home": str(kind_run.minikube_home())} if provider == "minikube" else {}
-    check = preflight(provider, mode, cpu_requests=small, **home)
+    home = str(kind_run.minikube_home()) if provider == "minikube" else None
+    check = preflight(provider, mode, cpu_requests=small, minikube_home=home)
     for note in check.notes:
         session.log(f"note: {note}")
     if check.problems:

@@ -38,6 +38,7 @@ def test_lint_runs_ruff_hadolint_the_workflow_schema_and_shellcheck(
         *machine.install(),
         ("run", (b("ruff"), "check", ".")),
         ("run", (b("ruff"), "format", "--check", ".")),
+        ("run", (b("mypy"),)),
         ("run", (b("hadolint"), "Dockerfile")),
         ("run", schema),
         ("run", (actionlint, *workflows))

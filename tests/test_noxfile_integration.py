@@ -32,9 +32,9 @@ def _checks(machine, provider: str, mode: str, offline: bool) -> list[tuple]:
     """What runs before any cluster: packages, disk, the venv, the kind build, the
     preflight (its memory check sized to the run's small CPU requests)."""
     small = {"worker_cpu": kind_run.CPU_REQUEST, "predictor_cpu": kind_run.CPU_REQUEST}
+    home = str(kind_run.minikube_home()) if provider == "minikube" else None
     asked = {"provider": provider, "serving_mode": mode, "cpu_requests": small}
-    if provider == "minikube":
-        asked["minikube_home"] = str(kind_run.minikube_home())
+    asked["minikube_home"] = home
     disk = {"target": provider if offline else None, "venv": machine.venv, "image": True}
     build = ["minikube-node"] if provider == "minikube" else []
     kindbuild = ("run", (machine.bin("python"), "-m", "integration.kindbuild", *build))

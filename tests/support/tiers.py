@@ -108,6 +108,7 @@ HEAVY: frozenset[str] = frozenset(
         "tasks/test_extras.py",
         "tasks/test_init.py",
         "test_layout.py::test_the_orchestration_side_loads_no_tensorflow_numpy_or_kserve",
+        "test_typecheck.py::test_mypy_catches_a_session_calling_a_helper_without_an_argument",
     }
 )
 # Fixtures that start processes or TensorFlow (or, ``plan``, parse every upstream release
