@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from common.poll import Clock, Done, Pending, Verdict
-from k8s.client.kube import Kube, Objects
+from k8s.client.kube import Kube
 from k8s.client.objects import WORKFLOW_API, WORKFLOW_KIND, Kubectl, Obj, name_of, status_of
 from k8s.waits.cluster_poll import (
     POLL_S,
@@ -41,7 +41,13 @@ from k8s.waits.cluster_poll import (
     poll_cluster,
     secs,
 )
-from k8s.waits.diagnose import indent, pod_report, safe, tfjob_report_lines, with_hints
+from k8s.waits.diagnose import (
+    indent,
+    pod_report,
+    safe_objects,
+    tfjob_report_lines,
+    with_hints,
+)
 
 POD_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 NODE_ID_ANNOTATION = "workflows.argoproj.io/node-id"
@@ -188,7 +194,7 @@ def step_pod(kube: Kube, namespace: str, workflow: str, node: Obj) -> Obj | None
     existed, the pod was named after the node id), or None when it is gone."""
     node_id = node.get("id") or ""
     selector = f"{POD_WORKFLOW_LABEL}={workflow}"
-    pods: Objects = safe(lambda: kube.list("v1", "Pod", namespace, selector), [])
+    pods = safe_objects(lambda: kube.list("v1", "Pod", namespace, selector))
     for pod in pods:
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         if annotations.get(NODE_ID_ANNOTATION, name_of(pod)) == node_id:

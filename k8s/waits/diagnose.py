@@ -173,7 +173,7 @@ def _event_line(event: Obj) -> str:
 
 
 def events_lines(kube: Kube, namespace: str, name: str, limit: int = EVENTS_SHOWN) -> list[str]:
-    events: Objects = safe(lambda: kube.events(namespace, name), [])
+    events = safe_objects(lambda: kube.events(namespace, name))
     if not events:
         return []
     return ["events:", *indent((_event_line(e) for e in events[-limit:]), 2)]
@@ -298,7 +298,7 @@ def tfjob_report_lines(
                 f"  {rtype}: active {counts.get('active') or 0}, succeeded "
                 f"{counts.get('succeeded') or 0}, failed {counts.get('failed') or 0}"
             )
-    pods: Objects = safe(lambda: tfjob_pods(kube, namespace, name), [])
+    pods = safe_objects(lambda: tfjob_pods(kube, namespace, name))
     if not pods:
         lines.append("  no pods left (the operator deletes them when a job is past its limits)")
     present = {name_of(p) for p in pods}
@@ -331,7 +331,7 @@ def isvc_failure_report(
         for obj in safe_objects(partial(kube.list, KNATIVE_API, kind, namespace, selector)):
             lines.append(f"Knative {kind} {namespace}/{name_of(obj)}:")
             lines += indent(conditions_lines(obj), 2)
-    pods: Objects = safe(lambda: predictor_pods(kube, namespace, name), [])
+    pods = safe_objects(lambda: predictor_pods(kube, namespace, name))
     if not pods:
         lines.append("no predictor pods")
     for pod in pods:
