@@ -25,7 +25,18 @@ Objects = list[dict[str, Any]]
 
 class KubeError(DistmlError):
     """A cluster call failed; the message says which call and why (a task prints it as
-    ``error: ...`` and exits non-zero, like every other user-fixable failure)."""
+    ``error: ...`` and exits non-zero, like every other user-fixable failure). ``status``:
+    the API server's HTTP status when it answered (403: not allowed, 409: a conflict or a
+    failed precondition); None when it did not (unreachable, a timeout)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def forbidden(self) -> bool:
+        """The API server answered, and said this user may not (HTTP 403)."""
+        return self.status == 403
 
 
 class ProxyError(KubeError):
@@ -34,8 +45,7 @@ class ProxyError(KubeError):
     behind it (its own error body, e.g. Prometheus's JSON)."""
 
     def __init__(self, message: str, *, status: int, body: bytes = b"") -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
         self.body = body
 
 
@@ -68,8 +78,24 @@ class Kube(Protocol):
     ) -> Objects:
         """Objects of a kind (empty when none, or when the kind is not installed)."""
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
-        """Delete with foreground propagation; False when it did not exist."""
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+    ) -> bool:
+        """Delete with foreground propagation; False when it did not exist. ``uid``: only
+        the object of that uid (``DeleteOptions.preconditions``): another one of the same
+        name is the API server's 409, a KubeError with ``status`` 409."""
+
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """POST ``obj`` (create, never update); return the server's answer. For what can
+        only be created (``SelfSubjectAccessReview`` and the other reviews: the answer is
+        in its ``status``), and for a dry-run create (``dry_run``: admitted by every
+        webhook, not persisted). An object of that name already there is a 409."""
 
     def logs(
         self,
@@ -242,7 +268,7 @@ class ApiKube:
             raise KubeError(f"{call} {what}: API discovery failed: {_api_message(exc)}") from exc
 
     def _fail(self, call: str, what: str, exc: BaseException) -> KubeError:
-        return KubeError(f"{call} {what} failed: {_api_message(exc)}")
+        return KubeError(f"{call} {what} failed: {_api_message(exc)}", status=self._status(exc))
 
     @staticmethod
     def _status(exc: BaseException) -> int | None:
@@ -329,23 +355,56 @@ class ApiKube:
             raise self._fail("list", what, exc) from exc
         return list(result.to_dict().get("items") or [])
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+    ) -> bool:
         what = describe(kind, name, namespace)
         resource = self._resource("delete", api_version, kind, what)
         if resource is None:
             return False
+        body: dict[str, Any] = {"propagationPolicy": "Foreground"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
             self._dyn.delete(
                 resource,
                 name=name,
                 namespace=namespace if resource.namespaced else None,
-                propagation_policy="Foreground",
+                body=body,
             )
         except self._errors() as exc:
             if self._status(exc) == 404:
                 return False
             raise self._fail("delete", what, exc) from exc
         return True
+
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        api_version, kind, name, namespace = _meta(obj)
+        what = describe(kind, name or None, namespace)
+        call = "create (dry run)" if dry_run else "create"
+        resource = self._resource(call, api_version, kind, what)
+        if resource is None:
+            raise KubeError(
+                f"{call} {what} failed: the kind {kind} ({api_version}) is not served in "
+                f"context {self.context}",
+                status=404,
+            )
+        try:
+            result = self._dyn.create(
+                resource,
+                body=obj,
+                namespace=namespace if resource.namespaced else None,
+                dry_run="All" if dry_run else None,
+            )
+        except self._errors() as exc:
+            raise self._fail(call, what, exc) from exc
+        return result.to_dict() if hasattr(result, "to_dict") else dict(result or {})
 
     def logs(
         self,
@@ -463,9 +522,21 @@ class DryKube:
     ) -> Objects:
         return []
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+    ) -> bool:
         self.out(f"would delete {describe(kind, name, namespace)}")
         return False
+
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Nothing is sent under --dry: a review gets no answer (no ``status``)."""
+        return obj
 
     def logs(
         self,

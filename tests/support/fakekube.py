@@ -109,6 +109,10 @@ class FakeKube:
         self.forced: list[bool] = []  # each apply's ``force``, in order
         # ``serve_proxy``: what answers a service behind the API server's proxy.
         self.proxies: dict[tuple[str, str, int], Callable[[str, dict[str, str]], bytes]] = {}
+        # ``answer_create``: how a kind that can only be created (a review) is answered.
+        self.create_answers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+        self.created: list[dict[str, Any]] = []  # every create, dry runs included
+        self._uids = 0
 
     # -- scripting
 
@@ -172,7 +176,9 @@ class FakeKube:
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         meta.setdefault("creationTimestamp", self.clock.timestamp())
-        meta.setdefault("uid", f"uid-{len(self.objects) + 1}")
+        if "uid" not in meta:  # never reused, as the API server's are
+            self._uids += 1
+            meta["uid"] = f"uid-{self._uids}"
         self.objects[self.key_of(obj)] = obj
         return obj
 
@@ -377,11 +383,49 @@ class FakeKube:
             and matches((obj.get("metadata") or {}).get("labels") or {}, label_selector)
         ]
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+    def answer_create(
+        self, kind: str, answer: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> None:
+        """``answer(obj)`` is the ``status`` the API server gives a created ``kind`` (a
+        review: SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview)."""
+        self.create_answers[kind] = answer
+
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        self._call("create", obj, dry_run)
+        obj = copy.deepcopy(obj)
+        self.created.append(obj)
+        answer = self.create_answers.get(obj["kind"])
+        if answer is not None:  # a review: answered, never stored
+            return {**obj, "status": answer(obj)}
+        key = self.key_of(obj)
+        if key in self.objects:
+            raise KubeError(f"create {key}: already exists", status=409)
+        if dry_run:
+            self.dry_runs.append(obj)
+            return obj
+        self.applied.append(copy.deepcopy(obj))
+        return copy.deepcopy(self.put(obj))
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+    ) -> bool:
         self._call("delete", api_version, kind, name, namespace)
         key = (api_version, kind, namespace, name)
         if key not in self.objects:
             return False
+        have = self.objects[key].get("metadata", {}).get("uid")
+        if uid and have != uid:  # the API server's answer to a failed precondition
+            raise KubeError(
+                f"delete {kind} {namespace}/{name} failed: Precondition failed: UID in "
+                f"precondition: {uid}, UID in object meta: {have}",
+                status=409,
+            )
         del self.objects[key]
         self.deleted.append(key)
         return True
