@@ -368,15 +368,13 @@ class ApiKube:
         resource = self._resource("delete", api_version, kind, what)
         if resource is None:
             return False
-        body: dict[str, Any] = {"propagationPolicy": "Foreground"}
-        if uid:
-            body["preconditions"] = {"uid": uid}
         try:
             self._dyn.delete(
                 resource,
                 name=name,
                 namespace=namespace if resource.namespaced else None,
-                body=body,
+                propagation_policy="Foreground",
+                body={"preconditions": {"uid": uid}} if uid else None,
             )
         except self._errors() as exc:
             if self._status(exc) == 404:

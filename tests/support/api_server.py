@@ -89,6 +89,9 @@ DISCOVERY = {
 }
 
 
+WEB_UID = "uid-web"  # Deployment kubeflow/web's uid: a delete preconditioned on another fails
+
+
 def status_body(code: int, message: str) -> dict:
     return {
         "kind": "Status",
@@ -188,8 +191,12 @@ class FakeApiServer(http.server.BaseHTTPRequestHandler):
             self.answer(200, json.loads(body))
 
     def do_DELETE(self) -> None:
-        path, _, _ = self.record()
-        if path.endswith("/web"):
+        path, _, body = self.record()
+        asked = ((json.loads(body) if body else {}).get("preconditions") or {}).get("uid")
+        if path.endswith("/web") and asked not in (None, WEB_UID):
+            message = f"Precondition failed: UID in precondition: {asked}, UID in object meta: "
+            self.answer(409, status_body(409, message + WEB_UID))
+        elif path.endswith("/web"):
             self.answer(200, status_body(200, "deleted") | {"status": "Success"})
         else:
             self.answer(404, status_body(404, "not found"))

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from k8s.client.kube import ApiKube, DryKube, KubeError
-from tests.support.api_server import FakeApiServer, write_kubeconfig
+from tests.support.api_server import WEB_UID, FakeApiServer, write_kubeconfig
 from tests.support.wait_kit import NS, TF, collect
 
 
@@ -121,6 +121,13 @@ def test_api_kube_against_a_stand_in_api_server(api_server: str) -> None:
     assert kube.delete("apps/v1", "Deployment", "gone", NS) is False
     delete = next(r for r in FakeApiServer.requests if r["method"] == "DELETE")
     assert delete["query"]["propagationPolicy"] == ["Foreground"]
+    # Only the object of the uid this work dir recorded: another one of the name is a 409.
+    assert kube.delete("apps/v1", "Deployment", "web", NS, uid=WEB_UID) is True
+    sent = [r for r in FakeApiServer.requests if r["method"] == "DELETE"][-1]
+    assert json.loads(sent["body"])["preconditions"] == {"uid": WEB_UID}
+    with pytest.raises(KubeError, match="Precondition failed") as refused:
+        kube.delete("apps/v1", "Deployment", "web", NS, uid="uid-someone-elses")
+    assert refused.value.status == 409 and not refused.value.forbidden
 
     assert kube.logs("w-0", NS, container="tensorflow", tail=3) == "line 7\nline 8\nline 9"
     log_call = next(r for r in FakeApiServer.requests if r["path"].endswith("w-0/log"))
