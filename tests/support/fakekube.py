@@ -383,9 +383,7 @@ class FakeKube:
             and matches((obj.get("metadata") or {}).get("labels") or {}, label_selector)
         ]
 
-    def answer_create(
-        self, kind: str, answer: Callable[[dict[str, Any]], dict[str, Any]]
-    ) -> None:
+    def answer_create(self, kind: str, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         """``answer(obj)`` is the ``status`` the API server gives a created ``kind`` (a
         review: SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview)."""
         self.create_answers[kind] = answer
