@@ -97,6 +97,10 @@ class Kube(Protocol):
         in its ``status``), and for a dry-run create (``dry_run``: admitted by every
         webhook, not persisted). An object of that name already there is a 409."""
 
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves ``kind`` at ``api_version`` (API discovery, which
+        every user may read: how an operator is found when its namespace cannot be)."""
+
     def logs(
         self,
         pod: str,
@@ -404,6 +408,9 @@ class ApiKube:
             raise self._fail(call, what, exc) from exc
         return result.to_dict() if hasattr(result, "to_dict") else dict(result or {})
 
+    def served(self, api_version: str, kind: str) -> bool:
+        return self._resource("discover", api_version, kind, f"{kind} ({api_version})") is not None
+
     def logs(
         self,
         pod: str,
@@ -535,6 +542,9 @@ class DryKube:
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Nothing is sent under --dry: a review gets no answer (no ``status``)."""
         return obj
+
+    def served(self, api_version: str, kind: str) -> bool:
+        return False  # nothing is asked under --dry
 
     def logs(
         self,

@@ -112,6 +112,8 @@ class FakeKube:
         # ``answer_create``: how a kind that can only be created (a review) is answered.
         self.create_answers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
         self.created: list[dict[str, Any]] = []  # every create, dry runs included
+        # ``serve_kind``: what API discovery answers as served, beside every kind stored.
+        self.served_kinds: set[tuple[str, str]] = set()
         self._uids = 0
 
     # -- scripting
@@ -387,6 +389,16 @@ class FakeKube:
         """``answer(obj)`` is the ``status`` the API server gives a created ``kind`` (a
         review: SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview)."""
         self.create_answers[kind] = answer
+
+    def serve_kind(self, api_version: str, kind: str) -> None:
+        """API discovery answers ``kind`` at ``api_version`` as served (its CRD is there)."""
+        self.served_kinds.add((api_version, kind))
+
+    def served(self, api_version: str, kind: str) -> bool:
+        self._call("served", api_version, kind)
+        return (api_version, kind) in self.served_kinds or any(
+            (av, k) == (api_version, kind) for av, k, _, _ in self.objects
+        )
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         self._call("create", obj, dry_run)
