@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.errors import DistmlError
+from k8s.client.kube import KubeError
 from k8s.client.objects import Kubectl, is_true
 from k8s.install import versions
+from k8s.install.operator_proof import prove
 from k8s.manifests.names import ARGO_NAMESPACE
+from k8s.providers.settings import Settings
 
 VERSION_LABEL = "app.kubernetes.io/version"
 
@@ -278,16 +281,18 @@ CLUSTER_WIDE: dict[str, dict[str, tuple[str, ...]]] = {
 
 @dataclass(frozen=True)
 class Finding:
-    """What ``survey`` found of one install step: its Deployment, Available (``found``);
-    a reason distml must not install it (``blocked``); or neither: it is missing."""
+    """What ``survey`` found of one install step: its Deployment, Available, or (its
+    namespace forbidden) the proof of it by what a namespace user may do (``found``); a
+    reason distml must not install it (``blocked``); or neither: it is missing."""
 
     step: str
     deployment: dict[str, Any] | None = None
     blocked: str = ""
+    proof: str = ""  # how it was found without reading its namespace (operator_proof)
 
     @property
     def found(self) -> bool:
-        return self.deployment is not None
+        return self.deployment is not None or bool(self.proof)
 
     @property
     def missing(self) -> bool:
@@ -306,6 +311,14 @@ def found_version(deployment: dict[str, Any]) -> str:
     image = str(containers[0].get("image") or "").split("@", 1)[0]
     last = image.rsplit("/", 1)[-1]
     return last.split(":", 1)[1] if ":" in last else ""
+
+
+def found_note(finding: Finding, label: str) -> str:
+    """One line: how a found step was found (its Deployment's version, or the proof)."""
+    if finding.deployment is None:
+        pinned = PROBES[finding.step].pinned
+        return f"{label}: {finding.proof} (its version cannot be read; distml pins {pinned})"
+    return version_note(finding.step, label, finding.deployment)
 
 
 def version_note(step: str, label: str, deployment: dict[str, Any]) -> str:
@@ -330,15 +343,26 @@ def cluster_wide(step: str) -> list[tuple[str, str, str]]:
     ]
 
 
-def survey(kube: Any, step: str, kubectl: Kubectl) -> Finding:
+def survey(kube: Any, step: str, kubectl: Kubectl, *, settings: Settings | None = None) -> Finding:
     """What is there of ``step`` (read-only): its Deployments all Available (found); one of
     them there but not Available, or some missing beside the others (blocked: a broken or
     partial install, the admin's); none of them, but something its install makes
     cluster-wide there (blocked: another install's, which applying would take over); or
-    nothing (missing). The commands in a reason are built by ``kubectl``."""
+    nothing (missing). The commands in a reason are built by ``kubectl``.
+
+    Its namespace forbidden (HTTP 403 only: any other failure raises), found by API
+    discovery and a dry run in ``settings.namespace`` (``operator_proof``), else blocked:
+    never missing (nothing is installed over it) and never found without that proof."""
     probe = PROBES[step]
     ns = probe.namespace
-    have = {d: kube.get("apps/v1", "Deployment", d, ns) for d in probe.deployments}
+    try:
+        have = {d: kube.get("apps/v1", "Deployment", d, ns) for d in probe.deployments}
+    except KubeError as e:
+        if not e.forbidden:
+            raise
+        install = "; ".join(kubectl(args) for args in probe.install)
+        proof, blocked = prove(kube, step, ns, settings, install)
+        return Finding(step, proof=proof, blocked=blocked)
     if all(is_true(d, "Available") for d in have.values()):
         return Finding(step, deployment=have[probe.deployment])
     there = [d for d, obj in have.items() if obj is not None]

@@ -35,8 +35,8 @@ from k8s.install.operator_check import (
     Finding,
     MissingOperators,
     blocked_message,
+    found_note,
     missing_message,
-    version_note,
 )
 from k8s.install.operator_check import survey as survey_step
 from k8s.install.optional_operators import OptionalOperators
@@ -203,9 +203,11 @@ class Installer(OptionalOperators):
         to_install: list[tuple[str, str]] = []
         for step in (s for s in steps if s in PROBES):
             label = PROBES[step].label
-            finding = self.findings[step] = survey_step(self.kube, step, self.provider.kubectl)
+            finding = self.findings[step] = survey_step(
+                self.kube, step, self.provider.kubectl, settings=self.settings
+            )
             if finding.found:
-                self.out(version_note(step, label, finding.deployment or {}))
+                self.out(found_note(finding, label))
             elif finding.blocked:
                 self.blocked.append((step, label, finding.blocked))
             elif self.install_missing:
