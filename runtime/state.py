@@ -69,13 +69,25 @@ class State:
     # flight ("concurrency") or per second ("rps"). For `status` and the load test's plan.
     scale_metric: str | None = None
     instance: str | None = None  # this work dir's id: the label on every object it writes
+    # Where this work dir lives, as `up` found it: a copy (another path or host) is told
+    # apart at its first task (runtime.workdir_identity), and a secret only it holds.
+    workdir_path: str | None = None
+    workdir_host: str | None = None
+    workdir_secret: str | None = None
+    # The uid of every object this work dir wrote ("Kind namespace/name" -> uid): deletes
+    # and replaces carry it as a precondition, so a same-name object is never touched.
+    object_uids: tuple[tuple[str, str], ...] = ()
     volume_uid: str | None = None  # the PVC `up` made: `down` deletes that claim and no other
+    # `up` created the lab cluster (k3d, kind, minikube) and recorded this work dir on it
+    # (runtime.cluster.lab_owner): `down` deletes a lab cluster only then.
+    made_cluster: bool = False
     # -- an existing cluster (`--runtime existing`)
     context: str | None = None  # the kubeconfig context `up` set up: later tasks use it
     namespace: str | None = None  # the namespace `up` claimed there: later tasks use it
     # The cluster behind it, as `up` found it: every later task refuses another one.
     cluster_server: str | None = None  # the API server's URL
     cluster_uid: str | None = None  # the kube-system Namespace's uid ("" when unreadable)
+    cluster_ca: str | None = None  # the SHA-256 of the cluster's CA certificate
     registry: str | None = None  # `build --push REGISTRY[/REPO]`: where pods pull the image
     pushed: str | None = None  # what `up` pushed, as REGISTRY/distml:<hash>@sha256:<digest>
     storage_class: str | None = None  # the volume's class, as `up` found it
@@ -119,6 +131,15 @@ def _tuple_of(check: Callable[[Any], bool]) -> Callable[[Any], Any]:
     return parse
 
 
+def _pairs(v: Any) -> Any:
+    """(str, str) pairs: JSON keeps them as two-item lists."""
+    ok = isinstance(v, list | tuple) and all(
+        isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(y, str) for y in x)
+        for x in v
+    )
+    return tuple((str(x[0]), str(x[1])) for x in v) if ok else _BAD
+
+
 def _server(v: Any) -> Any:
     if isinstance(v, Server):
         v = asdict(v)
@@ -150,11 +171,17 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_replicas": _int,
     "scale_metric": _str,
     "instance": _label_value,
+    "workdir_path": _str,
+    "workdir_host": _str,
+    "workdir_secret": _str,
+    "object_uids": _pairs,
     "volume_uid": _str,
+    "made_cluster": _bool,
     "context": _str,
     "namespace": _str,
     "cluster_server": _str,
     "cluster_uid": _str,
+    "cluster_ca": _str,
     "registry": _str,
     "pushed": _str,
     "storage_class": _str,

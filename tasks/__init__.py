@@ -17,7 +17,17 @@ from k8s.providers.settings import CPU_REQUEST_SETTINGS
 from ml import contract
 from runtime.cli import call as _call  # noqa: F401  (tests drive a verb as a task does)
 from runtime.requests import DEFAULT_HTTP_PORT
-from tasks.chain import deploy, down, loadtest, rollback, status, train, train_all, up
+from tasks.chain import (
+    deploy,
+    down,
+    loadtest,
+    moved,
+    rollback,
+    status,
+    train,
+    train_all,
+    up,
+)
 from tasks.extras import build, lock_image, render, tensorboard, workflow
 
 ns = Collection(
@@ -29,6 +39,7 @@ ns = Collection(
     loadtest,
     status,
     down,
+    moved,
     workflow,
     tensorboard,
     render,

@@ -279,3 +279,12 @@ def down(c, runtime=None, purge=False, keep_cluster=False, forget=False):
     request = _request(DownRequest, purge=purge, keep_cluster=keep_cluster)
     rt = _runtime(c, runtime, for_down=True)
     _call(rt.down, _checked(rt, request))
+
+
+@task
+def moved(c):
+    """Say this work dir is the original, moved here: it takes over its recorded place."""
+    from runtime.workdir_identity import moved as _moved
+    from tasks.chooser import out, workdir
+
+    _call(_moved, workdir(c), out)

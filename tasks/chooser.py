@@ -41,21 +41,57 @@ def runtime(c, requested, *, for_up=False, for_down=False, context=None):
     from runtime import select_runtime
 
     wd = workdir(c)
+    _where(c, wd, for_up)
     requested = requested or str(c.config.runtime)
-    state_runtime = wd.state().runtime
+    state = wd.state()
     try:
-        if requested == "auto" and state_runtime and not for_up:
-            name, why = state_runtime, "the runtime `invoke up` prepared"
+        if requested == "auto" and state.runtime:
+            # Never a silent switch: a plain `up` keeps the runtime the last one set up.
+            name, why = state.runtime, "the runtime `invoke up` prepared"
         else:
             name, why = select_runtime(requested)
     except DistmlError as e:
         raise Exit(f"error: {e}", code=2) from e
+    _no_switch(state, name, for_up)
     print(f"runtime: {name} ({why})", flush=True)
     if name in CLUSTER_RUNTIMES:
         return cluster_runtime(c, name, wd, for_up=for_up, for_down=for_down, context=context)
     from runtime.local import LocalRuntime
 
     return LocalRuntime(wd, service=_service(c), out=out, dry=bool(c.config.run.dry))
+
+
+def _where(c, wd, for_up):
+    """A copied work dir is refused (its record is another's); a copy's `up` makes it a
+    new work dir; `up` records where a work dir lives (runtime.workdir_identity)."""
+    from runtime import workdir_identity as identity
+
+    if for_up:
+        if not c.config.run.dry:
+            identity.renew(wd, out)
+            identity.stamp(wd)
+        return
+    try:
+        identity.check(wd)
+    except DistmlError as e:
+        raise Exit(f"error: {e}", code=1) from e
+
+
+def _no_switch(state, name, for_up):
+    """`up` on another runtime than the one a work dir is set up on would orphan the
+    record of the first (its cluster, its objects): `down` there first."""
+    if not (for_up and state.runtime and state.runtime != name):
+        return
+    if state.runtime not in CLUSTER_RUNTIMES or not (state.up or state.context):
+        return
+    where = f"context {state.context}" if state.context else f"its {state.runtime} cluster"
+    raise Exit(
+        f"error: this work dir is set up on the {state.runtime} runtime ({where}); `invoke "
+        f"up --runtime {name}` would leave that record behind. Run `invoke down` first (or "
+        "`invoke down --forget` if that cluster is gone), or use another work dir "
+        "(INVOKE_WORKDIR)",
+        code=2,
+    )
 
 
 def cluster_runtime(c, name, wd, *, for_up=False, for_down=False, context=None):

@@ -10,7 +10,7 @@ dir's — is never changed or deleted: distml refuses, saying whose it is and wh
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from k8s.client.objects import ISVC_API, JOB_API, TFJOB_API
@@ -83,6 +83,35 @@ def owned(obj: dict[str, Any], instance: str | None, volume_uid: str | None = No
         return False
     uid = (obj.get("metadata") or {}).get("uid")
     return volume_uid is None or uid == volume_uid
+
+
+def uid_key(kind: str, name: str, namespace: str | None) -> str:
+    """How the state keys an object's recorded uid: ``Kind namespace/name``."""
+    return f"{kind} {namespace or ''}/{name}"
+
+
+def uid_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def recreated(obj: dict[str, Any], uids: Mapping[str, str]) -> bool:
+    """``obj`` has a name this work dir wrote, but not the uid it recorded: someone made
+    it again (a copy of the label proves nothing)."""
+    meta = obj.get("metadata") or {}
+    was = uids.get(uid_key(str(obj.get("kind")), meta.get("name", ""), meta.get("namespace")))
+    return bool(was) and was != meta.get("uid")
+
+
+def proven(obj: dict[str, Any], instance: str | None, uids: Mapping[str, str]) -> bool:
+    """``obj`` is this work dir's beyond its label: it carries the instance label and its
+    uid is one this work dir recorded when it wrote it, or an object of a recorded uid
+    owns it (a TFJob's pods, a Workflow's TFJobs). What only carries the label may be
+    anyone's copy: `down` leaves it."""
+    if not owned(obj, instance):
+        return False
+    mine = set(uids.values())
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return uid_of(obj) in mine or any(ref.get("uid") in mine for ref in refs)
 
 
 def owner(obj: dict[str, Any]) -> str:

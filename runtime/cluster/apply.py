@@ -34,11 +34,14 @@ def delete_and_wait(
     cx: ClusterContext, api_version: str, kind: str, name: str, timeout: float = 120
 ) -> None:
     """Delete an object and wait until it is gone (so a same-name resubmit is clean)."""
+    if cx.dry:
+        cx.kube.delete(api_version, kind, name, cx.namespace)
+        return
     obj = cx.get(api_version, kind, name)
     if obj is None:
         return
     cx.require_ours(obj, f"delete {kind} {name}")
-    if not cx.kube.delete(api_version, kind, name, cx.namespace) or cx.dry:
+    if not cx.delete_checked(api_version, obj):
         return
     verdict = poll(
         lambda: cx.get(api_version, kind, name),

@@ -12,7 +12,7 @@ from typing import Any
 from k8s import manifests
 from k8s.client.kube import DryKube, Kube, KubeError
 from k8s.client.objects import namespace_refusal
-from k8s.client.ownership import owned, refusal, stamp
+from k8s.client.ownership import owned, recreated, refusal, stamp, uid_key, uid_of
 from k8s.providers.base import Provider
 from k8s.providers.settings import EXISTING, Settings, with_cpu_requests
 from runtime.cluster.cluster_error import ClusterError
@@ -21,6 +21,9 @@ from runtime.workdir import Workdir
 
 Out = Callable[[str], None]
 _UNREAD = object()  # `apply`'s caller has not read the object it applies
+# Kinds whose objects make pods that mount the volume: applied only while the volume is
+# the claim `up` made (pods mount it by name).
+MOUNTS_VOLUME = frozenset({"Pod", "Job", "TFJob", "InferenceService", "Workflow"})
 
 
 @dataclass
@@ -49,6 +52,7 @@ class ClusterContext:
     istio_gateway_type: str = ""  # cluster.istio_gateway_type ("": ClusterIP)
     prometheus: str = ""  # cluster.prometheus: the user's Prometheus, NAMESPACE/SERVICE:PORT
     _kube: Kube | None = field(default=None, init=False, repr=False)
+    _volume_checked: bool = field(default=False, init=False, repr=False)
 
     @property
     def dry(self) -> bool:
@@ -183,26 +187,96 @@ class ClusterContext:
                 )
             if old is not None:
                 self.require_ours(old, f"apply {obj['kind']} {meta['name']}")
+        if obj["kind"] in MOUNTS_VOLUME:
+            self.check_volume()
         try:
-            return self.kube.apply(obj, force=self.owns_cluster)
+            applied = self.kube.apply(obj, force=self.owns_cluster)
         except KubeError as e:
             raise ClusterError(str(e)) from e
+        self._remember(applied)
+        return applied
 
     def delete_ours(self, api_version: str, kind: str, name: str) -> bool:
         """Delete an object of this deployment's namespace if it is this work dir's (one
         that is not is refused, never deleted); False when there was none."""
-        if not self.dry:
-            obj = self.get(api_version, kind, name)
-            if obj is None:
-                return False
-            self.require_ours(obj, f"delete {kind} {name}")
-        return self.kube.delete(api_version, kind, name, self.namespace)
+        if self.dry:
+            return self.kube.delete(api_version, kind, name, self.namespace)
+        obj = self.get(api_version, kind, name)
+        if obj is None:
+            return False
+        self.require_ours(obj, f"delete {kind} {name}")
+        return self.delete_checked(api_version, obj)
+
+    def delete_checked(self, api_version: str, obj: dict[str, Any]) -> bool:
+        """Delete ``obj``, the object of that uid and no other (read and checked just
+        before: one made again in between is the API server's 409, refused here)."""
+        meta = obj["metadata"]
+        name, ns = meta["name"], meta.get("namespace")
+        try:
+            gone = self.kube.delete(api_version, obj["kind"], name, ns, uid=uid_of(obj) or None)
+        except KubeError as e:
+            if e.status == 409:
+                raise ClusterError(
+                    f"{obj['kind']} {ns}/{name} was made again by someone else while distml "
+                    "was deleting it: left as it is"
+                ) from e
+            raise ClusterError(str(e)) from e
+        self._forget(obj["kind"], name, ns)
+        return gone
 
     def require_ours(self, obj: dict[str, Any], when: str) -> None:
-        """Refuse to change or delete ``obj`` unless this work dir wrote it (every object is
-        distml's on a cluster distml made)."""
+        """Refuse to change or delete ``obj`` unless this work dir wrote it: its instance
+        label, and the uid recorded when it wrote it (a copy of the label, on an object
+        made again under the name, is not enough). Every object is distml's on a cluster
+        distml made."""
         if self.owns_cluster or self.dry:
             return
         uid = self.wd.state().volume_uid if obj.get("kind") == "PersistentVolumeClaim" else None
-        if not owned(obj, self.instance, uid):
+        if not owned(obj, self.instance, uid) or recreated(obj, self.uids):
             raise ClusterError(refusal([obj], self.namespace, when=when))
+
+    def ours(self, obj: dict[str, Any]) -> bool:
+        """``require_ours`` as a question (for reports)."""
+        try:
+            self.require_ours(obj, "")
+        except ClusterError:
+            return False
+        return True
+
+    @property
+    def uids(self) -> dict[str, str]:
+        """The uid of every object this work dir wrote and has not deleted since."""
+        return dict(self.wd.state().object_uids)
+
+    def _remember(self, applied: dict[str, Any]) -> None:
+        meta = applied.get("metadata") or {}
+        if self.dry or not meta.get("uid"):
+            return
+        key = uid_key(str(applied.get("kind")), meta.get("name", ""), meta.get("namespace"))
+        uids = self.uids
+        if uids.get(key) != meta["uid"]:
+            uids[key] = meta["uid"]
+            self.wd.update_state(object_uids=sorted(uids.items()))
+
+    def _forget(self, kind: str, name: str, namespace: str | None) -> None:
+        uids = self.uids
+        if not self.dry and uids.pop(uid_key(kind, name, namespace), None) is not None:
+            self.wd.update_state(object_uids=sorted(uids.items()))
+
+    def check_volume(self) -> None:
+        """Pods mount the volume by name: refuse to make one while the claim there is not
+        the one `up` made (deleted, or made again by someone else). Once per task."""
+        recorded = self.wd.state().volume_uid
+        if self._volume_checked or self.dry or not recorded:
+            return
+        s = self.settings()
+        claim = self.get("v1", "PersistentVolumeClaim", s.volume)
+        if claim is None or uid_of(claim) != recorded:
+            now = "is gone" if claim is None else f"is another one now (uid {uid_of(claim)})"
+            raise ClusterError(
+                f"the volume {self.namespace}/{s.volume} that `invoke up` made (uid "
+                f"{recorded}) {now}: no pod of this work dir mounts it. Its data is not this "
+                "work dir's; run `invoke up` to make the volume again (on a cluster shared "
+                "with others, in a namespace of this work dir's own)"
+            )
+        self._volume_checked = True

@@ -202,7 +202,7 @@ def _drop_other_autoscaler(cx: ClusterContext, s: Settings, isvc_uid: str | None
             o.get("kind") == "InferenceService" and o.get("uid") == isvc_uid for o in owners
         ):
             continue
-        cx.kube.delete(api, kind, name, cx.namespace)
+        cx.kube.delete(api, kind, name, cx.namespace, uid=(obj or {})["metadata"].get("uid"))
         cx.out(f"{kind} {name}: deleted (the predictor now scales with {wanted})")
 
 
@@ -292,6 +292,8 @@ def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     isvc = cx.get(ISVC_API, "InferenceService", s.service)
     if isvc is None and not cx.dry:
         raise ClusterError(f"no InferenceService {s.service}; run `invoke deploy` first")
+    if isvc is not None:  # never load someone else's service of the name
+        cx.require_ours(isvc, f"loadtest: InferenceService {s.service}")
     isvc_url = ((isvc or {}).get("status") or {}).get("url")
     with _way(cx, s, isvc_url, request.url) as way:
         target = _target(s, request.concurrency, way)

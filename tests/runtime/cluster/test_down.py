@@ -83,7 +83,7 @@ def test_down_keep_cluster_waits_for_the_volume_claim_to_go(wd, fake, monkeypatc
     set_up(wd, fake)
     deletes = []
 
-    def finalizing(api, kind, name, namespace=None):  # the claim goes 5 s later
+    def finalizing(api, kind, name, namespace=None, *, uid=None):  # the claim goes 5 s later
         deletes.append((api, kind, namespace, name))
         fake.at(fake.clock.now + 5, lambda: fake.remove(api, kind, name, namespace))
         return True
@@ -103,7 +103,7 @@ def test_a_claim_held_by_a_finalizer_fails_down_at_its_deadline_and_says_what_to
     wd, fake, monkeypatch
 ):
     set_up(wd, fake)
-    monkeypatch.setattr(fake, "delete", lambda *args: True)  # accepted, never gone
+    monkeypatch.setattr(fake, "delete", lambda *args, **kwargs: True)  # accepted, never gone
     started = fake.clock.now
     with pytest.raises(ClusterError) as info:
         runtime(make_ctx(fake, {}), wd, fake).down(DownRequest(keep_cluster=True))
@@ -126,7 +126,7 @@ def test_down_keep_cluster_removes_argo_and_waits_for_its_namespace(wd, fake):
     # The namespace terminates for 20 s (its objects are being deleted) before it goes.
     real_delete = fake.delete
 
-    def terminating(api, kind, name, namespace=None):
+    def terminating(api, kind, name, namespace=None, *, uid=None):
         if (kind, name) != ("Namespace", "argo"):
             return real_delete(api, kind, name, namespace)
         fake.deleted.append(ARGO_NS)
@@ -156,7 +156,7 @@ def test_down_keep_cluster_removes_argo_and_waits_for_its_namespace(wd, fake):
 def test_a_namespace_that_never_goes_fails_down_with_what_to_look_at(wd, fake):
     up_with_argo(wd, fake)
     real_delete = fake.delete
-    fake.delete = lambda api, kind, name, namespace=None: (  # stuck on a finalizer
+    fake.delete = lambda api, kind, name, namespace=None, uid=None: (  # stuck on a finalizer
         kind == "Namespace" or real_delete(api, kind, name, namespace)
     )
     with pytest.raises(DistmlError) as e:

@@ -74,7 +74,9 @@ def slow_delete(fake: FakeKube, kind: str, gone_after: float | None) -> None:
     dependents and finalizers hold it; it goes ``gone_after`` seconds later (None: never)."""
     delete = fake.delete
 
-    def marking(api_version: str, k: str, name: str, namespace: str | None = None) -> bool:
+    def marking(
+        api_version: str, k: str, name: str, namespace: str | None = None, *, uid: str | None = None
+    ) -> bool:
         if k != kind:
             return delete(api_version, k, name, namespace)
         obj = fake.obj(api_version, k, name, namespace)
@@ -563,7 +565,7 @@ def test_an_unreadable_controller_deployment_falls_back_to_install_yamls_account
     controller(fake, "argo-workflows-workflow-controller")
     real = fake.get
 
-    def forbidden(api, kind, name, namespace=None):
+    def forbidden(api, kind, name, namespace=None, *, uid=None):
         if kind == "Deployment" and namespace == manifests.ARGO_NAMESPACE:
             raise KubeError(f"deployments.apps {name} is forbidden")
         return real(api, kind, name, namespace)
