@@ -14,7 +14,7 @@ from k8s.providers.existing import Existing, ExistingClusterError
 from k8s.providers.settings import Settings
 from k8s.providers.storage import StorageError, choose
 from ml.contract import MODEL_TYPES
-from runtime.cluster import identity
+from runtime.cluster import access_check, identity
 from runtime.cluster.apply import apply_reporting
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.identity import Identity
@@ -49,6 +49,7 @@ def claim(cx: ClusterContext, s: Settings, found: Identity | None) -> None:
     """Before the first write: every name distml writes in the namespace is free or this
     work dir's (else refuse, naming each owner); then record the context and the cluster,
     so that later tasks (`down` above all) act on this cluster and no other."""
+    access_check.require(cx, s)  # first: may this user do what distml needs here?
     if cx.dry or found is None:
         return
     state = cx.wd.state()

@@ -27,6 +27,14 @@ from k8s.client.kube import KubeError, ProxyError
 
 Key = tuple[str, str, str | None, str]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+# How reviews are answered unless a test scripts them (``answer_create``): a user who may
+# do everything (a cluster distml made, a cluster-admin's context).
+ALL_RULES = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+DEFAULT_REVIEWS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "SelfSubjectRulesReview": lambda _: {"resourceRules": ALL_RULES, "incomplete": False},
+    "SelfSubjectAccessReview": lambda _: {"allowed": True},
+    "SelfSubjectReview": lambda _: {"userInfo": {"username": "kubernetes-admin"}},
+}
 
 
 class FakeClock:
@@ -404,7 +412,7 @@ class FakeKube:
         self._call("create", obj, dry_run)
         obj = copy.deepcopy(obj)
         self.created.append(obj)
-        answer = self.create_answers.get(obj["kind"])
+        answer = self.create_answers.get(obj["kind"], DEFAULT_REVIEWS.get(obj["kind"]))
         if answer is not None:  # a review: answered, never stored
             return {**obj, "status": answer(obj)}
         key = self.key_of(obj)
