@@ -16,6 +16,8 @@ from common.errors import DistmlError
 from k8s import manifests
 from k8s.client.kube import KubeError
 from k8s.client.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
+from k8s.install.operator_check import PROBES
+from k8s.install.operator_proof import discovered
 from k8s.install.operators import deployment_available
 from k8s.install.optional_operators import ARGO_DEPLOYMENTS, KEDA_DEPLOYMENTS, KEDA_NAMESPACE
 from k8s.manifests import HPA_CPU_TARGET_PERCENT
@@ -85,10 +87,27 @@ def _in_cluster(
     for label, ns, dep in components:
         try:
             ok = deployment_available(cx.kube, ns, dep)
+            state = "available" if ok else "not installed / not available"
         except KubeError as e:
-            return [*rows, ("cluster API", f"not reachable: {e}")]
-        rows.append((label, "available" if ok else "not installed / not available"))
+            if not e.forbidden:  # unreachable, a timeout, a 5xx
+                return [*rows, ("cluster API", f"not reachable: {e}")]
+            try:
+                state = _forbidden(cx, ns)
+            except KubeError as e:
+                return [*rows, ("cluster API", f"not reachable: {e}")]
+        rows.append((label, state))
     return rows + _tfjobs(cx) + [_inference_service(cx)]
+
+
+def _forbidden(cx: ClusterContext, namespace: str) -> str:
+    """An operator whose namespace this user may not read (403), said by API discovery
+    (``k8s.install.operator_proof``: what every user may read)."""
+    unread = "cannot be read here (forbidden)"
+    step = next((step for step, p in PROBES.items() if p.namespace == namespace), None)
+    if step is None:
+        return unread
+    served, said = discovered(cx.kube, step)
+    return f"{unread}; {'found' if served else 'not found'} by API discovery ({said})"
 
 
 def _tfjobs(cx: ClusterContext) -> list[Row]:
