@@ -17,6 +17,7 @@ from k8s.providers.settings import CPU_REQUEST_SETTINGS
 from ml import contract
 from runtime.cli import call as _call  # noqa: F401  (tests drive a verb as a task does)
 from runtime.requests import DEFAULT_HTTP_PORT
+from tasks.access_role import access_role
 from tasks.chain import (
     deploy,
     down,
@@ -45,6 +46,7 @@ ns = Collection(
     render,
     build,
     lock_image,
+    access_role,
 )
 ns.configure(
     {
