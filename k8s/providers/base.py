@@ -61,8 +61,14 @@ class Provider:
     def create(self, c: Any, workdir: Path) -> None:
         raise NotImplementedError
 
-    def delete(self, c: Any) -> None:
+    @property
+    def delete_command(self) -> str:
+        """The command that deletes the cluster: what `down` runs, and what it tells a user
+        to run by hand for a cluster it will not delete (one another work dir made)."""
         raise NotImplementedError
+
+    def delete(self, c: Any) -> None:
+        c.run(self.delete_command)
 
     def has_image(self, c: Any, image: str) -> bool:
         raise NotImplementedError

@@ -68,8 +68,9 @@ class K3d(Provider):
             f"-p '{self.ingress_port}:80@loadbalancer' --wait --timeout 300s"
         )
 
-    def delete(self, c: Any) -> None:
-        c.run(f"k3d cluster delete {self.cluster}")
+    @property
+    def delete_command(self) -> str:
+        return f"k3d cluster delete {self.cluster}"
 
     def has_image(self, c: Any, image: str) -> bool:
         return _node_has_image(c, self.docker, self.node, image)
@@ -123,8 +124,9 @@ class Kind(Provider):
             f"--config {shlex.quote(str(config))} --wait 300s"
         )
 
-    def delete(self, c: Any) -> None:
-        c.run(f"kind delete cluster --name {self.cluster}")
+    @property
+    def delete_command(self) -> str:
+        return f"kind delete cluster --name {self.cluster}"
 
     def has_image(self, c: Any, image: str) -> bool:
         return _node_has_image(c, self.docker, self.node, image)
@@ -195,8 +197,9 @@ class Minikube(Provider):
             f"--cpus max --memory max{node}{force}"
         )
 
-    def delete(self, c: Any) -> None:
-        c.run(f"{self.cli} delete -p {self.cluster}")
+    @property
+    def delete_command(self) -> str:
+        return f"{self.cli} delete -p {self.cluster}"
 
     def has_image(self, c: Any, image: str) -> bool:
         ok, out = query(c, f"{self.cli} -p {self.cluster} image ls")

@@ -14,6 +14,7 @@ from k8s.install.operators import Installer, components
 from k8s.manifests.names import INSTANCE_LABEL
 from k8s.providers.settings import Settings
 from k8s.waits.argo_status import WORKFLOW_API, WORKFLOW_KIND
+from runtime.cluster import lab_owner
 from runtime.cluster.apply import delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.workdir import MARKER, Workdir
@@ -59,6 +60,8 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
     elif not owned:
         # Never the cluster, its operators or CRDs (Argo's included), or anyone else's objects.
         _delete_objects(cx)
+    elif keep_cluster and (whose := lab_owner.kept(cx)):
+        cx.out(whose)  # another work dir's lab cluster (or nobody's): nothing of it touched
     elif keep_cluster:
         _delete_objects(cx)  # the InferenceService, and its ScaledObject, first
         installer = Installer(cx.c, cx.kube, p, cx.settings(), cx.out, cx.clock)
@@ -66,11 +69,15 @@ def down(cx: ClusterContext, *, purge: bool, keep_cluster: bool) -> int:
             installer.remove_argo()
         if state.monitoring and "keda" in _steps(cx.settings()):
             installer.remove_keda()
-    elif p.exists(cx.c):
+    elif not p.exists(cx.c):
+        cx.out(f"cluster {p.cluster}: not found, nothing to delete")
+    elif whose := lab_owner.kept(cx):
+        cx.out(whose)  # only the work dir that made a lab cluster deletes it
+    else:
         cx.out(f"deleting cluster {p.cluster} ({p.name}) and everything in it")
         p.delete(cx.c)
-    else:
-        cx.out(f"cluster {p.cluster}: not found, nothing to delete")
+        if not cx.dry:
+            cx.wd.update_state(made_cluster=None)
     if purge:
         _purge(cx, state.built_images)
     elif cx.wd.exists() and not cx.dry:

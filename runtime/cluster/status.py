@@ -26,6 +26,7 @@ from k8s.monitoring import prometheus
 from k8s.monitoring import stack as monitoring_objects
 from ml import contract_metrics
 from ml.contract import model_card, read_publish, serving_record
+from runtime.cluster import lab_owner
 from runtime.cluster.context import ClusterContext
 from runtime.cluster.volume import Volume
 from runtime.state import State
@@ -50,12 +51,14 @@ def status(cx: ClusterContext) -> int:
     state = cx.wd.state()
     p = cx.provider
     exists = p.exists(cx.c)
+    # A lab cluster of this name may be another work dir's: the row says whose.
+    running = "running" + (lab_owner.whose(cx) if exists and cx.owns_cluster else "")
     rows: list[Row] = [
         ("item", "state"),
         (
             "cluster",
             f"{p.cluster} ({p.name}, context {p.context}): "
-            + ("running" if exists else "not found (run `invoke up`)"),
+            + (running if exists else "not found (run `invoke up`)"),
         ),
     ]
     if exists:

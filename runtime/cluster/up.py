@@ -20,7 +20,7 @@ from k8s.waits.cluster_poll import WaitError
 from k8s.waits.workload_waits import wait_deployments_available
 from ml import contract_metrics
 from ml.contract import RAW_FILES
-from runtime.cluster import existing_up
+from runtime.cluster import existing_up, lab_owner
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.volume import Volume
@@ -183,11 +183,13 @@ def _cluster(cx: ClusterContext, port_free: Callable[[int], bool] | None) -> Non
     p = cx.provider
     cx.out(f"== cluster {p.cluster} ({p.name}, context {p.context})")
     if p.exists(cx.c):
+        lab_owner.check_reuse(cx)  # another work dir's (or nobody's) is refused
         cx.out(f"cluster {p.cluster}: already exists, reused")
         return
     _check_ingress_port(cx, port_free)
     cx.out(f"cluster {p.cluster}: creating (one node; the PVC is ReadWriteOnce)")
     p.create(cx.c, cx.wd.root)
+    lab_owner.write(cx)  # this work dir made it: only its `down` deletes it
 
 
 def _check_ingress_port(cx: ClusterContext, port_free: Callable[[int], bool] | None) -> None:

@@ -55,6 +55,7 @@ def test_up_on_an_empty_machine_runs_every_step_in_order(wd, fake):
         f"rm -f {tar}",
     ]
     assert [f"{o['kind']}/{o['metadata']['name']}" for o in fake.applied] == [
+        "ConfigMap/distml-cluster-owner",  # in kube-system: this work dir made the cluster
         "Namespace/kubeflow",
         "Namespace/kserve",  # kserve.yaml does not carry its own Namespace
         "PersistentVolumeClaim/strategy-volume",
@@ -117,7 +118,7 @@ def test_source_dir_is_checked_then_copied_into_the_volume(wd, fake, tmp_path):
     src.mkdir()
     for name in RAW_FILES:
         (src / name).write_bytes(b"x")
-    c = make_ctx(fake, k3d_results(exists=True, imported=True))
+    c = make_ctx(fake, k3d_results(exists=False, imported=True))
     assert runtime(c, wd, fake).up(UpRequest(source_dir=str(src))) == 0
     cp = [cmd for cmd in commands(c) if " cp " in cmd]
     assert cp == [
