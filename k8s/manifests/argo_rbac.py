@@ -44,7 +44,9 @@ from k8s.manifests.pods import meta
 from k8s.providers.settings import Settings
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
-APPLY = ("create", "get", "patch")  # client-side `kubectl apply`: get, then create or patch
+# A serving step: `kubectl create` (create), then `kubectl patch <resource> <name>` (patch:
+# kubectl's patch by name reads nothing first; k8s.manifests.guarded).
+CREATE_THEN_PATCH = ("create", "patch")
 
 
 def _rules(group: str, resource: str, names: Sequence[str], verbs: Sequence[str]) -> list[dict]:
@@ -75,9 +77,10 @@ def workflow_rules(s: Settings, models: Sequence[str]) -> list[dict[str, Any]]:
     - the TFJob steps: ``kubectl create`` (create), then the conditions are polled with
       GET (workflow/executor/resource.go: WaitResource -> checkResourceState): GET only
       the TFJobs of ``models``;
-    - the serving steps: ``kubectl apply`` (get, then create or patch) and, for the
+    - the serving steps: ``kubectl create`` (create), then ``kubectl patch --type json``
+      by name (patch: the JSON Patch that tests the object is this work dir's); for the
       InferenceService, the same GET poll; on a cluster distml made, in standard mode,
-      also the ingress Service. get and patch only the objects of those names.
+      also the ingress Service. patch (and get) only the objects of those names.
 
     No pods/log: no step reads logs (``--watch`` reads them with the user's credentials).
     """
@@ -88,12 +91,13 @@ def workflow_rules(s: Settings, models: Sequence[str]) -> list[dict[str, Any]]:
             "verbs": ["create", "patch"],
         },
         *_rules("kubeflow.org", "tfjobs", [tfjob_name(m) for m in models], ["create", "get"]),
-        *_rules("serving.kserve.io", "inferenceservices", [s.service], APPLY),
+        *_rules("serving.kserve.io", "inferenceservices", [s.service], [*CREATE_THEN_PATCH, "get"]),
     ]
     if s.predictor == "kserve":
-        rules += _rules("serving.kserve.io", "servingruntimes", [RUNTIME_NAME], APPLY)
+        rules += _rules("serving.kserve.io", "servingruntimes", [RUNTIME_NAME], CREATE_THEN_PATCH)
     if has_ingress(s):
-        rules += _rules("", "services", [ingress_service(s)["metadata"]["name"]], APPLY)
+        name = ingress_service(s)["metadata"]["name"]
+        rules += _rules("", "services", [name], CREATE_THEN_PATCH)
     return rules
 
 

@@ -13,10 +13,12 @@ what `invoke deploy` applies after selection: ``serving_runtime(s)``,
       2. train (steps)                [parallelism: N TFJobs at once, when given]
            train-<model> ...          one resource step per model, in parallel
       3. select                       container on the PVC; a refusal to publish fails it
-      4. serving-runtime              resource apply (predictor "kserve" only)
-      5. serve                        resource apply; succeeds once KServe reports Ready
-      6. ingress                      resource apply of the ingress Service (standard
-                                      mode on a cluster distml made: ``has_ingress``)
+      4. serving-runtime-create,      resource create, then a guarded JSON patch
+         serving-runtime              (predictor "kserve" only)
+      5. serve-create, serve          the same for the InferenceService; ``serve``
+                                      succeeds once KServe reports Ready
+      6. ingress-create, ingress      the same for the ingress Service (standard mode on
+                                      a cluster distml made: ``has_ingress``)
 
 Deliberate choices (and why):
 - A fixed name (``WORKFLOW_NAME``), not ``generateName``: one pipeline runs at a time
@@ -26,6 +28,17 @@ Deliberate choices (and why):
   owner reference to it), so the new ``create`` steps do not meet old TFJobs.
 - The serving objects carry no owner reference: deleting a finished Workflow must not take
   the live service down.
+- The serving steps write an object only if it is this work dir's when they write it
+  (hours after `invoke workflow` checked the names): ``<step>-create`` creates it
+  (``kubectl create``: fails on AlreadyExists, and the step ``continueOn: failed``), then
+  ``<step>`` patches it with a JSON Patch (``mergeStrategy: json``) whose first ops
+  ``test`` its distml labels and its instance label, then write its labels, annotations
+  and spec (k8s.manifests.guarded). The API server applies a JSON Patch to the object it
+  stores in one request, and a failed ``test`` rejects the whole patch (422): someone
+  else's object of that name is never written, however late it appeared. (Argo v4.1.2
+  workflow/executor/resource.go getKubectlArguments: a ``json`` patch runs ``kubectl
+  patch --type json --patch-file <manifest> <flags...>``, so ``flags`` name the object.)
+  Not a plain ``apply``: it would take over an object of that name whoever made it.
 - Argo's ``successCondition``/``failureCondition`` are Kubernetes label selectors whose
   keys are gjson paths (workflow/executor/resource.go: ``labels.Parse``, then
   ``gjsonLabels``). A key must be a valid label key, so a query such as
@@ -57,6 +70,7 @@ import yaml
 from k8s.client.objects import WORKFLOW_API, WORKFLOW_KIND
 from k8s.manifests.argo_rbac import cache_writer_rbac, workflow_rbac
 from k8s.manifests.checks import check_min_accuracy, check_models, check_settings
+from k8s.manifests.guarded import guarded_patch, kubectl_resource
 from k8s.manifests.inference import (
     has_ingress,
     inference_service,
@@ -66,6 +80,7 @@ from k8s.manifests.inference import (
 from k8s.manifests.names import (
     ARGO_CONTROLLER_SA,
     ARGO_NAMESPACE,
+    INSTANCE_LABEL,
     NO_ISTIO_SIDECAR,
     WORKFLOW_COMPONENT,
     WORKFLOW_NAME,
@@ -92,6 +107,8 @@ STEP_SELECT = "select"
 STEP_RUNTIME = "serving-runtime"
 STEP_SERVE = "serve"
 STEP_INGRESS = "ingress"
+SERVING_STEPS = (STEP_RUNTIME, STEP_SERVE, STEP_INGRESS)
+CREATE_SUFFIX = "-create"  # the step that creates a serving step's object when absent
 
 # Argo's cache key syntax (workflow/controller/cache/cache.go: cacheKeyRegex); the key is
 # also a ConfigMap data key (at most 253 characters).
@@ -250,15 +267,31 @@ def _ingest_template(s: Settings, cache_max_age: str, source_dir: bool) -> dict[
 def _steps(s: Settings) -> list[list[dict[str, Any]]]:
     cache_arg = {"name": CACHE_KEY_PARAM, "value": f"{{{{workflow.parameters.{CACHE_KEY_PARAM}}}}}"}
     names = [STEP_INGEST, STEP_TRAIN, STEP_SELECT]
-    if s.predictor == "kserve":
-        names.append(STEP_RUNTIME)
-    names.append(STEP_SERVE)
-    if has_ingress(s):
-        names.append(STEP_INGRESS)
+    for name in serving_steps(s):
+        names += [create_step(name), name]
     # One step per group: each waits for the one before. Step and template share a name.
     groups: list[list[dict[str, Any]]] = [[{"name": name, "template": name}] for name in names]
     groups[0][0]["arguments"] = {"parameters": [cache_arg]}
+    for (step,) in groups:
+        if step["name"].endswith(CREATE_SUFFIX):
+            # AlreadyExists fails the create (the main container exits 1: node Failed,
+            # operator.go inferFailedReason); the guarded patch after it decides.
+            step["continueOn"] = {"failed": True}
     return groups
+
+
+def serving_steps(s: Settings) -> list[str]:
+    """The serving steps of ``s``, in order (each after its ``create_step``)."""
+    names = [STEP_RUNTIME] if s.predictor == "kserve" else []
+    names.append(STEP_SERVE)
+    if has_ingress(s):
+        names.append(STEP_INGRESS)
+    return names
+
+
+def create_step(step: str) -> str:
+    """The name of the step creating serving step ``step``'s object when it is absent."""
+    return f"{step}{CREATE_SUFFIX}"
 
 
 def _train_template(models: Sequence[str], parallelism: int | None) -> dict[str, Any]:
@@ -274,24 +307,42 @@ def _train_template(models: Sequence[str], parallelism: int | None) -> dict[str,
     return template
 
 
-def _serving_templates(s: Settings) -> list[dict[str, Any]]:
-    """Applied (they outlive a run, and a re-run updates them); retried on Error:
-    idempotent. The same objects `invoke deploy` applies after selection."""
+def _guarded_templates(
+    name: str,
+    obj: dict[str, Any],
+    instance: str | None,
+    conditions: tuple[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """``create_step(name)``: ``obj`` created when absent; ``name``: ``guarded_patch``
+    of it, by kind and name (a json patch takes no ``-f``), waiting on ``conditions``.
+    Both retried on Error only: a create that meets its own object fails, and goes on."""
+    if instance:
+        meta = obj["metadata"]
+        obj = {**obj, "metadata": {**meta, "labels": {**meta["labels"], INSTANCE_LABEL: instance}}}
+    create = _resource_template(create_step(name), obj, "create", owned=False, retry=True)
+    meta = obj["metadata"]
+    resource: dict[str, Any] = {
+        "action": "patch",
+        "mergeStrategy": "json",
+        "flags": [kubectl_resource(obj), meta["name"], "--namespace", meta["namespace"]],
+    }
+    if conditions:
+        resource["successCondition"], resource["failureCondition"] = conditions
+    resource["manifest"] = json.dumps(guarded_patch(obj, instance), indent=1)
+    patch = {"name": name, "resource": resource, "retryStrategy": dict(create["retryStrategy"])}
+    return [create, patch]
+
+
+def _serving_templates(s: Settings, instance: str | None) -> list[dict[str, Any]]:
+    """The same objects `invoke deploy` applies after selection, each written only if it
+    is this work dir's (module docstring); the InferenceService's step waits for Ready."""
     out = []
     if s.predictor == "kserve":
-        out.append(
-            _resource_template(STEP_RUNTIME, serving_runtime(s), "apply", owned=False, retry=True)
-        )
-    out.append(
-        _resource_template(
-            STEP_SERVE, inference_service(s), "apply", isvc_conditions(), owned=False, retry=True
-        )
-    )
+        out += _guarded_templates(STEP_RUNTIME, serving_runtime(s), instance)
+    out += _guarded_templates(STEP_SERVE, inference_service(s), instance, isvc_conditions())
     if has_ingress(s):
         # The way in from the host (deploy applies it too); nothing to wait for.
-        out.append(
-            _resource_template(STEP_INGRESS, ingress_service(s), "apply", owned=False, retry=True)
-        )
+        out += _guarded_templates(STEP_INGRESS, ingress_service(s), instance)
     return out
 
 
@@ -303,6 +354,7 @@ def _templates(
     min_accuracy: float,
     source_dir: bool,
     parallelism: int | None,
+    instance: str | None,
 ) -> list[dict[str, Any]]:
     templates = [
         {"name": ENTRYPOINT, "steps": _steps(s)},
@@ -322,7 +374,7 @@ def _templates(
     templates.append(
         _container_template(STEP_SELECT, selection_job(s, min_accuracy=min_accuracy, force=False))
     )
-    return templates + _serving_templates(s)
+    return templates + _serving_templates(s, instance)
 
 
 def check_parallelism(parallelism: object) -> None:
@@ -362,12 +414,15 @@ def workflow(
     min_accuracy: float = 0.0,
     source_dir: bool = False,
     parallelism: int | None = None,
+    instance: str | None = None,
 ) -> dict[str, Any]:
     """The Workflow: ingest -> one TFJob per model in parallel -> select -> serve.
 
     ``cache_key``: ``memo_key(s.image, contract.RAW_SHA256)``; ``source_dir``: ingest
     reads the raw files ``invoke up --source-dir`` copied into the volume;
-    ``parallelism``: at most that many TFJobs at once (None: all of them)."""
+    ``parallelism``: at most that many TFJobs at once (None: all of them);
+    ``instance``: the work dir's id, which the serving steps require of what they
+    write (None: only distml's labels are required)."""
     check_settings(s)
     models = check_models(models)
     check_min_accuracy(min_accuracy)
@@ -380,6 +435,7 @@ def workflow(
         min_accuracy=min_accuracy,
         source_dir=source_dir,
         parallelism=parallelism,
+        instance=instance,
     )
     volumes = ingest_job(s)["spec"]["template"]["spec"]["volumes"]
     return {

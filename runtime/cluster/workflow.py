@@ -15,12 +15,15 @@ from k8s import manifests
 from k8s.client.kube import KubeError
 from k8s.client.objects import ISVC_API
 from k8s.client.ownership import stamp
+from k8s.manifests.argo_workflow import CREATE_SUFFIX, SERVING_STEPS
+from k8s.manifests.guarded import NOT_APPLIED
 from k8s.providers.settings import Settings
 from k8s.waits.argo_status import (
     COMPLETED,
     WORKFLOW_API,
     WORKFLOW_KIND,
     StepRow,
+    failed_steps,
     failure_report,
     wait_workflow,
     workflow_phase,
@@ -37,7 +40,11 @@ STOP_WAIT_S = 180  # for a stopped workflow to go: its TFJobs' workers save and 
 
 
 def step_row_line(r: StepRow) -> str:
-    """A workflow step's live line: its phase, a cache hit, its retries, its message."""
+    """A workflow step's live line: its phase, a cache hit, its retries, its message (a
+    serving object's create step that found it there says so: not a failure)."""
+    if r.name.endswith(CREATE_SUFFIX) and r.phase == "Failed" and _exists(r.message):
+        step = r.name.removesuffix(CREATE_SUFFIX)
+        return f"{r.name:<26} exists: step {step} updates it only if it is this work dir's"
     note = " (from the cache, not run)" if r.cached else ""
     note += f" (retry {r.retries})" if r.retries else ""
     note += f": {r.message}" if r.message else ""
@@ -76,6 +83,7 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         source_dir=bool(state.source_dir),
         parallelism=fit if fit < len(request.models) else None,
         controller_sa=_controller_service_account(cx),
+        instance=cx.instance,
     )
     wf = next(o for o in objects if o["kind"] == WORKFLOW_KIND)
     _check_serving_objects(cx, s)
@@ -100,8 +108,9 @@ SERVING_RUNTIME_API = "serving.kserve.io/v1alpha1"
 
 
 def _check_serving_objects(cx: ClusterContext, s: Settings) -> None:
-    """The serving steps apply the InferenceService and its ServingRuntime by name: one
-    someone else made since `up` is refused here, before the Workflow is submitted."""
+    """The serving steps write the InferenceService and its ServingRuntime by name: one
+    someone else made since `up` is refused here, before the Workflow is submitted (and
+    one made after this, by the steps themselves: k8s.manifests.guarded)."""
     for api, kind, name in (
         (ISVC_API, "InferenceService", s.service),
         (SERVING_RUNTIME_API, "ServingRuntime", manifests.RUNTIME_NAME),
@@ -120,7 +129,8 @@ def _stamped(wf: dict[str, Any], instance: str | None) -> dict[str, Any]:
     wf = copy.deepcopy(wf)
     for template in wf["spec"]["templates"]:
         resource = template.get("resource")
-        if resource and "manifest" in resource:
+        if resource and "manifest" in resource and resource.get("action") != "patch":
+            # A patch step's JSON Patch already tests and writes the instance label.
             obj = stamp(yaml.safe_load(resource["manifest"]), instance)
             resource["manifest"] = yaml.safe_dump(obj, sort_keys=False)
     return wf
@@ -207,8 +217,43 @@ def watch(cx: ClusterContext, name: str, *, deadline_s: float) -> int:
         return 0
     cx.out(f"Workflow {name}: {phase} after {lines.elapsed():.0f} s")
     cx.out(failure_report(cx.kube, cx.namespace, final, kubectl=cx.provider.kubectl))
+    for line in refusals(final, cx.namespace, cx.instance):
+        cx.out(line)
     cx.out("next: fix the cause above, then `invoke workflow --watch` (a cached ingest is skipped)")
     return 1
+
+
+def _exists(message: str) -> bool:
+    return "AlreadyExists" in message or "already exists" in message
+
+
+def refusals(wf: dict[str, Any], namespace: str, instance: str | None) -> list[str]:
+    """What a serving step that failed on its guard means (the API server's answer to a
+    JSON Patch whose test failed says only that it rejected the request): the object of
+    that name is not this work dir's, so the step wrote nothing to it."""
+    objects = {
+        t["name"]: t["resource"]["flags"][:2]
+        for t in (wf.get("spec") or {}).get("templates") or []
+        if t.get("name") in SERVING_STEPS and "flags" in (t.get("resource") or {})
+    }
+    out = []
+    for step in failed_steps(wf):
+        if step.name not in objects or NOT_APPLIED not in step.state()[1]:
+            continue
+        resource, name = objects[step.name]
+        whose = (
+            f"this work dir's instance label (distml/instance={instance})"
+            if instance
+            else ("distml's labels")
+        )
+        out.append(
+            f"step {step.name} refused to write {resource} {namespace}/{name}: it does not "
+            f"carry {whose}, so it is someone else's (made after `invoke workflow` checked "
+            "the name) and was left as it is. Ask whoever made it, or choose another name "
+            f"(--service), then run `invoke workflow` again; see it: "
+            f"kubectl -n {namespace} get {resource} {name} -o yaml"
+        )
+    return out
 
 
 def stop(cx: ClusterContext) -> int:

@@ -9,13 +9,14 @@ import importlib
 from typing import Any
 
 import pytest
+import yaml
 
 from k8s import manifests as m
 from k8s.providers.settings import SERVING_MODES, Settings
 from ml import contract
 from ml.contract import MODEL_TYPES
 from tests.support import argo_conditions as argo
-from tests.support import k8s_schemas
+from tests.support import json_patch, k8s_schemas
 from tests.support.workflow_kit import IMAGE, KEY, MATRIX, S, build, embedded
 
 # The module (k8s.manifests.argo_workflow, as an attribute, is the function it exports).
@@ -24,6 +25,17 @@ wfm = importlib.import_module("k8s.manifests.argo_workflow")
 
 def templates(wf: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in wf["spec"]["templates"]}
+
+
+def written(wf: dict[str, Any], name: str) -> dict[str, Any]:
+    """What resource step ``name`` writes: its manifest or, for a guarded patch, what the
+    patch makes of the object its create step makes (the object as it is when absent)."""
+    t = templates(wf)[name]
+    if t["resource"]["action"] != "patch":
+        return embedded(t)
+    return json_patch.apply(
+        embedded(templates(wf)[wfm.create_step(name)]), yaml.safe_load(t["resource"]["manifest"])
+    )
 
 
 def step_groups(wf: dict[str, Any], template: str | None = None) -> list[list[str]]:
@@ -52,7 +64,7 @@ def test_every_object_and_every_embedded_manifest_is_strictly_valid(s: Settings)
     resources = [t for t in objs[-1]["spec"]["templates"] if "resource" in t]
     assert resources, "no resource step"
     for t in resources:
-        assert k8s_schemas.validate(embedded(t)) == [], t["name"]
+        assert k8s_schemas.validate(written(objs[-1], t["name"])) == [], t["name"]
 
 
 def test_the_validator_bites_on_the_published_design_s_mistakes() -> None:
@@ -89,7 +101,7 @@ def test_ingest_then_parallel_tfjobs_then_select_then_serve(s: Settings) -> None
         [wfm.STEP_INGEST],
         [wfm.STEP_TRAIN],
         [wfm.STEP_SELECT],
-        *[[name] for name in serving],
+        *[[step] for name in serving for step in (wfm.create_step(name), name)],
     ]
     # The training template: one group, so the TFJobs run in parallel.
     assert step_groups(wf, wfm.STEP_TRAIN) == [[m.tfjob_name(x) for x in MODEL_TYPES]]
@@ -194,9 +206,10 @@ def test_workflow_level_settings() -> None:
 def test_retries_only_where_a_retry_is_safe() -> None:
     by_name = templates(build())
     retried = {name for name, t in by_name.items() if "retryStrategy" in t}
-    assert retried == {wfm.STEP_INGEST, wfm.STEP_RUNTIME, wfm.STEP_SERVE}
+    serving = {wfm.STEP_RUNTIME, wfm.STEP_SERVE}
+    assert retried == {wfm.STEP_INGEST, *serving, *map(wfm.create_step, serving)}
     standard = templates(build(Settings(image=IMAGE, serving_mode="standard")))
-    assert "retryStrategy" in standard[wfm.STEP_INGRESS]  # an apply: idempotent
+    assert "retryStrategy" in standard[wfm.STEP_INGRESS]  # a guarded patch: idempotent
     # The ingest retries are the task chain's ingest Job's backoffLimit (one fact).
     assert (
         by_name[wfm.STEP_INGEST]["retryStrategy"]["limit"]
@@ -254,15 +267,16 @@ def test_resource_steps_apply_exactly_the_task_chain_s_objects(s: Settings) -> N
         t = by_name[m.tfjob_name(model)]
         assert t["resource"]["action"] == "create"
         assert embedded(t) == m.tfjob(s, model)
-    assert embedded(by_name[wfm.STEP_SERVE]) == m.inference_service(s)
+    wf = build(s)
+    assert written(wf, wfm.STEP_SERVE) == m.inference_service(s)
     if s.predictor == "kserve":
-        assert embedded(by_name[wfm.STEP_RUNTIME]) == m.serving_runtime(s)
+        assert written(wf, wfm.STEP_RUNTIME) == m.serving_runtime(s)
     else:
         assert wfm.STEP_RUNTIME not in by_name
     if s.serving_mode == "standard":
         ingress = by_name[wfm.STEP_INGRESS]["resource"]
-        assert embedded(by_name[wfm.STEP_INGRESS]) == m.ingress_service(s)
-        assert ingress["action"] == "apply" and not ingress.get("setOwnerReference")
+        assert written(wf, wfm.STEP_INGRESS) == m.ingress_service(s)
+        assert ingress["action"] == "patch" and not ingress.get("setOwnerReference")
         assert "successCondition" not in ingress and "failureCondition" not in ingress
     else:
         assert wfm.STEP_INGRESS not in by_name
@@ -276,9 +290,8 @@ def test_the_workflow_applies_what_deploy_applies_after_selection(mode: str) -> 
     objs = m.cluster_objects(s, models=MODEL_TYPES)
     deploy = [o for step, o in objs if step == "deploy" and o["kind"] != "Job"]
     wf = next(o for step, o in objs if step == m.WORKFLOW_STEP and o["kind"] == "Workflow")
-    by_name = templates(wf)
-    names = [n for (n,) in step_groups(wf)[3:]]
-    assert [embedded(by_name[n]) for n in names] == deploy
+    names = [n for (n,) in step_groups(wf)[3:] if not n.endswith(wfm.CREATE_SUFFIX)]
+    assert [written(wf, n) for n in names] == deploy
 
 
 # -- memoization -------------------------------------------------------------------------
@@ -367,8 +380,13 @@ def test_on_a_cluster_distml_did_not_create_there_is_no_ingress_step() -> None:
     s = Settings(image=IMAGE, provider="existing", namespace="ml-team", serving_mode="standard")
     wf = build(s)
     assert wfm.STEP_INGRESS not in templates(wf)
-    assert [n for (n,) in step_groups(wf)[3:]] == [wfm.STEP_RUNTIME, wfm.STEP_SERVE]
-    manifests = [embedded(t) for t in wf["spec"]["templates"] if "resource" in t]
+    assert [n for (n,) in step_groups(wf)[3:]] == [
+        wfm.create_step(wfm.STEP_RUNTIME),
+        wfm.STEP_RUNTIME,
+        wfm.create_step(wfm.STEP_SERVE),
+        wfm.STEP_SERVE,
+    ]
+    manifests = [written(wf, t["name"]) for t in wf["spec"]["templates"] if "resource" in t]
     assert not [o for o in manifests if o["kind"] == "Service"]
     assert k8s_schemas.validate(wf) == []
 

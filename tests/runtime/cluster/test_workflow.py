@@ -44,7 +44,9 @@ def expected_objects(rt, models=contract.MODEL_TYPES, parallelism=None):
     """What the builder makes for this deployment (the settings `up` left)."""
     s = rt.cx.settings(profile=contract.DEFAULT_PROFILE)
     key = manifests.data_cache_key(s, _claim_uid(rt, s))
-    objs = manifests.workflow_objects(s, models=models, cache_key=key, parallelism=parallelism)
+    objs = manifests.workflow_objects(
+        s, models=models, cache_key=key, parallelism=parallelism, instance=rt.cx.instance
+    )
     return [stamped(o, rt.cx.instance) for o in objs]
 
 
@@ -187,6 +189,7 @@ def test_the_flags_reach_the_submitted_workflow(wd, fake):
         cache_key=manifests.data_cache_key(s, _claim_uid(rt, s)),
         cache_max_age="30m",
         min_accuracy=0.85,
+        instance=rt.cx.instance,
     )
     assert fake.applied == [stamped(o, rt.cx.instance) for o in expected]
     templates = {t["name"]: t for t in submitted(fake)["spec"]["templates"]}
@@ -622,11 +625,15 @@ def test_every_object_the_steps_create_carries_the_instance_label(wd, fake):
     rt = runtime(make_ctx(fake, {}), wd, fake)
     assert rt.workflow(WorkflowRequest()) == 0
     instance = wd.state().instance
-    manifests_in = [
-        yaml.safe_load(t["resource"]["manifest"])
-        for t in submitted(fake)["spec"]["templates"]
-        if "resource" in t
-    ]
+    resources = [t["resource"] for t in submitted(fake)["spec"]["templates"] if "resource" in t]
+    manifests_in = [yaml.safe_load(r["manifest"]) for r in resources if r["action"] != "patch"]
     assert {m["kind"] for m in manifests_in} >= {"TFJob", "InferenceService", "ServingRuntime"}
     for m in manifests_in:
         assert m["metadata"]["labels"][manifests.INSTANCE_LABEL] == instance, m["kind"]
+    # The serving steps' patches require it of what they write, and keep it there.
+    patches = [yaml.safe_load(r["manifest"]) for r in resources if r["action"] == "patch"]
+    assert patches
+    label = "/metadata/labels/distml~1instance"
+    for ops in patches:
+        assert {"op": "test", "path": label, "value": instance} in ops
+        assert {"op": "add", "path": label, "value": instance} in ops
