@@ -50,6 +50,9 @@ MONITORING_UP = ["--with-monitoring"]
 MONITORING_DEPLOY = ["--scale-metric", "concurrency"]
 TARGETS_CHECK = ["python", "-m", "integration.dashboard_check", "--targets"]
 DASHBOARD_CHECK = ["python", "-m", "integration.dashboard_check"]
+# After the first deploy: a fresh work dir's `invoke down` must keep the run's cluster and
+# its Ready service (only the work dir that made a lab cluster deletes it).
+FOREIGN_DOWN = ["python", "-m", "integration.foreign_down"]
 PROMETHEUS_TARGETS = (
     f"/api/v1/namespaces/{NAMESPACE}/services/distml-prometheus:9090/proxy/api/v1/targets"
 )
@@ -73,7 +76,9 @@ def steps(
     module's (``["python", "-m", ...]``). The task chain, or (``argo``) the pipeline as
     one Argo Workflow. ``offline``: no step asks a registry (``LOCAL_BASE``).
     ``monitoring``: with distml's Prometheus, KEDA on concurrency, and their checks; the
-    load test then also holds the server's count to Locust's (within 1%)."""
+    load test then also holds the server's count to Locust's (within 1%). The task chain
+    checks, after its first deploy, that a fresh work dir's `down` keeps the cluster
+    (``FOREIGN_DOWN``)."""
     source = ["--source-dir", data_dir] if data_dir else []  # offline: no download
     base = LOCAL_BASE if offline else []
     watched = MONITORING_UP if monitoring else []
@@ -91,6 +96,7 @@ def steps(
         up,
         ["invoke", "train-all", *BUDGET],  # as many jobs at once as the node holds
         deploy,
+        FOREIGN_DOWN,
         *before,
         load,
         *after,

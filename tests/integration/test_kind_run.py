@@ -33,6 +33,7 @@ def test_the_chain_trains_serves_loads_recovers_and_rolls_back_in_that_order():
         "up",
         "train-all",
         "deploy",
+        "foreign_down",  # a fresh work dir's `down` keeps the cluster and the service
         "loadtest",
         "recovery",
         "recovery",
@@ -41,8 +42,8 @@ def test_the_chain_trains_serves_loads_recovers_and_rolls_back_in_that_order():
         "status",
     ]
     assert plan[0][-2:] == ["--source-dir", "/data"]
-    assert "--expect-scale-out" in plan[3]
-    faults = {tuple(s[3:]) for s in plan if s[0] == "python"}
+    assert "--expect-scale-out" in plan[4]
+    faults = {tuple(s[3:]) for s in plan if s[:3] == ["python", "-m", "integration.recovery"]}
     assert {f for f, _ in faults} == {"delete-pod", "sigterm"}
     assert {m for _, m in faults} <= set(MODEL_TYPES)  # models the image knows
     assert len({m for _, m in faults}) == 2  # one job per fault: neither sees the other's
@@ -76,6 +77,7 @@ def test_monitoring_scales_on_concurrency_and_checks_targets_the_count_and_the_d
         "up",
         "train-all",
         "deploy",
+        "foreign_down",
         "dashboard_check --targets",  # every predictor scraped, before the load
         "loadtest",
         "dashboard_check",  # every panel has data, right after the load
@@ -88,7 +90,7 @@ def test_monitoring_scales_on_concurrency_and_checks_targets_the_count_and_the_d
     assert plan[0][-1] == "--with-monitoring" and "--base" in plan[0]
     deploys = [s for s in plan if s[:2] == ["invoke", "deploy"]]
     assert all(s[-2:] == ["--scale-metric", "concurrency"] for s in deploys)
-    load = plan[4]
+    load = plan[5]
     # The load test's own check: 5 users, scale-out expected; with Prometheus on the
     # cluster it also fails when the server's count is more than 1% from Locust's.
     assert load[load.index("--concurrency") + 1] == "5" and "--expect-scale-out" in load
@@ -125,3 +127,14 @@ def test_the_monitoring_steps_name_modules_and_a_service_that_exist():
     assert f"/namespaces/{kind_run.NAMESPACE}/" in kind_run.PROMETHEUS_TARGETS
     command, _ = kind_run.diagnostics("invoke", kind_run.workdir())["prometheus-targets"]
     assert command[-2:] == ["--raw", kind_run.PROMETHEUS_TARGETS]
+
+
+def test_a_fresh_work_dirs_down_comes_after_the_first_deploy_and_before_the_load():
+    plan = kind_run.steps("standard", "/data")
+    at = plan.index(kind_run.FOREIGN_DOWN)
+    assert plan[at - 1][:2] == ["invoke", "deploy"] and plan[at + 1][1] == "loadtest"
+    assert plan.count(kind_run.FOREIGN_DOWN) == 1
+    assert plan.index(plan[at - 1]) == at - 1  # the first deploy: the service is running
+    import importlib.util
+
+    assert importlib.util.find_spec(kind_run.FOREIGN_DOWN[2]) is not None
