@@ -30,6 +30,12 @@ from k8s.client.kube import Kube, KubeError
 from k8s.client.kubectl_errors import NO_MATCH_TRIES, PermanentError, classify_kubectl_error
 from k8s.client.objects import is_true
 from k8s.install import istio_gateway, upstream_files, versions
+from k8s.install.apply_conflicts import (
+    apply_unforced,
+    force_flag,
+    is_conflict,
+    kubectl_conflict_message,
+)
 from k8s.install.operator_check import (
     PROBES,
     Finding,
@@ -143,6 +149,8 @@ class Installer(OptionalOperators):
             if result.ok:
                 return
             err = (result.stderr or result.stdout or "").strip()
+            if not self.owned and is_conflict(err):  # never forced there: retrying cannot fix it
+                raise PermanentError(kubectl_conflict_message(what, args, err))
             message = f"{what}: kubectl exited {result.exited}: {err[-400:]}"
             kind = classify_kubectl_error(err)
             if kind == "no-match":
@@ -253,9 +261,12 @@ class Installer(OptionalOperators):
         label = PROBES["training_operator"].label
         if self.present("training_operator", label, "kubeflow", "training-operator"):
             return
-        # Server-side: client-side apply fails on the CRDs ("annotations: Too long").
+        # Server-side: client-side apply fails on the CRDs ("annotations: Too long"). Forced
+        # only on a cluster distml made (k8s.install.apply_conflicts): a re-run takes back
+        # the fields an interrupted one left; elsewhere a conflict stops `up`, said plainly.
         source = self.source(versions.TRAINING_OPERATOR_KUSTOMIZE, kustomize=True)
-        self.kubectl_retrying(f"apply --server-side --force-conflicts {source}", label)
+        force = force_flag(self.owned)
+        self.kubectl_retrying(f"apply --server-side{force} {source}", label)
         self.wait("kubeflow", ["training-operator"])
         if not self.dry:
             # Its validating webhook answers a moment after the Deployment is Available:
@@ -411,13 +422,12 @@ class Installer(OptionalOperators):
         if not installed:
             # The release's kserve.yaml leaves out its Namespace (it is made for Helm-style
             # installs), and its CRDs are published on their own.
-            self.kube.apply(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": "kserve", "labels": manifests.labels()},
-                }
-            )
+            namespace = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": "kserve", "labels": manifests.labels()},
+            }
+            apply_unforced(self.kube, namespace, owns_cluster=self.owned, what=label)
             self.apply(versions.KSERVE_CRDS_URL, label, "--server-side")
             # cert-manager's webhook may still refuse the Certificate objects: retried.
             self.apply(versions.KSERVE_URL, label, "--server-side")

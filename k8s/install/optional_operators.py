@@ -15,6 +15,7 @@ from k8s import manifests
 from k8s.client.kube import Kube, KubeError
 from k8s.client.objects import condition, format_condition, is_true
 from k8s.install import versions
+from k8s.install.apply_conflicts import apply_unforced
 from k8s.install.operator_check import CLUSTER_WIDE, PROBES
 from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.waits.cluster_poll import POLL_S, WaitError, outcome, poll_cluster
@@ -85,6 +86,8 @@ class OptionalOperators:
 
         @property
         def dry(self) -> bool: ...
+        @property
+        def owned(self) -> bool: ...
         def present(self, step: str, label: str, namespace: str, *deployments: str) -> bool: ...
         def apply(self, url: str, what: str, flags: str = "") -> None: ...
         def wait(self, namespace: str, names: list[str] | None = None) -> None: ...
@@ -95,13 +98,12 @@ class OptionalOperators:
         label = PROBES["argo"].label
         if self.present("argo", label, ARGO_NAMESPACE, *ARGO_DEPLOYMENTS):
             return
-        self.kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": ARGO_NAMESPACE, "labels": manifests.labels()},
-            }
-        )
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ARGO_NAMESPACE, "labels": manifests.labels()},
+        }
+        apply_unforced(self.kube, namespace, owns_cluster=self.owned, what=label)
         self.apply(versions.ARGO_WORKFLOWS_URL, label, f"--server-side -n {ARGO_NAMESPACE}")
         self.wait(ARGO_NAMESPACE, list(ARGO_DEPLOYMENTS))
 
