@@ -2,7 +2,8 @@
 
 - ``ApiKube``: the real thing, the ``kubernetes`` Python client, kubeconfig loaded lazily
   for one named context (never the user's current context by accident).
-- ``DryKube``: ``invoke --dry``: prints each object it would apply, touches nothing.
+- ``DryKube`` (``k8s.client.drykube``): ``invoke --dry``: prints each object it would
+  apply, touches nothing.
 - tests use ``tests/support/fakekube.py``: an in-memory cluster whose objects tests script.
 
 Objects are plain dicts (what the builders in ``k8s.manifests`` return).
@@ -14,6 +15,7 @@ import json
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from common.errors import DistmlError
@@ -63,6 +65,10 @@ class Kube(Protocol):
 
     def server(self) -> str:
         """The API server's URL, as the kubeconfig names it ("" when none is known)."""
+
+    def ca(self) -> str:
+        """The CA certificates (PEM) the kubeconfig trusts for this API server ("" when it
+        names none)."""
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
@@ -134,7 +140,7 @@ def describe(kind: str, name: str | None, namespace: str | None = None) -> str:
     return f"{kind} {where}".rstrip()
 
 
-def _meta(obj: dict[str, Any]) -> tuple[str, str, str, str | None]:
+def meta_of(obj: dict[str, Any]) -> tuple[str, str, str, str | None]:
     meta = obj.get("metadata") or {}
     return (
         obj.get("apiVersion", ""),
@@ -291,10 +297,18 @@ class ApiKube:
         self._connect()
         return str(self._api_client.configuration.host or "")
 
+    def ca(self) -> str:
+        self._connect()
+        path = self._api_client.configuration.ssl_ca_cert  # the client writes the data out
+        try:
+            return Path(path).read_text() if path else ""
+        except OSError:
+            return ""
+
     def apply(
         self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True
     ) -> dict[str, Any]:
-        api_version, kind, name, namespace = _meta(obj)
+        api_version, kind, name, namespace = meta_of(obj)
         what = describe(kind, name, namespace)
         call = "apply (dry run)" if dry_run else "apply"
         resource = self._resource(call, api_version, kind, what)
@@ -387,7 +401,7 @@ class ApiKube:
         return True
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
-        api_version, kind, name, namespace = _meta(obj)
+        api_version, kind, name, namespace = meta_of(obj)
         what = describe(kind, name or None, namespace)
         call = "create (dry run)" if dry_run else "create"
         resource = self._resource(call, api_version, kind, what)
@@ -482,86 +496,3 @@ class ApiKube:
                 body=body,
             )
         return bytes(body)
-
-
-# --------------------------------------------------------------------------- DryKube
-
-
-class DryKube:
-    """``invoke --dry``: prints what it would apply or delete; touches nothing."""
-
-    def __init__(self, out: Callable[[str], Any] = print) -> None:
-        self.out = out
-
-    def server(self) -> str:
-        return ""
-
-    def apply(
-        self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True
-    ) -> dict[str, Any]:
-        """Print ``would apply Kind ns/name`` and the object as YAML; return it unchanged.
-
-        A ``dry_run`` apply (a readiness probe, e.g. for a webhook) prints nothing: the
-        object it probes with is printed when it is really applied.
-        """
-        import yaml
-
-        if dry_run:
-            return obj
-        _, kind, name, namespace = _meta(obj)
-        self.out(f"would apply {describe(kind, name, namespace)}")
-        self.out(yaml.safe_dump(obj, sort_keys=False).rstrip("\n"))
-        return obj
-
-    def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
-        return None
-
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-    ) -> Objects:
-        return []
-
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        namespace: str | None = None,
-        *,
-        uid: str | None = None,
-    ) -> bool:
-        self.out(f"would delete {describe(kind, name, namespace)}")
-        return False
-
-    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
-        """Nothing is sent under --dry: a review gets no answer (no ``status``)."""
-        return obj
-
-    def served(self, api_version: str, kind: str) -> bool:
-        return False  # nothing is asked under --dry
-
-    def logs(
-        self,
-        pod: str,
-        namespace: str,
-        container: str | None = None,
-        tail: int = 40,
-        *,
-        previous: bool = False,
-    ) -> str:
-        return ""
-
-    def events(self, namespace: str, name: str | None = None) -> Objects:
-        return []
-
-    def proxy_get(
-        self, namespace: str, service: str, port: int, path: str, params: dict[str, str]
-    ) -> bytes:
-        """Nothing is sent under --dry: a reader says it did not read."""
-        raise KubeError(f"--dry: GET {path} on Service {namespace}/{service}:{port} not sent")

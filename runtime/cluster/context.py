@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from k8s import manifests
-from k8s.client.kube import DryKube, Kube, KubeError
+from k8s.client.drykube import DryKube
+from k8s.client.kube import Kube, KubeError
 from k8s.client.objects import namespace_refusal
 from k8s.client.ownership import owned, recreated, refusal, stamp, uid_key, uid_of
 from k8s.providers.base import Provider

@@ -13,7 +13,7 @@ from typing import Any
 from invoke import Config, Context, Result
 
 from k8s import manifests
-from k8s.client.kube import DryKube
+from k8s.client.drykube import DryKube
 from k8s.install.operators import Installer
 from k8s.providers.settings import Settings
 from runtime.cluster.context import ClusterContext

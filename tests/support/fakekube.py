@@ -114,6 +114,7 @@ class FakeKube:
         self.log_requests: list[tuple[str, str, str | None, int]] = []
         self._failures: dict[str, list[BaseException]] = {}
         self.server_url = "https://127.0.0.1:6443"  # what ``server()`` answers
+        self.ca_pem = ""  # what ``ca()`` answers: the kubeconfig's CA
         self.forced: list[bool] = []  # each apply's ``force``, in order
         # ``serve_proxy``: what answers a service behind the API server's proxy.
         self.proxies: dict[tuple[str, str, int], Callable[[str, dict[str, str]], bytes]] = {}
@@ -342,6 +343,10 @@ class FakeKube:
     def server(self) -> str:
         self._call("server")
         return self.server_url
+
+    def ca(self) -> str:
+        self._call("ca")
+        return self.ca_pem
 
     def apply(
         self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True

@@ -1,5 +1,5 @@
-"""k8s.client.kube: DryKube prints and touches nothing; ApiKube imports nothing until used, says
-what to run when its context is missing, and, against a loopback stand-in for the API server
+"""k8s.client.kube: ApiKube imports nothing until used, says what to run when its
+context is missing, and, against a loopback stand-in for the API server
 (tests/support/api_server.py), sends what a real server expects and maps its answers."""
 
 from __future__ import annotations
@@ -14,35 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from k8s.client.kube import ApiKube, DryKube, KubeError
+from k8s.client.kube import ApiKube, KubeError
 from tests.support.api_server import WEB_UID, FakeApiServer, write_kubeconfig
-from tests.support.wait_kit import NS, TF, collect
-
-
-def test_dry_kube_prints_and_touches_nothing() -> None:
-    lines, out = collect()
-    dry = DryKube(out=out)
-    obj = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": NS},
-        "spec": {"replicas": 2},
-    }
-
-    assert dry.apply(obj) is obj
-    assert lines[0] == "would apply Deployment kubeflow/web"
-    assert yaml.safe_load(lines[1]) == obj
-    assert lines[1].index("apiVersion") < lines[1].index("spec")  # not sorted
-    assert dry.get("apps/v1", "Deployment", "web", NS) is None
-    assert dry.list("apps/v1", "Deployment", NS) == []
-    assert dry.delete("v1", "PersistentVolumeClaim", "strategy-volume", NS) is False
-    assert lines[2] == "would delete PersistentVolumeClaim kubeflow/strategy-volume"
-    assert dry.logs("p", NS) == ""
-    assert dry.events(NS) == []
-    assert dry.apply(obj, dry_run=True) is obj  # a readiness probe: nothing to show
-    assert len(lines) == 3
+from tests.support.wait_kit import NS, TF
 
 
 def test_constructing_api_kube_imports_and_loads_nothing(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from k8s.client.kube import ApiKube, DryKube, KubeError, ProxyError
+from k8s.client.drykube import DryKube
+from k8s.client.kube import ApiKube, KubeError, ProxyError
 from ml import contract_metrics
 from tests.support.api_server import FakeApiServer, status_body, write_kubeconfig
 
