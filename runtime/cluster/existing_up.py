@@ -33,11 +33,14 @@ def reach(cx: ClusterContext) -> Identity | None:
         raise ClusterError(str(e)) from e
     if cx.dry:
         return None
-    found, note = identity.read(cx.kube)  # cx.kube refuses another cluster than recorded
+    # cx.kube refuses another cluster than the one recorded
+    found, note = identity.read(cx.kube, cx.namespace)
     try:
         nodes = [n["metadata"]["name"] for n in cx.kube.list("v1", "Node")]
         cx.out(f"cluster: Kubernetes {version}, {len(nodes)} node(s): {', '.join(nodes)}")
-    except KubeError as e:  # a user whose rights end at their namespace
+    except KubeError as e:  # a user whose rights end at their namespace (a 403 only)
+        if not e.forbidden:
+            raise ClusterError(str(e)) from e
         cx.out(f"cluster: Kubernetes {version}; its nodes cannot be listed ({e})")
     cx.out(f"cluster: {found.describe()}")
     if note:
@@ -67,6 +70,7 @@ def claim(cx: ClusterContext, s: Settings, found: Identity | None) -> None:
         runtime=cx.provider.name,
         cluster_server=found.server,
         cluster_uid=found.uid,
+        cluster_ca=found.ca,
     )
 
 

@@ -100,7 +100,9 @@ def test_claim_records_the_context_and_the_cluster_behind_it(cx, wd, fake):
 
 def test_reach_degrades_when_nodes_and_kube_system_are_forbidden(cx, fake, lines, monkeypatch):
     def forbidden(*a, **k):
-        raise KubeError("nodes is forbidden: User cannot list resource nodes at the cluster scope")
+        raise KubeError(
+            "nodes is forbidden: User cannot list resource nodes at the cluster scope", status=403
+        )
 
     monkeypatch.setattr(fake, "list", forbidden)
     monkeypatch.setattr(fake, "get", forbidden)
