@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from k8s import manifests
 from k8s.client.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
-from k8s.client.ownership import owned, owner
+from k8s.client.ownership import owned, owner, proven
 from k8s.install.operators import Installer, components
 from k8s.manifests.names import INSTANCE_LABEL
 from k8s.providers.settings import Settings
@@ -44,6 +44,8 @@ CLUSTER_RECORD: dict[str, None] = dict.fromkeys(
         "namespace",
         "cluster_server",
         "cluster_uid",
+        "cluster_ca",
+        "object_uids",  # what was deleted forgot its uid; what is left is not ours to keep
         "storage_class",
         "volume_access",
         "volume_uid",
@@ -151,16 +153,26 @@ def _delete_objects(cx: ClusterContext) -> None:
             "be told from others', so none is deleted; delete them by hand"
         )
         return
-    gone = []
+    gone, kept = [], []
+    uids = cx.uids
     for api, kind in OURS:
         mine = manifests.selector(instance=instance)
         for obj in cx.kube.list(api, kind, ns, label_selector=mine):
             name = obj["metadata"]["name"]
-            if cx.kube.delete(api, kind, name, ns):
+            if not (s.owns_cluster or proven(obj, instance, uids)):
+                kept.append(f"{kind} {name}")  # the label alone: anyone's copy
+            elif cx.delete_checked(api, obj):
                 gone.append(f"{kind} {name}")
     gone += _delete_argo_cache(cx, s)
     gone += _delete_volume(cx, s)
     cx.out("deleted: " + (", ".join(gone) if gone else "nothing (none found)"))
+    if kept:
+        cx.out(
+            f"kept: {', '.join(kept)}: they carry this work dir's label "
+            f"{INSTANCE_LABEL}={instance} but are not objects it made (their uids are not the "
+            "ones it recorded): a copy of the label proves nothing. Delete them by hand if "
+            f"they are yours: `{cx.provider.kubectl(f'-n {ns} delete KIND NAME')}`"
+        )
     cx.out(
         f"kept the cluster {cx.provider.cluster} and its operators; `invoke up` makes "
         "the volume and dataset again"

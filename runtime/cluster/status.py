@@ -16,6 +16,7 @@ from common.errors import DistmlError
 from k8s import manifests
 from k8s.client.kube import KubeError
 from k8s.client.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
+from k8s.client.ownership import owner
 from k8s.install.operator_check import PROBES
 from k8s.install.operator_proof import discovered
 from k8s.install.operators import deployment_available
@@ -133,6 +134,8 @@ def _inference_service(cx: ClusterContext) -> Row:
     isvc = cx.get(ISVC_API, "InferenceService", cx.service)
     if isvc is None:
         return ("InferenceService", "not deployed")
+    if not cx.ours(isvc):  # someone else's of the name: not this work dir's service
+        return (f"InferenceService {cx.service}", f"not this work dir's ({owner(isvc)})")
     ready = is_true(isvc, "Ready")
     url = (isvc.get("status") or {}).get("url", "-")
     replicas = ReplicaCounter(cx.kube, cx.namespace, cx.service)()

@@ -79,16 +79,46 @@ def test_down_deletes_its_own_claim_and_clears_the_context(rt, fake, wd):
     assert (state.cluster_server, state.volume_uid, state.instance) == (None, None, ME)
 
 
-def test_down_deletes_only_this_work_dirs_objects(rt, fake):
+def test_down_deletes_only_this_work_dirs_objects(rt, fake, wd):
     tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
     for name, labels in [("train-cnn", MINE), ("theirs", {"team": "other"})]:
         fake.put({**tfjob, "metadata": {"name": name, "namespace": NS, "labels": labels}})
+    mine = fake.obj(TFJOB_API, "TFJob", "train-cnn", NS)["metadata"]["uid"]
+    wd.update_state(object_uids=[[f"TFJob {NS}/train-cnn", mine]])  # as its apply recorded
     other = {**COMMON_LABELS, INSTANCE_LABEL: "0other00"}
     fake.put({**tfjob, "metadata": {"name": "b-cnn", "namespace": NS, "labels": other}})
     before = {k: copy.deepcopy(v) for k, v in fake.objects.items() if k[3] != "train-cnn"}
     rt.down(DownRequest())
     assert [k[3] for k in fake.deleted] == ["train-cnn"]
     assert {k: v for k, v in fake.objects.items() if k in before} == before
+
+
+def test_down_leaves_an_object_that_only_copies_this_work_dirs_label(rt, fake, wd):
+    # A teammate's `kubectl get -o yaml` of this work dir's TFJob, applied under another
+    # name, or a same-name TFJob made again after this work dir's was deleted: the label
+    # is this work dir's, the uid is not one it recorded.
+    tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
+    fake.put({**tfjob, "metadata": {"name": "train-cnn", "namespace": NS, "labels": MINE}})
+    fake.put({**tfjob, "metadata": {"name": "copied", "namespace": NS, "labels": MINE}})
+    wd.update_state(object_uids=[[f"TFJob {NS}/train-cnn", "uid-deleted-long-ago"]])
+    before = copy.deepcopy(fake.objects)
+    assert rt.down(DownRequest()) == 0
+    assert fake.deleted == [] and fake.objects == before
+    said = " ".join(rt.lines)
+    assert "kept: TFJob train-cnn, TFJob copied" in said and "a copy of the label" in said
+
+
+def test_down_deletes_what_an_object_of_this_work_dir_owns(rt, fake, wd):
+    # A Workflow's TFJobs: made by Argo, owned by the Workflow this work dir applied.
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow"}
+    fake.put({**wf, "metadata": {"name": "distml-pipeline", "namespace": NS, "labels": MINE}})
+    wf_uid = fake.obj(wf["apiVersion"], "Workflow", "distml-pipeline", NS)["metadata"]["uid"]
+    owned_by = [{"kind": "Workflow", "name": "distml-pipeline", "uid": wf_uid}]
+    meta = {"name": "train-cnn", "namespace": NS, "labels": MINE, "ownerReferences": owned_by}
+    fake.put({"apiVersion": TFJOB_API, "kind": "TFJob", "metadata": meta})
+    wd.update_state(object_uids=[[f"Workflow {NS}/distml-pipeline", wf_uid]])
+    rt.down(DownRequest())
+    assert sorted(k[3] for k in fake.deleted) == ["distml-pipeline", "train-cnn"]
 
 
 def test_down_on_a_work_dir_without_an_instance_deletes_nothing(rt, fake, wd):
@@ -107,7 +137,7 @@ def test_down_leaves_argos_namespace_alone_unless_this_work_dir_used_argo(rt, fa
     touched = []
     real = fake.delete
 
-    def delete(api, kind, name, namespace=None):
+    def delete(api, kind, name, namespace=None, *, uid=None):
         touched.append(namespace)
         return real(api, kind, name, namespace)
 
@@ -133,7 +163,9 @@ def test_capacity_unknown_when_pods_cannot_be_listed_submits_every_job(rt, fake,
 
     def listing(api, kind, namespace=None, label_selector=None):
         if kind == "Pod" and namespace is None:
-            raise KubeError("pods is forbidden: cannot list resource pods at the cluster scope")
+            raise KubeError(
+                "pods is forbidden: cannot list resource pods at the cluster scope", status=403
+            )
         return real(api, kind, namespace, label_selector=label_selector)
 
     monkeypatch.setattr(fake, "list", listing)

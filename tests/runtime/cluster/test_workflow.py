@@ -570,7 +570,7 @@ def test_an_unreadable_controller_deployment_falls_back_to_install_yamls_account
 
     def forbidden(api, kind, name, namespace=None, *, uid=None):
         if kind == "Deployment" and namespace == manifests.ARGO_NAMESPACE:
-            raise KubeError(f"deployments.apps {name} is forbidden")
+            raise KubeError(f"deployments.apps {name} is forbidden", status=403)
         return real(api, kind, name, namespace)
 
     fake.get = forbidden
