@@ -37,6 +37,7 @@ RENEWED: tuple[str, ...] = (
     "workdir_secret",
     "object_uids",
     "volume_uid",
+    "made_cluster",
     "context",
     "namespace",
     "cluster_server",
@@ -54,6 +55,7 @@ RENEWED: tuple[str, ...] = (
     "server",
     "train_pids",
     "image",
+    "built_images",
     "pushed",
 )
 
