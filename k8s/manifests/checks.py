@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from k8s.manifests.names import (
     K8S_NODE_PORT_RANGE,
     MAX_SERVICE_NAME,
-    TRAINING_OPERATOR_NAMESPACE,
+    SYSTEM_NAMESPACES,
     is_dns_label,
     is_dns_subdomain,
 )
@@ -136,19 +136,21 @@ def _check_names(s: Settings) -> None:
 
 
 def _check_not_the_operators_namespace(s: Settings) -> None:
-    """On a cluster distml did not create, never the training operator's own namespace: a
-    TFJob there may name the operator's ServiceAccount and run with its cluster-wide
-    rights, and `invoke workflow` lets its steps create TFJobs. (On the clusters distml
-    makes, ``kubeflow`` is distml's namespace, and everything in it distml's.)"""
-    if s.owns_cluster or s.namespace != TRAINING_OPERATOR_NAMESPACE:
+    """On a cluster distml did not create, never a system namespace (``SYSTEM_NAMESPACES``):
+    a TFJob in an operator's namespace may name its ServiceAccount and run with its
+    cluster-wide rights, and `invoke workflow` lets its steps create TFJobs; and nothing
+    there is a team's to write or delete. (On the clusters distml makes, ``kubeflow`` is
+    distml's namespace, and everything in it distml's.)"""
+    whose = SYSTEM_NAMESPACES.get(s.namespace)
+    if s.owns_cluster or whose is None:
         return
     raise ValueError(
-        f"namespace {s.namespace} is the training operator's own namespace: distml does not "
-        "run there on a cluster it did not create (a TFJob there could run as the operator's "
-        "ServiceAccount, with its cluster-wide rights). Use a namespace of distml's own: "
-        "unset cluster.namespace (the default on an existing cluster is `distml`) or "
-        "`INVOKE_CLUSTER_NAMESPACE=NAME`; a work dir set up there by an older distml can "
-        "be cleared with `invoke down --forget`"
+        f"namespace {s.namespace} is {whose} namespace: distml does not run there on a "
+        "cluster it did not create (its objects are not a team's, and a TFJob there could run "
+        "as a system ServiceAccount, with its cluster-wide rights). Use a namespace of "
+        "distml's own: unset cluster.namespace (the default on an existing cluster is "
+        "`distml`) or `INVOKE_CLUSTER_NAMESPACE=NAME`; a work dir set up there by an older "
+        "distml can be cleared with `invoke down --forget`"
     )
 
 

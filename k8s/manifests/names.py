@@ -171,6 +171,21 @@ ARGO_CONTROLLER_DEPLOYMENT = "workflow-controller"
 # Where the pinned training-operator install runs the operator (and its ServiceAccount,
 # which holds cluster-wide rights): a TFJob made there may run as that ServiceAccount.
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+# Namespaces that are never distml's on a cluster it did not create: Kubernetes' own, and
+# the operators' (their ServiceAccounts hold cluster-wide rights; their objects are not a
+# team's). On the clusters distml makes, ``kubeflow`` is distml's namespace.
+SYSTEM_NAMESPACES: dict[str, str] = {
+    "kube-system": "Kubernetes' own",
+    "kube-public": "Kubernetes' own, readable by everyone",
+    "kube-node-lease": "Kubernetes' own",
+    TRAINING_OPERATOR_NAMESPACE: "the training operator's own",
+    "kserve": "KServe's controller's own",
+    "cert-manager": "cert-manager's own",
+    "istio-system": "Istio's own",
+    "knative-serving": "Knative Serving's own",
+    "keda": "KEDA's own",
+    ARGO_NAMESPACE: "Argo Workflows' own",
+}
 # On every pod distml makes but the predictors: an Istio sidecar never exits, so a Job's or
 # a TFJob's pod would run forever in a namespace labelled istio-injection=enabled.
 NO_ISTIO_SIDECAR = {"sidecar.istio.io/inject": "false"}

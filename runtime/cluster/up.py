@@ -205,7 +205,7 @@ def _check_ingress_port(cx: ClusterContext, port_free: Callable[[int], bool] | N
         message = (
             f"host port {port} is in use, and the new cluster's ingress needs it: stop "
             "what holds it (`invoke down` for a local model server), or pick another "
-            "port with INVOKE_INGRESS_PORT=18080 (or ingress_port in invoke.yaml)"
+            "port with INVOKE_CLUSTER_INGRESS_PORT=18080 (or cluster.ingress_port in invoke.yaml)"
         )
         if not cx.dry:
             raise ClusterError(message)

@@ -37,6 +37,9 @@ from tests.support.manifests_kit import settings
             {"provider": "existing", "namespace": "kubeflow"},
             "namespace kubeflow is the training operator's own namespace.*`distml`",
         ),
+        ({"provider": "existing", "namespace": "kube-system"}, "Kubernetes' own namespace"),
+        ({"provider": "existing", "namespace": "kserve"}, "KServe's controller's own"),
+        ({"provider": "existing", "namespace": "argo"}, "Argo Workflows' own"),
     ],
 )
 def test_check_settings_rejects(overrides, message) -> None:
@@ -53,6 +56,27 @@ def test_check_settings_accepts_the_defaults_and_digests() -> None:
     for provider in ("k3d", "kind", "minikube"):
         m.check_settings(settings(provider=provider, namespace=m.TRAINING_OPERATOR_NAMESPACE))
     m.check_settings(settings(provider="existing", namespace="ml-team"))
+    m.check_settings(settings(provider="existing", namespace="kube-systems"))  # not a system one
+
+
+def test_every_system_namespace_is_refused_on_an_existing_cluster() -> None:
+    from k8s.manifests.names import SYSTEM_NAMESPACES
+
+    assert set(SYSTEM_NAMESPACES) >= {
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "kubeflow",
+        "kserve",
+        "cert-manager",
+        "istio-system",
+        "knative-serving",
+        "keda",
+        "argo",
+    }
+    for ns in SYSTEM_NAMESPACES:
+        with pytest.raises(ValueError, match=f"namespace {ns} is .* own"):
+            m.check_settings(settings(provider="existing", namespace=ns))
     m.check_settings(dataclasses.replace(settings(), image="r:5000/distml@sha256:" + "a" * 64))
     m.check_settings(settings(min_replicas=0, max_replicas=1))
 
