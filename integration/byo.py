@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from integration import tenants
+from integration import byo_user, tenants
 from integration.byo_cluster import (
     BUDGET,
     BYSTANDER,
@@ -70,14 +70,22 @@ def hosts_toml(gateway: str) -> str:
     )
 
 
+def _up(context: str, data_dir: str | None) -> list[str]:
+    source = ["--source-dir", data_dir] if data_dir else []
+    up = ["invoke", "up", "--runtime", "existing", "--context", context]
+    return [*up, "--serving-mode", "standard", *source]
+
+
 def steps(data_dir: str | None) -> list[list[str]]:
     """The user's commands on the cluster, with the other tenants and the checks between."""
-    source = ["--source-dir", data_dir] if data_dir else []
-    up = ["invoke", "up", "--runtime", "existing", "--context", CONTEXT]
-    up += ["--serving-mode", "standard", *source]
+    up = _up(CONTEXT, data_dir)  # the admin's context: cluster-admin
+    user_up = _up(byo_user.USER_CONTEXT, data_dir)  # admin of OWN_NAMESPACE only
+    role = str(workdir() / "distml-user-role.yaml")
     load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
     check = ["python", "-m", "integration.byo"]
     tenant = ["python", "-m", "integration.tenants"]
+    user = ["python", "-m", "integration.byo_user"]
+    copies = ["python", "-m", "integration.copies"]
     shared = f"INVOKE_CLUSTER_NAMESPACE={NAMESPACE}"
     return [
         # The base made here (no registry to pull python:3.11 from), as `nox -s image` does.
@@ -88,20 +96,28 @@ def steps(data_dir: str | None) -> list[list[str]]:
         [*tenant, "other-team"],
         # This work dir there: refused before any write, naming both; it follows the advice.
         [shared, *tenant, "expect-refusal", tenants.REFUSED_NAMES, "--", *up],
-        [*up, "--install-operators"],  # its own namespace; the operators are all found
-        up,  # finds everything: installs nothing
-        [*tenant, "another-cluster"],  # the context's name on another cluster: refused
+        # A user whose rights end at a namespace of their own (ClusterRole admin there): told
+        # what to ask for before any write; the admin applies the Role distml wrote.
+        [*user, "add"],
+        [*tenant, "expect-refusal", byo_user.REFUSED_RIGHTS, "--", *user_up],
+        [*user, "check-nothing-written"],
+        ["invoke", "access-role", "--context", byo_user.USER_CONTEXT, "--out", role],
+        [*user, "apply-role", role],
+        user_up,  # the operators found by API discovery and a dry run, not by their namespaces
+        user_up,  # finds everything: writes nothing new
+        [*user, "repoint", role],  # the same context and URL, another cluster: refused
         ["invoke", "train-all", *BUDGET],  # ReadWriteOnce (kind's default class)
         [*check, "check-placement"],
+        [*copies, "copied-workdir"],  # a cp -r of the work dir: refused, the original intact
         ["invoke", "deploy", "--max-replicas", "3"],
         load,
         ["invoke", "status"],
-        ["invoke", "down"],
+        [*copies, "down-keeps-impostor"],  # the user's down; a copied label is not proof
         [*check, "check-kept"],
         [*tenant, "check-untouched"],  # the team's objects and the second work dir's
         [*tenants.second_env(), "invoke", "down"],
         [*tenant, "check-second-gone"],
-        # ReadWriteMany: a job's two workers on the two worker nodes.
+        # ReadWriteMany, as the admin: a job's two workers on the two worker nodes.
         [RWX, *up, "--storage-class", SHARED_CLASS],
         ["invoke", "train", "--model-type", "cnn", *BUDGET],
         [*check, "check-spread"],
@@ -230,7 +246,8 @@ def _start_registry(binary: str, gateway: str) -> None:
 
 
 def teardown() -> None:
-    for name in (CLUSTER, tenants.SECOND_CLUSTER):
+    byo_user.remove()
+    for name in (CLUSTER, byo_user.SECOND_CLUSTER):
         subprocess.run(["kind", "delete", "cluster", "--name", name])
     shutil.rmtree(workdir() / "shared", ignore_errors=True)
     pid_file = workdir() / "registry.pid"

@@ -55,11 +55,14 @@ def workdir() -> Path:
     return Path(__file__).resolve().parents[1] / ".distml-byo"
 
 
-def run(cmd: list[str], stdin: str | None = None) -> str:
-    print("+ " + " ".join(cmd), flush=True)
+def run(cmd: list[str], stdin: str | None = None, shown: str | None = None) -> str:
+    """Run ``cmd``, print it (``shown``: a secret in it, printed as that word) and return
+    its output; a failure ends the step with the command and what it said."""
+    said = f"{cmd[0]} ... [{shown}]" if shown else " ".join(cmd)
+    print("+ " + said, flush=True)
     done = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
     if done.returncode:
-        raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()}")
+        raise SystemExit(f"{said} exited {done.returncode}: {done.stderr.strip()}")
     return done.stdout
 
 

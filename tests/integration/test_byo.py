@@ -35,43 +35,59 @@ def test_the_other_tenants_come_first_and_this_work_dir_is_refused_their_namespa
     assert refused[3:5] == ["expect-refusal", "up refused before any write"]
 
 
-def test_then_it_runs_in_a_namespace_of_its_own_and_checks_the_others_after():
+def test_then_a_namespace_only_user_is_refused_then_granted_what_distml_printed():
     plan = byo.steps(None)
-    assert [name_of(s) for s in plan][4:17] == [
+    assert [name_of(s) for s in plan][4:12] == [
+        "add",
+        "up",
+        "check-nothing-written",
+        "access-role",
+        "apply-role",
         "up",
         "up",
-        "another-cluster",
+        "repoint",
+    ]
+    user_up = ["invoke", "up", "--runtime", "existing", "--context", "alice@byo"]
+    assert plan[5][3:5] == ["expect-refusal", "lacks the rights distml needs in namespace"]
+    assert plan[5][6:] == plan[9] == plan[10]
+    assert plan[9][: len(user_up)] == user_up and "--install-operators" not in plan[9]
+    role = plan[7][plan[7].index("--out") + 1]
+    assert plan[8][-1] == plan[11][-1] == role
+
+
+def test_then_it_runs_the_chain_as_that_user_and_checks_the_others_after():
+    plan = byo.steps(None)
+    assert [name_of(s) for s in plan][12:23] == [
         "train-all",
         "check-placement",
+        "copied-workdir",
         "deploy",
         "loadtest",
         "status",
-        "down",
+        "down-keeps-impostor",
         "check-kept",
         "check-untouched",
         "down",
         "check-second-gone",
     ]
-    up = ["invoke", "up", "--runtime", "existing", "--context", "kind-distml-byo"]
-    assert plan[4][: len(up)] == up and plan[4][-1] == "--install-operators"
-    assert plan[5] == plan[4][:-1]  # the same `up`, finding everything
-    assert "--expect-scale-out" in plan[10]
-    own, down = byo.split_env(plan[15])
+    assert "--expect-scale-out" in plan[16]
+    own, down = byo.split_env(plan[21])
     assert own["INVOKE_WORKDIR"].endswith("second") and down == ["invoke", "down"]
     assert not any("--source-dir" in s for s in plan)
 
 
 def test_then_a_readwritemany_class_spreads_a_jobs_workers_and_down_keeps_the_rest():
     plan = byo.steps(None)
-    assert [name_of(s) for s in plan][17:] == [
+    assert [name_of(s) for s in plan][23:] == [
         "up",
         "train",
         "check-spread",
         "down",
         "check-kept",
     ]
-    own, up = byo.split_env(plan[17])
+    own, up = byo.split_env(plan[23])
     assert own == {"INVOKE_CLUSTER_VOLUME_ACCESS": "ReadWriteMany"}
+    assert up[5] == byo.CONTEXT  # the admin's again: alice's down cleared her record
     assert up[-2:] == ["--storage-class", byo.SHARED_CLASS]
     assert byo.LOCAL_PATH_CONFIG["storageClassConfigs"][byo.SHARED_CLASS] == {
         "sharedFileSystemPath": byo.SHARED_PATH
@@ -89,7 +105,7 @@ def test_split_env_takes_only_leading_settings():
 def test_with_a_data_dir_every_up_copies_it_in():
     plan = byo.steps("/data")
     ups = [s for s in plan if name_of(s) == "up"]
-    assert len(ups) == 5
+    assert len(ups) == 6
     for up in ups:
         i = up.index("--source-dir")
         assert up[i + 1] == "/data"
