@@ -53,7 +53,8 @@ class Storage:
             if self.access == "ReadWriteMany"
             else "every pod that mounts it runs on the volume's node (pod affinity)"
         )
-        what = f"class {self.storage_class} ({self.provisioner}), {self.access}"
+        named = self.storage_class or "the cluster's default"
+        what = f"class {named} ({self.provisioner}), {self.access}"
         return f"volume {volume}: {what}: {where}"
 
 
@@ -83,12 +84,25 @@ def choose(classes: list[dict[str, Any]], asked_class: str, asked_access: str) -
                 f"the cluster has {why} (classes: {names}); name one with {CLASS_SETTING}"
             )
         sc = defaults[0]
-    if asked_access and asked_access not in ACCESS_MODES:
-        raise StorageError(
-            f"{ACCESS_SETTING} must be one of {', '.join(ACCESS_MODES)}, got {asked_access!r}"
-        )
+    _check_access(asked_access)
     provisioner = str(sc.get("provisioner") or "?")
     access = asked_access or (
         "ReadWriteMany" if provisioner in RWX_PROVISIONERS else "ReadWriteOnce"
     )
     return Storage(str(sc["metadata"]["name"]), provisioner, access)
+
+
+def _check_access(asked_access: str) -> None:
+    if asked_access and asked_access not in ACCESS_MODES:
+        raise StorageError(
+            f"{ACCESS_SETTING} must be one of {', '.join(ACCESS_MODES)}, got {asked_access!r}"
+        )
+
+
+def unlisted(asked_class: str, asked_access: str) -> Storage:
+    """For a user who may not list StorageClasses (rights that end at a namespace): the
+    class asked for, else the cluster's default (the claim names none), and the access
+    asked for, else ReadWriteOnce: the guess that cannot fail (every pod that mounts the
+    volume kept on one node)."""
+    _check_access(asked_access)
+    return Storage(asked_class, "StorageClasses not readable", asked_access or "ReadWriteOnce")

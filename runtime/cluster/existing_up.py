@@ -12,7 +12,7 @@ from k8s.client.kube import KubeError
 from k8s.client.ownership import owned, refusal, written_names
 from k8s.providers.existing import Existing, ExistingClusterError
 from k8s.providers.settings import Settings
-from k8s.providers.storage import StorageError, choose
+from k8s.providers.storage import CLASS_SETTING, StorageError, choose, unlisted
 from ml.contract import MODEL_TYPES
 from runtime.cluster import access_check, identity
 from runtime.cluster.apply import apply_reporting
@@ -87,6 +87,17 @@ def namespace(cx: ClusterContext, s: Settings) -> None:
     apply_reporting(cx, manifests.namespace(s))
 
 
+def _classes(cx: ClusterContext) -> list[dict] | None:
+    """The cluster's StorageClasses; None when this user may not list them (a 403 only)."""
+    try:
+        return cx.kube.list("storage.k8s.io/v1", "StorageClass")
+    except KubeError as e:
+        if not e.forbidden:
+            raise ClusterError(str(e)) from e
+        cx.out(f"note: StorageClasses cannot be listed ({e}): {CLASS_SETTING} names one")
+        return None
+
+
 def storage(cx: ClusterContext, s: Settings, asked_class: str | None) -> Settings:
     """The volume's class and access mode, said in one line and recorded (a claim's spec
     cannot change: a claim already there keeps its own)."""
@@ -104,11 +115,12 @@ def storage(cx: ClusterContext, s: Settings, asked_class: str | None) -> Setting
     elif cx.dry:
         return s
     else:
+        classes, asked = _classes(cx), asked_class or cx.storage_class
         try:
-            found = choose(
-                cx.kube.list("storage.k8s.io/v1", "StorageClass"),
-                asked_class or cx.storage_class,
-                cx.volume_access,
+            found = (
+                unlisted(asked, cx.volume_access)
+                if classes is None
+                else choose(classes, asked, cx.volume_access)
             )
         except StorageError as e:
             raise ClusterError(str(e)) from e

@@ -13,21 +13,22 @@ from typing import Any
 from invoke.exceptions import UnexpectedExit
 
 from common.errors import DistmlError
-from k8s import manifests
+from k8s.client.access import Need, group_of, resource_of
 from k8s.client.kube import KubeError
 from k8s.client.objects import ISVC_API, TFJOB_API, ReplicaCounter, is_true, tfjob_state
-from k8s.client.ownership import owner
+from k8s.client.ownership import owned, owner, proven, uid_key, uid_of
 from k8s.install.operator_check import PROBES
 from k8s.install.operator_proof import discovered
 from k8s.install.operators import deployment_available
 from k8s.install.optional_operators import ARGO_DEPLOYMENTS, KEDA_DEPLOYMENTS, KEDA_NAMESPACE
 from k8s.manifests import HPA_CPU_TARGET_PERCENT
-from k8s.manifests.names import ARGO_NAMESPACE
+from k8s.manifests.names import ARGO_NAMESPACE, INSTANCE_LABEL
 from k8s.monitoring import prometheus
 from k8s.monitoring import stack as monitoring_objects
 from ml import contract_metrics
 from ml.contract import model_card, read_publish, serving_record
 from runtime.cluster import lab_owner
+from runtime.cluster.access_check import TASK as ACCESS_TASK
 from runtime.cluster.context import ClusterContext
 from runtime.cluster.volume import Volume
 from runtime.state import State
@@ -63,8 +64,11 @@ def status(cx: ClusterContext) -> int:
         ),
     ]
     if exists:
-        rows += _in_cluster(cx, state.serving_mode or "knative", state.argo, state.monitoring)
-        if state.deployed:
+        found, theirs = _in_cluster(
+            cx, state.serving_mode or "knative", state.argo, state.monitoring
+        )
+        rows += found
+        if state.deployed and not theirs:  # the service under its name is not someone else's
             rows += _scaling(cx, state)
             rows += live(cx)
             rows += serving_card(cx)
@@ -76,8 +80,10 @@ def status(cx: ClusterContext) -> int:
 
 def _in_cluster(
     cx: ClusterContext, serving_mode: str, argo: bool, monitoring: bool = False
-) -> list[Row]:
-    """The operators; when the API answered, the TFJobs and the InferenceService too."""
+) -> tuple[list[Row], bool]:
+    """The operators; when the API answered, the TFJobs and the InferenceService too
+    (what this user may not read is a row that says so). And whether the InferenceService
+    of this work dir's name is someone else's."""
     components = list(COMPONENTS)
     if serving_mode == "knative":
         components[2:2] = KNATIVE_COMPONENTS
@@ -94,13 +100,22 @@ def _in_cluster(
             state = "available" if ok else "not installed / not available"
         except KubeError as e:
             if not e.forbidden:  # unreachable, a timeout, a 5xx
-                return [*rows, ("cluster API", f"not reachable: {e}")]
+                return [*rows, _unreachable(e)], False
             try:
                 state = _forbidden(cx, ns)
             except KubeError as e:
-                return [*rows, ("cluster API", f"not reachable: {e}")]
+                return [*rows, _unreachable(e)], False
         rows.append((label, state))
-    return rows + _tfjobs(cx) + [_inference_service(cx)]
+    try:
+        rows += _tfjobs(cx)
+        isvc, theirs = _inference_service(cx)
+    except KubeError as e:  # not a 403 (those are rows): unreachable, a timeout, a 5xx
+        return [*rows, _unreachable(e)], False
+    return [*rows, isvc], theirs
+
+
+def _unreachable(e: KubeError) -> Row:
+    return ("cluster API", f"not reachable: {e}")
 
 
 def _forbidden(cx: ClusterContext, namespace: str) -> str:
@@ -115,14 +130,27 @@ def _forbidden(cx: ClusterContext, namespace: str) -> str:
 
 
 def _tfjobs(cx: ClusterContext) -> list[Row]:
+    """The TFJobs: on a cluster distml did not create, this work dir's only (its label
+    and a uid it recorded), and one line for each of its names or its label that someone
+    else holds; every TFJob in the namespace on a cluster distml made."""
+    try:
+        jobs = cx.kube.list(TFJOB_API, "TFJob", cx.namespace)
+    except KubeError as e:
+        if not e.forbidden:
+            raise
+        return [("TFJobs", _forbidden_read(cx, "list", TFJOB_API, "TFJob"))]
+    recorded = {k for k in cx.uids if k.startswith("TFJob ")}
     rows = []
-    # On a shared cluster, this work dir's jobs only (another tenant's are not distml's).
-    mine = None if cx.owns_cluster else manifests.selector(instance=cx.instance)
-    for job in cx.kube.list(TFJOB_API, "TFJob", cx.namespace, label_selector=mine):
+    for job in jobs:
+        label = f"TFJob {job['metadata']['name']}"
+        if not _mine(cx, job):
+            if owned(job, cx.instance) or uid_key("TFJob", *_where(job)) in recorded:
+                rows.append((label, f"not this work dir's ({_whose(cx, job)})"))
+            continue  # another team's, another work dir's: none of this work dir's business
         workers = ((job.get("status") or {}).get("replicaStatuses") or {}).get("Worker", {})
         rows.append(
             (
-                f"TFJob {job['metadata']['name']}",
+                label,
                 f"{tfjob_state(job)}; workers "
                 + ", ".join(f"{k} {v}" for k, v in sorted(workers.items())),
             )
@@ -130,18 +158,58 @@ def _tfjobs(cx: ClusterContext) -> list[Row]:
     return rows
 
 
-def _inference_service(cx: ClusterContext) -> Row:
-    isvc = cx.get(ISVC_API, "InferenceService", cx.service)
+def _inference_service(cx: ClusterContext) -> tuple[Row, bool]:
+    """The InferenceService's row, and whether it is someone else's (then nothing of the
+    service that answers under its name is this work dir's to show)."""
+    label = f"InferenceService {cx.service}"
+    try:
+        isvc = cx.get(ISVC_API, "InferenceService", cx.service)
+    except KubeError as e:
+        if not e.forbidden:
+            raise
+        return (label, _forbidden_read(cx, "get", ISVC_API, "InferenceService")), False
     if isvc is None:
-        return ("InferenceService", "not deployed")
-    if not cx.ours(isvc):  # someone else's of the name: not this work dir's service
-        return (f"InferenceService {cx.service}", f"not this work dir's ({owner(isvc)})")
+        return ("InferenceService", "not deployed"), False
+    if not _mine(cx, isvc):  # someone else's of the name: not this work dir's service
+        return (label, f"not this work dir's ({_whose(cx, isvc)})"), True
     ready = is_true(isvc, "Ready")
     url = (isvc.get("status") or {}).get("url", "-")
-    replicas = ReplicaCounter(cx.kube, cx.namespace, cx.service)()
+    try:
+        replicas = f"{ReplicaCounter(cx.kube, cx.namespace, cx.service)()} ready replica(s)"
+    except KubeError as e:
+        if not e.forbidden:
+            raise
+        replicas = f"ready replicas unknown ({_forbidden_read(cx, 'list', 'v1', 'Pod')})"
+    return (label, f"{'Ready' if ready else 'not ready'}, {url}, {replicas}"), False
+
+
+def _mine(cx: ClusterContext, obj: dict[str, Any]) -> bool:
+    """``obj`` is this work dir's: on a cluster distml did not create, its instance label
+    and a uid it recorded (``proven``: a copy of the label proves nothing)."""
+    return cx.owns_cluster or cx.dry or proven(obj, cx.instance, cx.uids)
+
+
+def _whose(cx: ClusterContext, obj: dict[str, Any]) -> str:
+    if owned(obj, cx.instance):  # ``owner`` would call this work dir's label another's
+        return (
+            f"it carries this work dir's label {INSTANCE_LABEL}={cx.instance}, but its uid "
+            f"{uid_of(obj) or '-'} is not one this work dir recorded: a copy of the label"
+        )
+    return owner(obj)
+
+
+def _where(obj: dict[str, Any]) -> tuple[str, str | None]:
+    meta = obj.get("metadata") or {}
+    return meta.get("name", ""), meta.get("namespace")
+
+
+def _forbidden_read(cx: ClusterContext, verb: str, api_version: str, kind: str) -> str:
+    """What this user may not read here (the API said 403: reachable, not allowed), the
+    right it lacks, and where the Role to ask for is printed."""
+    need = Need(group_of(api_version), resource_of(kind), verb)
     return (
-        f"InferenceService {cx.service}",
-        f"{'Ready' if ready else 'not ready'}, {url}, {replicas} ready replica(s)",
+        f"{verb} {need.resource_name} in namespace {cx.namespace}: forbidden; "
+        f"`invoke {ACCESS_TASK}` prints the Role to ask for"
     )
 
 

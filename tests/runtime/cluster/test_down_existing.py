@@ -173,6 +173,16 @@ def test_capacity_unknown_when_pods_cannot_be_listed_submits_every_job(rt, fake,
     assert any("room is unknown" in line for line in rt.lines)
 
 
+def test_nodes_that_cannot_be_listed_submit_every_job_and_say_why(rt, fake):
+    forbidden = KubeError("nodes is forbidden: User cannot list resource nodes", status=403)
+    fake.fail("list", forbidden)
+    assert jobs_that_fit(rt.cx, rt.cx.settings(), 3) == 3
+    assert any("nodes cannot be listed" in line for line in rt.lines)
+    fake.fail("list", KubeError("timeout", status=None))  # not a 403: no guess
+    with pytest.raises(KubeError):
+        jobs_that_fit(rt.cx, rt.cx.settings(), 3)
+
+
 def test_is_ours_needs_every_common_label():
     assert is_ours({"metadata": {"labels": dict(COMMON_LABELS)}})
     assert not is_ours({"metadata": {"labels": {"app.kubernetes.io/part-of": "distml"}}})

@@ -163,6 +163,25 @@ def test_storage_keeps_an_existing_claims_class_and_access_mode(cx, wd, fake, li
     assert (wd.state().storage_class, wd.state().volume_access) == ("nfs", "ReadWriteMany")
 
 
+def test_storage_classes_a_user_may_not_list_give_the_default_class_and_one_node(
+    cx, wd, fake, lines
+):
+    fake.fail("list", KubeError("storageclasses is forbidden", status=403))
+    s = existing_up.storage(cx, cx.settings(), None)
+    assert (s.storage_class_name, s.volume_access) == ("", "ReadWriteOnce")
+    assert any("StorageClasses cannot be listed" in line for line in lines)
+    assert any("class the cluster's default" in line and "pod affinity" in line for line in lines)
+    fake.fail("list", KubeError("storageclasses is forbidden", status=403))
+    s = existing_up.storage(cx, cx.settings(), "nfs")  # named: taken on the user's word
+    assert s.storage_class_name == "nfs"
+
+
+def test_storage_classes_unreadable_for_another_reason_fail_the_task(cx, fake):
+    fake.fail("list", KubeError("the server is currently unable to handle the request", status=503))
+    with pytest.raises(ClusterError, match="unable to handle"):
+        existing_up.storage(cx, cx.settings(), None)
+
+
 def test_storage_without_a_default_class_is_an_error(cx, fake):
     storage_class(fake, "fast", "ebs.csi.aws.com")
     with pytest.raises(ClusterError, match="no default StorageClass"):
