@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from common.errors import DistmlError
+from k8s.client.events import sort_events
 
 # Objects as the API lists them. A name of its own: inside the classes below, ``list``
 # is their method, not the builtin.
@@ -172,32 +172,6 @@ def _api_message(exc: BaseException) -> str:
     if status is not None or reason:
         return f"HTTP {status} {reason or ''}".strip()
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def _event_time(event: dict[str, Any]) -> datetime:
-    meta = event.get("metadata") or {}
-    for stamp in (
-        event.get("lastTimestamp"),
-        event.get("eventTime"),
-        event.get("firstTimestamp"),
-        meta.get("creationTimestamp"),
-    ):
-        if not stamp:
-            continue
-        if isinstance(stamp, datetime):
-            when = stamp
-        else:
-            try:
-                when = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-            except ValueError:
-                continue
-        return when if when.tzinfo else when.replace(tzinfo=UTC)
-    return datetime.min.replace(tzinfo=UTC)
-
-
-def sort_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Oldest first, by lastTimestamp / eventTime / firstTimestamp / creationTimestamp."""
-    return sorted(events, key=_event_time)
 
 
 # --------------------------------------------------------------------------- ApiKube
@@ -371,7 +345,13 @@ class ApiKube:
             if self._status(exc) == 404:
                 return []
             raise self._fail("list", what, exc) from exc
-        return list(result.to_dict().get("items") or [])
+        # The API server's list items carry no kind or apiVersion (the List has them):
+        # filled in, as kubectl does, so that every object names its own kind.
+        items = list(result.to_dict().get("items") or [])
+        for item in items:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
 
     def delete(
         self,

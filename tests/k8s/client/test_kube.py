@@ -88,7 +88,10 @@ def test_api_kube_against_a_stand_in_api_server(api_server: str) -> None:
 
     assert kube.get("apps/v1", "Deployment", "web", NS)["metadata"]["name"] == "web"
     assert kube.get("apps/v1", "Deployment", "gone", NS) is None
-    assert [d["metadata"]["name"] for d in kube.list("apps/v1", "Deployment", NS)] == ["web"]
+    listed = kube.list("apps/v1", "Deployment", NS)
+    assert [d["metadata"]["name"] for d in listed] == ["web"]
+    # The server's items name no kind (the List does): every listed object names its own.
+    assert [(d["apiVersion"], d["kind"]) for d in listed] == [("apps/v1", "Deployment")]
     assert kube.list(TF, "TFJob", NS) == []  # kind not installed
     assert kube.get(TF, "TFJob", "cnn", NS) is None
 
