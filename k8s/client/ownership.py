@@ -149,3 +149,19 @@ def refusal(taken: list[dict[str, Any]], namespace: str, *, when: str) -> str:
         + "\nUse a namespace of this work dir's own: `INVOKE_CLUSTER_NAMESPACE=NAME invoke up"
         " ...` (distml makes it; on a cluster it did not create the default is `distml`)"
     )
+
+
+def label_copy_refusal(obj: dict[str, Any], namespace: str, *, when: str) -> str:
+    """The message for an object that carries this work dir's instance label but not a uid
+    it recorded: anyone's copy of the label, or what a Workflow wrote that no `--watch`
+    saw end."""
+    meta = obj.get("metadata") or {}
+    return (
+        f"{when}: {obj.get('kind')} {namespace}/{meta.get('name')} carries this work dir's "
+        f"label {INSTANCE_LABEL}={(meta.get('labels') or {}).get(INSTANCE_LABEL)} but is not "
+        f"an object it made (uid {meta.get('uid')} is not one it recorded): a copy of the "
+        "label proves nothing, so distml leaves it as it is. If it is yours (an `invoke "
+        "workflow` run not followed with --watch writes its service so), delete it and run "
+        f"the task again: kubectl -n {namespace} delete {str(obj.get('kind')).lower()} "
+        f"{meta.get('name')}"
+    )

@@ -13,7 +13,15 @@ from k8s import manifests
 from k8s.client.drykube import DryKube
 from k8s.client.kube import Kube, KubeError
 from k8s.client.objects import namespace_refusal
-from k8s.client.ownership import owned, recreated, refusal, stamp, uid_key, uid_of
+from k8s.client.ownership import (
+    label_copy_refusal,
+    owned,
+    proven,
+    refusal,
+    stamp,
+    uid_key,
+    uid_of,
+)
 from k8s.providers.base import Provider
 from k8s.providers.settings import EXISTING, Settings, with_cpu_requests
 from runtime.cluster.cluster_error import ClusterError
@@ -194,7 +202,7 @@ class ClusterContext:
             applied = self.kube.apply(obj, force=self.owns_cluster)
         except KubeError as e:
             raise ClusterError(str(e)) from e
-        self._remember(applied)
+        self.remember(applied)
         return applied
 
     def delete_ours(self, api_version: str, kind: str, name: str) -> bool:
@@ -232,9 +240,15 @@ class ClusterContext:
         distml made."""
         if self.owns_cluster or self.dry:
             return
-        uid = self.wd.state().volume_uid if obj.get("kind") == "PersistentVolumeClaim" else None
-        if not owned(obj, self.instance, uid) or recreated(obj, self.uids):
-            raise ClusterError(refusal([obj], self.namespace, when=when))
+        if obj.get("kind") == "PersistentVolumeClaim":
+            mine = owned(obj, self.instance, self.wd.state().volume_uid)
+        else:
+            mine = proven(obj, self.instance, self.uids)
+        if mine:
+            return
+        if owned(obj, self.instance):  # this work dir's label, not a uid it recorded
+            raise ClusterError(label_copy_refusal(obj, self.namespace, when=when))
+        raise ClusterError(refusal([obj], self.namespace, when=when))
 
     def ours(self, obj: dict[str, Any]) -> bool:
         """``require_ours`` as a question (for reports)."""
@@ -249,7 +263,9 @@ class ClusterContext:
         """The uid of every object this work dir wrote and has not deleted since."""
         return dict(self.wd.state().object_uids)
 
-    def _remember(self, applied: dict[str, Any]) -> None:
+    def remember(self, applied: dict[str, Any]) -> None:
+        """Record the uid of an object this work dir wrote (``apply`` does it for every
+        object; a Workflow's steps write some later: ``workflow`` records those)."""
         meta = applied.get("metadata") or {}
         if self.dry or not meta.get("uid"):
             return

@@ -14,6 +14,7 @@ from k8s.install.operators import Installer, components
 from k8s.manifests.names import INSTANCE_LABEL
 from k8s.providers.settings import Settings
 from k8s.waits.argo_status import WORKFLOW_API, WORKFLOW_KIND
+from runtime import workdir_identity
 from runtime.cluster import lab_owner
 from runtime.cluster.apply import delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError, Out
@@ -101,9 +102,13 @@ def _steps(s: Settings) -> tuple[str, ...]:
     return components(s.provider, s.serving_mode, s.with_argo, s.with_monitoring)
 
 
-def forget(wd: Workdir, out: Out) -> int:
+def forget(wd: Workdir, out: Out, *, renew: bool = False) -> int:
     """`down --forget`: clear the work dir's record of its cluster (the context and the
-    cluster behind it, the volume, what was up) without a call to any cluster."""
+    cluster behind it, the volume, what was up) without a call to any cluster. A copy of
+    another work dir (``renew``) forgets all of the original's record: a new work dir."""
+    if renew and workdir_identity.original(wd) is not None:
+        workdir_identity.renew(wd, out)
+        return 0
     state = wd.state()
     if not state.runtime and not state.context:
         out("this work dir records no cluster: nothing to forget")
@@ -194,16 +199,17 @@ def _delete_argo_cache(cx: ClusterContext, s: Settings) -> list[str]:
     writer = manifests.cache_writer_name(s.namespace)
     rbac = [(RBAC_API, "RoleBinding", writer), (RBAC_API, "Role", writer)]
     mine = [
-        (api, kind, name)
+        (api, obj)
         for api, kind, name in rbac
         if (obj := cx.kube.get(api, kind, name, argo)) is not None
-        and (s.owns_cluster or owned(obj, cx.instance))
+        and (s.owns_cluster or proven(obj, cx.instance, cx.uids))
     ]
-    cache = [("v1", "ConfigMap", manifests.workflow_cache_name(s.namespace))]
+    cache_name = manifests.workflow_cache_name(s.namespace)
+    cache = cx.kube.get("v1", "ConfigMap", cache_name, argo) if s.owns_cluster or mine else None
     gone = []
-    for api, kind, name in mine + (cache if s.owns_cluster or mine else []):
-        if cx.kube.delete(api, kind, name, argo):
-            gone.append(f"{kind} {argo}/{name}")
+    for api, obj in mine + ([("v1", cache)] if cache is not None else []):
+        if cx.delete_checked(api, obj):  # the object read here, by its uid
+            gone.append(f"{obj['kind']} {argo}/{obj['metadata']['name']}")
     return gone
 
 

@@ -108,6 +108,23 @@ def test_down_leaves_an_object_that_only_copies_this_work_dirs_label(rt, fake, w
     assert "kept: TFJob train-cnn, TFJob copied" in said and "a copy of the label" in said
 
 
+def test_a_tfjob_that_only_copies_the_label_is_never_replaced(rt, fake, wd):
+    # Applied from an `invoke --dry` print: this work dir's label, a uid it never recorded.
+    from runtime.cluster import ClusterError
+    from runtime.cluster.submit import replace_tfjob
+
+    tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
+    fake.put({**tfjob, "metadata": {"name": "train-cnn", "namespace": NS, "labels": MINE}})
+    before = copy.deepcopy(fake.objects)
+    with pytest.raises(ClusterError, match="carries this work dir's label .* a copy of the"):
+        replace_tfjob(rt.cx, "train-cnn")
+    assert fake.deleted == [] and fake.objects == before
+    uid = fake.obj(TFJOB_API, "TFJob", "train-cnn", NS)["metadata"]["uid"]
+    wd.update_state(object_uids=[[f"TFJob {NS}/train-cnn", uid]])  # as its apply recorded
+    replace_tfjob(rt.cx, "train-cnn")
+    assert [k[3] for k in fake.deleted] == ["train-cnn"]
+
+
 def test_down_deletes_what_an_object_of_this_work_dir_owns(rt, fake, wd):
     # A Workflow's TFJobs: made by Argo, owned by the Workflow this work dir applied.
     wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow"}
@@ -222,6 +239,15 @@ def test_down_deletes_argos_cache_of_its_namespace_only_with_its_own_role(rt, fa
         put("Role", writer, their_labels)
         put("RoleBinding", writer, their_labels)
         put("ConfigMap", manifests.workflow_cache_name(ns), manifests.CACHE_LABEL, api="v1")
+    writer = manifests.cache_writer_name(NS)
+    recorded = [  # as `invoke workflow`'s apply recorded them
+        [
+            f"{kind} {argo}/{writer}",
+            fake.obj("rbac.authorization.k8s.io/v1", kind, writer, argo)["metadata"]["uid"],
+        ]
+        for kind in ("Role", "RoleBinding")
+    ]
+    wd.update_state(object_uids=recorded)
     rt.down(DownRequest())
     in_argo = sorted((k[1], k[3]) for k in fake.deleted if k[2] == argo)
     mine = manifests.cache_writer_name(NS)
