@@ -14,9 +14,10 @@ import yaml
 from k8s import manifests
 from k8s.client.kube import KubeError
 from k8s.client.objects import ISVC_API
-from k8s.client.ownership import stamp
+from k8s.client.ownership import recreated, stamp
 from k8s.manifests.argo_workflow import CREATE_SUFFIX, SERVING_STEPS
 from k8s.manifests.guarded import NOT_APPLIED
+from k8s.manifests.names import is_ours
 from k8s.providers.settings import Settings
 from k8s.waits.argo_status import (
     COMPLETED,
@@ -107,14 +108,30 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
 SERVING_RUNTIME_API = "serving.kserve.io/v1alpha1"
 
 
+def _served(s: Settings) -> tuple[tuple[str, str, str], ...]:
+    """The objects the serving steps write, by name: (apiVersion, kind, name)."""
+    return (
+        (ISVC_API, "InferenceService", s.service),
+        (SERVING_RUNTIME_API, "ServingRuntime", manifests.RUNTIME_NAME),
+    )
+
+
+def _record_served(cx: ClusterContext) -> None:
+    """The Workflow ended: what its serving steps wrote (each write tested this work dir's
+    labels first, k8s.manifests.guarded) gets its uid recorded, as `deploy` does for what
+    it applies, so that `down` and `status` prove it by uid. (Without --watch nothing is
+    recorded: `down` then keeps those objects and names them.)"""
+    for api, kind, name in _served(cx.settings()):
+        obj = cx.get(api, kind, name)
+        if obj is not None and is_ours(obj, cx.instance) and not recreated(obj, cx.uids):
+            cx.remember(obj)
+
+
 def _check_serving_objects(cx: ClusterContext, s: Settings) -> None:
     """The serving steps write the InferenceService and its ServingRuntime by name: one
     someone else made since `up` is refused here, before the Workflow is submitted (and
     one made after this, by the steps themselves: k8s.manifests.guarded)."""
-    for api, kind, name in (
-        (ISVC_API, "InferenceService", s.service),
-        (SERVING_RUNTIME_API, "ServingRuntime", manifests.RUNTIME_NAME),
-    ):
+    for api, kind, name in _served(s):
         obj = None if cx.dry else cx.get(api, kind, name)
         if obj is not None:
             cx.require_ours(obj, f"workflow: {kind} {name}")
@@ -211,6 +228,7 @@ def watch(cx: ClusterContext, name: str, *, deadline_s: float) -> int:
         )
         return 130
     phase = workflow_phase(final)
+    _record_served(cx)
     if phase == "Succeeded":
         cx.out(f"Workflow {name}: Succeeded in {lines.elapsed():.0f} s")
         cx.out("next: invoke status, then invoke loadtest")
@@ -250,7 +268,8 @@ def refusals(wf: dict[str, Any], namespace: str, instance: str | None) -> list[s
             f"step {step.name} refused to write {resource} {namespace}/{name}: it does not "
             f"carry {whose}, so it is someone else's (made after `invoke workflow` checked "
             "the name) and was left as it is. Ask whoever made it, or choose another name "
-            f"(--service), then run `invoke workflow` again; see it: "
+            "(INVOKE_SERVICE, or service in invoke.yaml), then run `invoke workflow` again; "
+            "see it: "
             f"kubectl -n {namespace} get {resource} {name} -o yaml"
         )
     return out

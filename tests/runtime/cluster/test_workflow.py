@@ -238,6 +238,28 @@ def test_watch_prints_a_line_per_step_change_and_exits_0_on_success(wd, fake):
     assert any(line.startswith(f"Workflow {name}: Succeeded in ") for line in lines)
 
 
+def test_when_the_watch_ends_what_the_serving_steps_wrote_is_recorded_by_uid(wd, fake):
+    with_argo(wd, fake)
+    argo(fake, [status("Failed", INGEST_CACHED, TRAIN_DONE)])
+    rt = runtime(make_ctx(fake, {}), wd, fake, lines=[])
+    mine = stamp(manifests.serving_runtime(rt.cx.settings()), rt.cx.instance)
+    fake.put(copy.deepcopy(mine))
+    theirs = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": rt.cx.settings().service, "namespace": NS, "labels": {"team": "b"}},
+        "spec": {},
+    }
+    fake.put(theirs)
+    assert rt.workflow(WorkflowRequest(watch=True)) == 1
+    uids = dict(wd.state().object_uids)
+    runtime_uid = fake.obj(mine["apiVersion"], "ServingRuntime", mine["metadata"]["name"], NS)
+    assert uids[f"ServingRuntime {NS}/{mine['metadata']['name']}"] == (
+        runtime_uid["metadata"]["uid"]
+    )
+    assert not any(k.startswith("InferenceService") for k in uids)  # not this work dir's
+
+
 def ingest_attempts(wrapper: str, *attempts: str, message: str = "") -> list[dict[str, Any]]:
     """The memoized ingest on a cache miss: its Retry node and its attempts "ingest(N)"."""
     ids = [f"w-1-{i}" for i in range(len(attempts))]
