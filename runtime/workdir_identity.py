@@ -26,8 +26,9 @@ from common.errors import DistmlError
 from runtime.state import read_state
 from runtime.workdir import Workdir
 
-# What a copy's fresh `up` clears: everything that names the original's objects, cluster
-# and processes (a new instance id is chosen by `up`; the source dir and images stay).
+# What a copy's fresh `up` (or `down --forget`) clears: everything that names the
+# original's objects, cluster and processes (a new instance id is chosen by `up`). The
+# source dir stays; the record of the images goes (the images stay in Docker).
 RENEWED: tuple[str, ...] = (
     "up",
     "runtime",
@@ -133,8 +134,8 @@ def renew(wd: Workdir, out: Any) -> None:
         return
     wd.update_state(**dict.fromkeys(RENEWED))
     out(
-        f"work dir: a copy of {was.describe()}; `up` makes it a new work dir with its own "
-        "id (the original's objects are left alone)"
+        f"work dir: a copy of {was.describe()}; its record is cleared: a new work dir, "
+        "with an id of its own at its `up` (the original's objects are left alone)"
     )
 
 
@@ -148,7 +149,8 @@ def moved(wd: Workdir, out: Any) -> int:
         raise CopiedWorkdir(
             f"the work dir at {was.describe()} is still there, with the same record: this "
             "one is a copy, not the original moved. `invoke up` makes it a new work dir "
-            "(or remove the original first: `invoke down --purge` there)"
+            "(or, for this one to take the original's place, remove the original directory "
+            "first: nothing on the cluster needs to change)"
         )
     if was.host != socket.gethostname():
         out(

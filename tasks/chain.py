@@ -273,7 +273,7 @@ def down(c, runtime=None, purge=False, keep_cluster=False, forget=False):
 
         if purge or keep_cluster or runtime:
             raise Exit("error: --forget takes no other flag: it touches no cluster", code=2)
-        _call(lambda: _forget(workdir(c), out))
+        _call(lambda: _forget(workdir(c), out, renew=True))
         return
 
     request = _request(DownRequest, purge=purge, keep_cluster=keep_cluster)

@@ -66,10 +66,9 @@ def _where(c, wd, for_up):
     new work dir; `up` records where a work dir lives (runtime.workdir_identity)."""
     from runtime import workdir_identity as identity
 
-    if for_up:
-        if not c.config.run.dry:
-            identity.renew(wd, out)
-            identity.stamp(wd)
+    if for_up and not c.config.run.dry:
+        identity.renew(wd, out)
+        identity.stamp(wd)
         return
     try:
         identity.check(wd)

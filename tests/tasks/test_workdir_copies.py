@@ -56,14 +56,17 @@ def test_a_copys_forget_clears_its_record_and_touches_no_cluster(tmp_path):
     a2 = copy_of(original(tmp_path), tmp_path)
     r = invoke(a2.root, "down", "--forget")
     assert r.returncode == 0, r.stderr
-    assert a2.state().context is None
+    assert a2.state().context is None and a2.state().instance is None
+    r = invoke(a2.root, "status")  # a new work dir now: no longer refused as a copy
+    assert "is a copy" not in r.stdout + r.stderr
 
 
 def test_a_copys_up_makes_a_new_work_dir(tmp_path):
     a = original(tmp_path)
     a2 = copy_of(a, tmp_path)
-    # --dry: nothing is done, and the copy stays a copy.
-    invoke(a2.root, "--dry", "up", "--runtime", "existing", "--context", "team-ctx")
+    # --dry: refused (its print would carry the original's label), and it stays a copy.
+    r = invoke(a2.root, "--dry", "up", "--runtime", "existing", "--context", "team-ctx")
+    assert r.returncode == 1 and "is a copy of the work dir at" in r.stderr
     assert a2.state() == a.state()
     r = invoke(a2.root, "up", "--runtime", "existing", "--context", "no-such-context")
     assert f"work dir: a copy of {a.root}" in r.stdout
