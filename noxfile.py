@@ -388,9 +388,11 @@ def _byo_diagnostics(session: nox.Session, env: dict[str, str], context: str) ->
 @nox.session(venv_backend="none", default=False, tags=["cluster"])
 def integration_existing(session: nox.Session) -> None:
     """distml on a cluster it did not create (integration/byo.py): a 3-node kind cluster
-    and a registry made as a user's admin would, then build --push, up --runtime existing
-    (--install-operators, then again without), train-all, deploy, loadtest, status, down,
-    and the checks that down kept the cluster, its operators and an unrelated Deployment.
+    and a registry made as a user's admin would, other tenants, then build --push and, as
+    a user whose rights end at one namespace, up --runtime existing (refused, then with the
+    Role distml printed), train-all, deploy, loadtest, status, down, with copies, a
+    re-pointed context and a late writer refused, and the checks that down kept the
+    cluster, its operators, the other tenants and an unrelated Deployment.
 
     ``nox -s integration_existing -- [--offline] [--keep-cluster]``."""
     flags = set(session.posargs)

@@ -117,8 +117,11 @@ def steps(data_dir: str | None) -> list[list[str]]:
         [*tenant, "check-untouched"],  # the team's objects and the second work dir's
         [*tenants.second_env(), "invoke", "down"],
         [*tenant, "check-second-gone"],
-        # ReadWriteMany, as the admin: a job's two workers on the two worker nodes.
-        [RWX, *up, "--storage-class", SHARED_CLASS],
+        # As the admin, with Argo: the workflow's served name taken by another team after
+        # submit, refused in its serving step. ReadWriteMany: a job's two workers on the
+        # two worker nodes.
+        [RWX, *up, "--storage-class", SHARED_CLASS, "--install-operators", "--with-argo"],
+        ["python", "-m", "integration.workflow_race", CONTEXT],
         ["invoke", "train", "--model-type", "cnn", *BUDGET],
         [*check, "check-spread"],
         ["invoke", "down"],

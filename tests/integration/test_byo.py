@@ -19,6 +19,8 @@ def name_of(step: list[str]) -> str:
     step = byo.split_env(step)[1]
     if step[0] == "invoke":
         return step[1]
+    if step[2] == "integration.workflow_race":
+        return step[2]
     return step[7] if step[3] == "expect-refusal" else step[3]
 
 
@@ -80,6 +82,7 @@ def test_then_a_readwritemany_class_spreads_a_jobs_workers_and_down_keeps_the_re
     plan = byo.steps(None)
     assert [name_of(s) for s in plan][23:] == [
         "up",
+        "integration.workflow_race",
         "train",
         "check-spread",
         "down",
@@ -88,7 +91,8 @@ def test_then_a_readwritemany_class_spreads_a_jobs_workers_and_down_keeps_the_re
     own, up = byo.split_env(plan[23])
     assert own == {"INVOKE_CLUSTER_VOLUME_ACCESS": "ReadWriteMany"}
     assert up[5] == byo.CONTEXT  # the admin's again: alice's down cleared her record
-    assert up[-2:] == ["--storage-class", byo.SHARED_CLASS]
+    assert up[-4:] == ["--storage-class", byo.SHARED_CLASS, "--install-operators", "--with-argo"]
+    assert plan[24][-1] == byo.CONTEXT  # the race's other team: the admin
     assert byo.LOCAL_PATH_CONFIG["storageClassConfigs"][byo.SHARED_CLASS] == {
         "sharedFileSystemPath": byo.SHARED_PATH
     }
