@@ -116,7 +116,7 @@ def test_a_tfjob_that_only_copies_the_label_is_never_replaced(rt, fake, wd):
     tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
     fake.put({**tfjob, "metadata": {"name": "train-cnn", "namespace": NS, "labels": MINE}})
     before = copy.deepcopy(fake.objects)
-    with pytest.raises(ClusterError, match="carries this work dir's label .* a copy of the"):
+    with pytest.raises(ClusterError, match=r"carries this work dir's label .* a copy of the"):
         replace_tfjob(rt.cx, "train-cnn")
     assert fake.deleted == [] and fake.objects == before
     uid = fake.obj(TFJOB_API, "TFJob", "train-cnn", NS)["metadata"]["uid"]

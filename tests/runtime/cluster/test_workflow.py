@@ -254,8 +254,8 @@ def test_when_the_watch_ends_what_the_serving_steps_wrote_is_recorded_by_uid(wd,
     assert rt.workflow(WorkflowRequest(watch=True)) == 1
     uids = dict(wd.state().object_uids)
     runtime_uid = fake.obj(mine["apiVersion"], "ServingRuntime", mine["metadata"]["name"], NS)
-    assert uids[f"ServingRuntime {NS}/{mine['metadata']['name']}"] == (
-        runtime_uid["metadata"]["uid"]
+    assert (
+        uids[f"ServingRuntime {NS}/{mine['metadata']['name']}"] == (runtime_uid["metadata"]["uid"])
     )
     assert not any(k.startswith("InferenceService") for k in uids)  # not this work dir's
 
