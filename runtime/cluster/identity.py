@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from k8s.client.kube import Kube, KubeError
 from runtime.cluster.cluster_error import ClusterError
@@ -131,5 +131,13 @@ def check_recorded(kube: Kube, state: State, context: str) -> None:
             f"nothing there. Check the context's credentials, or, if that cluster is gone, "
             f"{FORGET}"
         )
-    if not was.same(now):
+    if not (was.same(now) or _same_by_kubeconfig(kube, was, now)):
         raise ClusterError(mismatch(context, was, now))
+
+
+def _same_by_kubeconfig(kube: Kube, was: Identity, now: Identity) -> bool:
+    """The CA `up` recorded may have come from the kubeconfig (the namespace's ConfigMap
+    not there yet, ``default`` not readable) and the one read now from the ConfigMap: two
+    sources that may hold different certificates for one cluster. The kubeconfig's, read
+    now, settles it."""
+    return bool(was.ca) and fingerprint(kube.ca()) == was.ca and was.same(replace(now, ca=was.ca))

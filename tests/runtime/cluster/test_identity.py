@@ -120,6 +120,23 @@ def test_without_the_config_map_the_kubeconfigs_ca_tells_the_cluster():
     assert read(kube, "not-made-yet")[0].ca == fingerprint(CA_2)
 
 
+def test_a_ca_recorded_from_the_kubeconfig_is_checked_against_the_kubeconfig():
+    # `up` before the namespace had its ConfigMap: the kubeconfig's CA (another certificate
+    # than the ConfigMap's, as behind a front proxy) was recorded.
+    state = State(
+        cluster_server=FakeKube().server_url, cluster_ca=fingerprint(CA_2), namespace="team-b"
+    )
+    same = FakeKube()
+    namespace_only(same, CA_1)
+    same.ca_pem = CA_2
+    check_recorded(same, state, "alice@byo")
+    other = FakeKube()
+    namespace_only(other, CA_1)
+    other.ca_pem = pem(b"another kubeconfig CA")
+    with pytest.raises(ClusterError, match="now points at another cluster"):
+        check_recorded(other, state, "alice@byo")
+
+
 @pytest.mark.parametrize(
     "error",
     [
