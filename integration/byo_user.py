@@ -145,9 +145,20 @@ def add() -> None:
     _file("user-token").chmod(0o600)
     who = run(["kubectl", "--context", USER_CONTEXT, "auth", "whoami", "-o", "json"])
     print(f"user: {json.loads(who)['status']['userInfo']['username']} at {USER_CONTEXT}")
+    # A namespace's own object is authorized in that namespace: ask in kube-system.
     for verb, what in (("list", "nodes"), ("get", "namespaces/kube-system")):
         allowed = subprocess.run(
-            ["kubectl", "--context", USER_CONTEXT, "auth", "can-i", verb, what],
+            [
+                "kubectl",
+                "--context",
+                USER_CONTEXT,
+                "-n",
+                "kube-system",
+                "auth",
+                "can-i",
+                verb,
+                what,
+            ],
             capture_output=True,
             text=True,
         ).stdout.strip()
