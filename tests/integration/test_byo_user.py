@@ -114,8 +114,18 @@ def test_nothing_written_fails_on_any_distml_object(fake) -> None:
         byo_user.check_nothing_written()
 
 
+def test_the_access_role_the_admin_applied_is_not_counted(fake) -> None:
+    fake["left"]["objects"] = (
+        "role.rbac.authorization.k8s.io/distml-user\nrolebinding.rbac.authorization.k8s.io/distml-user"
+    )
+    byo_user.check_nothing_written()
+
+
 def test_the_label_is_distmls() -> None:
+    from k8s.client.access import ROLE_NAME
     from k8s.manifests.names import COMMON_LABELS
+
+    assert byo_user.ACCESS_ROLE == ROLE_NAME
 
     assert byo_user.PART_OF.split("=") == [
         "app.kubernetes.io/part-of",
