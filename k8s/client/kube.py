@@ -371,8 +371,11 @@ class ApiKube:
                 resource,
                 name=name,
                 namespace=namespace if resource.namespaced else None,
-                propagation_policy="Foreground",
-                body={"preconditions": {"uid": uid}} if uid else None,
+                # One DeleteOptions body: with a body the API server reads no query
+                # parameter (delete.go), and a propagationPolicy left in the query was
+                # dropped: a Job's pods were orphaned and kept the volume (the byo run).
+                body={"propagationPolicy": "Foreground"}
+                | ({"preconditions": {"uid": uid}} if uid else {}),
             )
         except self._errors() as exc:
             if self._status(exc) == 404:

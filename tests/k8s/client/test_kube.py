@@ -98,11 +98,15 @@ def test_api_kube_against_a_stand_in_api_server(api_server: str) -> None:
     assert kube.delete("apps/v1", "Deployment", "web", NS) is True
     assert kube.delete("apps/v1", "Deployment", "gone", NS) is False
     delete = next(r for r in FakeApiServer.requests if r["method"] == "DELETE")
-    assert delete["query"]["propagationPolicy"] == ["Foreground"]
+    # In the body: the API server reads no query parameter of a DELETE that has one.
+    assert json.loads(delete["body"])["propagationPolicy"] == "Foreground"
     # Only the object of the uid this work dir recorded: another one of the name is a 409.
     assert kube.delete("apps/v1", "Deployment", "web", NS, uid=WEB_UID) is True
     sent = [r for r in FakeApiServer.requests if r["method"] == "DELETE"][-1]
-    assert json.loads(sent["body"])["preconditions"] == {"uid": WEB_UID}
+    assert json.loads(sent["body"]) == {
+        "propagationPolicy": "Foreground",
+        "preconditions": {"uid": WEB_UID},
+    }
     with pytest.raises(KubeError, match="Precondition failed") as refused:
         kube.delete("apps/v1", "Deployment", "web", NS, uid="uid-someone-elses")
     assert refused.value.status == 409 and not refused.value.forbidden
