@@ -125,7 +125,8 @@ def down_keeps_impostor() -> None:
     code, said = _invoke(["down"], wd)
     if code:
         raise SystemExit(f"invoke down exited {code}")
-    if f"kept: ConfigMap {IMPOSTOR}" not in said:
+    kept = [line for line in said.splitlines() if line.startswith("kept: ")]
+    if not any(f"ConfigMap {IMPOSTOR}" in line.split(": they carry")[0] for line in kept):
         raise SystemExit(f"down did not say it kept ConfigMap {IMPOSTOR}")
     now = _uid(IMPOSTOR)
     if now != uid:
