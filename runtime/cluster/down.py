@@ -165,7 +165,9 @@ def _delete_objects(cx: ClusterContext) -> None:
         for obj in cx.kube.list(api, kind, ns, label_selector=mine):
             name = obj["metadata"]["name"]
             if not (s.owns_cluster or proven(obj, instance, uids)):
-                kept.append(f"{kind} {name}")  # the label alone: anyone's copy
+                if not (obj.get("metadata") or {}).get("ownerReferences"):
+                    kept.append(f"{kind} {name}")  # the label alone: anyone's copy
+                # else its owner's: the garbage collector's to remove (a predictor's pods)
             elif cx.delete_checked(api, obj):
                 gone.append(f"{kind} {name}")
     gone += _delete_argo_cache(cx, s)

@@ -100,12 +100,16 @@ def test_down_leaves_an_object_that_only_copies_this_work_dirs_label(rt, fake, w
     tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob"}
     fake.put({**tfjob, "metadata": {"name": "train-cnn", "namespace": NS, "labels": MINE}})
     fake.put({**tfjob, "metadata": {"name": "copied", "namespace": NS, "labels": MINE}})
+    # A predictor's pod: its ReplicaSet's, never deleted here and not reported as kept.
+    owner = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs-uid"}]
+    pod = {"name": "p-1", "namespace": NS, "labels": MINE, "ownerReferences": owner}
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": pod})
     wd.update_state(object_uids=[[f"TFJob {NS}/train-cnn", "uid-deleted-long-ago"]])
     before = copy.deepcopy(fake.objects)
     assert rt.down(DownRequest()) == 0
     assert fake.deleted == [] and fake.objects == before
     said = " ".join(rt.lines)
-    assert "kept: TFJob train-cnn, TFJob copied" in said and "a copy of the label" in said
+    assert "kept: TFJob train-cnn, TFJob copied:" in said and "a copy of the label" in said
 
 
 def test_a_tfjob_that_only_copies_the_label_is_never_replaced(rt, fake, wd):
