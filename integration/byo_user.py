@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from integration import byo_cluster
+from integration import byo_cluster, tenants
 from integration.byo_cluster import BUDGET, CONTEXT, OWN_NAMESPACE, kubectl, run
 
 USER = "alice"
@@ -189,16 +189,6 @@ def apply_role(path: str) -> None:
     print(f"the admin applied {path} in {OWN_NAMESPACE}")
 
 
-def _expect_refusal(command: list[str], text: str) -> str:
-    print("+ (must refuse) " + " ".join(command), flush=True)
-    done = subprocess.run(command, capture_output=True, text=True)
-    said = done.stdout + done.stderr
-    print(said, flush=True)
-    if done.returncode == 0 or text not in said:
-        raise SystemExit(f"expected a refusal saying {text!r}; exit {done.returncode}")
-    return said
-
-
 def repoint(role_file: str) -> None:
     config = _file("second-kubeconfig")
     node_image = _file("node-image").read_text().strip()
@@ -225,7 +215,7 @@ def repoint(role_file: str) -> None:
         _file("proxy-target").write_text(host_port(server2) + "\n")
         _credentials(ca2, token2)
         command = [sys.executable, "-m", "invoke", "train-all", *BUDGET]
-        said = _expect_refusal(command, REFUSED_CLUSTER)
+        said = tenants.expect_refusal(REFUSED_CLUSTER, command)
         left = distml_objects(k2)
         if left:
             raise SystemExit(f"distml wrote to the other cluster: {left}")

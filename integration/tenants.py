@@ -183,7 +183,7 @@ def check_second_gone() -> None:
     print(f"the second work dir's objects (instance {instance}) are gone; the team's kept")
 
 
-def expect_refusal(text: str, command: list[str]) -> None:
+def expect_refusal(text: str, command: list[str]) -> str:
     """Run a distml command that must refuse: a non-zero exit whose message holds ``text``
     (and, for a refused `up`, names the other team and the second work dir)."""
     if command[:1] == ["invoke"]:
@@ -200,6 +200,7 @@ def expect_refusal(text: str, command: list[str]) -> None:
     if done.returncode == 0 or missing:
         raise SystemExit(f"expected a refusal saying {missing or wanted}; exit {done.returncode}")
     print(f"refused as it must (exit {done.returncode})")
+    return said
 
 
 def main(argv: list[str]) -> int:
