@@ -165,9 +165,11 @@ def _delete_objects(cx: ClusterContext) -> None:
         for obj in cx.kube.list(api, kind, ns, label_selector=mine):
             name = obj["metadata"]["name"]
             if not (s.owns_cluster or proven(obj, instance, uids)):
-                if not (obj.get("metadata") or {}).get("ownerReferences"):
+                meta = obj.get("metadata") or {}
+                # An owned object is its owner's for the garbage collector to remove (a
+                # predictor's pods); one being deleted is already going.
+                if not (meta.get("ownerReferences") or meta.get("deletionTimestamp")):
                     kept.append(f"{kind} {name}")  # the label alone: anyone's copy
-                # else its owner's: the garbage collector's to remove (a predictor's pods)
             elif cx.delete_checked(api, obj):
                 gone.append(f"{kind} {name}")
     gone += _delete_argo_cache(cx, s)

@@ -1,5 +1,6 @@
 """The PVC from this machine: a short-lived loader pod mounts it, ``kubectl cp`` copies
-files in (offline datasets) or out (training metrics); the pod is always deleted."""
+files in (offline datasets) or out (training metrics); the pod is always deleted, and
+waited for until it is gone."""
 
 from __future__ import annotations
 
@@ -48,5 +49,5 @@ class Volume:
                 wait_pod(cx, LOADER_POD, timeout=timeout)
             ns = shlex.quote(cx.namespace)
             yield lambda args: cx.provider.kubectl(f"-n {ns} {args}")
-        finally:
-            cx.delete_ours("v1", "Pod", LOADER_POD)
+        finally:  # gone before the task ends: a later `down` must not find it half-deleted
+            delete_and_wait(cx, "v1", "Pod", LOADER_POD, timeout=timeout)

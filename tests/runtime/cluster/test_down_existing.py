@@ -104,12 +104,21 @@ def test_down_leaves_an_object_that_only_copies_this_work_dirs_label(rt, fake, w
     owner = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs-uid"}]
     pod = {"name": "p-1", "namespace": NS, "labels": MINE, "ownerReferences": owner}
     fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": pod})
+    # A pod already being deleted (its grace period running): going, not kept.
+    going = {
+        "name": "p-2",
+        "namespace": NS,
+        "labels": MINE,
+        "deletionTimestamp": "2026-12-05T08:00:00Z",
+    }
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": going})
     wd.update_state(object_uids=[[f"TFJob {NS}/train-cnn", "uid-deleted-long-ago"]])
     before = copy.deepcopy(fake.objects)
     assert rt.down(DownRequest()) == 0
     assert fake.deleted == [] and fake.objects == before
     said = " ".join(rt.lines)
     assert "kept: TFJob train-cnn, TFJob copied:" in said and "a copy of the label" in said
+    assert "Pod" not in said.split("kept:")[1].split(":")[0]
 
 
 def test_a_tfjob_that_only_copies_the_label_is_never_replaced(rt, fake, wd):
