@@ -44,9 +44,10 @@ from k8s.manifests.pods import meta
 from k8s.providers.settings import Settings
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
-# A serving step: `kubectl create` (create), then `kubectl patch <resource> <name>` (patch:
-# kubectl's patch by name reads nothing first; k8s.manifests.guarded).
-CREATE_THEN_PATCH = ("create", "patch")
+# A serving step: `kubectl create` (create), then `kubectl patch <resource> <name>` (get,
+# patch: kubectl's resource builder reads a named object before it visits it, cli-runtime
+# v0.33.1 pkg/resource/builder.go requireObject -> RetrieveLazy; k8s.manifests.guarded).
+CREATE_THEN_PATCH = ("create", "get", "patch")
 
 
 def _rules(group: str, resource: str, names: Sequence[str], verbs: Sequence[str]) -> list[dict]:
@@ -78,9 +79,9 @@ def workflow_rules(s: Settings, models: Sequence[str]) -> list[dict[str, Any]]:
       GET (workflow/executor/resource.go: WaitResource -> checkResourceState): GET only
       the TFJobs of ``models``;
     - the serving steps: ``kubectl create`` (create), then ``kubectl patch --type json``
-      by name (patch: the JSON Patch that tests the object is this work dir's); for the
-      InferenceService, the same GET poll; on a cluster distml made, in standard mode,
-      also the ingress Service. patch (and get) only the objects of those names.
+      by name (get, then patch: the JSON Patch that tests the object is this work dir's);
+      for the InferenceService, the same GET poll; on a cluster distml made, in standard
+      mode, also the ingress Service. get and patch only the objects of those names.
 
     No pods/log: no step reads logs (``--watch`` reads them with the user's credentials).
     """
@@ -91,7 +92,7 @@ def workflow_rules(s: Settings, models: Sequence[str]) -> list[dict[str, Any]]:
             "verbs": ["create", "patch"],
         },
         *_rules("kubeflow.org", "tfjobs", [tfjob_name(m) for m in models], ["create", "get"]),
-        *_rules("serving.kserve.io", "inferenceservices", [s.service], [*CREATE_THEN_PATCH, "get"]),
+        *_rules("serving.kserve.io", "inferenceservices", [s.service], CREATE_THEN_PATCH),
     ]
     if s.predictor == "kserve":
         rules += _rules("serving.kserve.io", "servingruntimes", [RUNTIME_NAME], CREATE_THEN_PATCH)

@@ -32,9 +32,15 @@ Grant = tuple[str, str, str, str]  # (API group, resource, verb, resource name o
 # What `kubectl <action> -f manifest -o json` (argo-workflows v4.1.2
 # workflow/executor/resource.go: getKubectlArguments) asks of the API: create POSTs;
 # client-side apply GETs, then POSTs (absent) or PATCHes (present); a json patch, `kubectl
-# patch --type json --patch-file manifest <resource> <name>` (no -f), PATCHes by name
-# without reading first (kubectl's patch builds its target from the arguments, no Latest()).
-KUBECTL_VERBS = {"create": {"create"}, "apply": {"get", "create", "patch"}, "patch": {"patch"}}
+# patch --type json --patch-file manifest <resource> <name>` (no -f), GETs the named object
+# and then PATCHes it: kubectl's resource builder requires the object by default
+# (cli-runtime v0.33.1, Argo v4.0.5's pin: pkg/resource/builder.go requireObject: true,
+# Do() -> RetrieveLazy -> Info.Get). A real run refused the step without get.
+KUBECTL_VERBS = {
+    "create": {"create"},
+    "apply": {"get", "create", "patch"},
+    "patch": {"get", "patch"},
+}
 # WaitResource -> checkResourceState polls the object with GET when a condition is set.
 CONDITION_VERBS = {"get"}
 # Every step pod's executor reports a WorkflowTaskResult
@@ -185,10 +191,10 @@ def test_get_and_patch_are_limited_to_the_objects_the_steps_write() -> None:
     named = {(r, v, name) for _, r, v, name in steps if name != "*"}
     assert named == {
         ("tfjobs", "get", "train-cnn"),
-        # The guarded patches; get only where a step waits on the object's status.
+        # The guarded patches: kubectl reads the object, then patches it.
         *(("inferenceservices", v, "mnist") for v in ("get", "patch")),
-        ("servingruntimes", "patch", m.RUNTIME_NAME),
-        ("services", "patch", "mnist-ingress"),
+        *(("servingruntimes", v, m.RUNTIME_NAME) for v in ("get", "patch")),
+        *(("services", v, "mnist-ingress") for v in ("get", "patch")),
     }
 
 
