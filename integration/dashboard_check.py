@@ -2,9 +2,9 @@
 against the real Prometheus on the cluster (Grafana cannot run here).
 
 - default: every panel's PromQL of the committed dashboard (``k8s/monitoring/grafana/
-  distml-dashboard.json``), its ``$namespace`` and ``$isvc`` substituted, returns data;
-  every series a panel reads exists for this service; each template variable lists this
-  service's value. Exit 1 naming each empty one.
+  distml-dashboard.json``), its ``$namespace``, ``$isvc`` and ``$__rate_interval``
+  substituted, returns data; every series a panel reads exists for this service; each
+  template variable lists this service's value. Exit 1 naming each empty one.
 - ``--targets``: Prometheus scrapes every ready predictor pod, and finds it up (waited for,
   with a deadline: a new pod is discovered and scraped within a few seconds). The
   dashboard's replicas panel and the load test's server count are only right so.
@@ -29,18 +29,23 @@ from common.errors import DistmlError
 from common.poll import Done, Pending, poll
 from integration.kind_run import NAMESPACE, context
 from k8s.client.objects import name_of, pod_ready, predictor_pods
-from k8s.monitoring import prometheus
+from k8s.monitoring import prometheus, scrape
 from k8s.monitoring.grafana import dashboard
-from ml import contract_metrics as sm
 from ml.contract import DEFAULT_SERVICE
 
 TARGETS_TIMEOUT_S = 120.0
 
 
+def _values(kube: Any, ref: Any, namespace: str, service: str) -> dict[str, str]:
+    """The variables as Grafana fills them, ``$__rate_interval`` from the real interval."""
+    every = scrape.interval(kube, ref, namespace, service).seconds
+    return dashboard.values(namespace, service, every)
+
+
 def check_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
     """What the dashboard would show empty for ``namespace``/``service`` (none: all fine)."""
     board = json.loads(dashboard.PATH.read_text())
-    values = {"namespace": namespace, "isvc": service}
+    values = _values(kube, ref, namespace, service)
     problems = []
     for name, label, promql in dashboard.variable_queries(board):
         query = dashboard.substitute(promql, values)
@@ -62,7 +67,7 @@ def nan_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
     """Panels whose answer is NaN now (data, but no requests in their window): said, not
     failed."""
     board = json.loads(dashboard.PATH.read_text())
-    values = {"namespace": namespace, "isvc": service}
+    values = _values(kube, ref, namespace, service)
     return [
         title
         for title, expr in dashboard.queries(board)
@@ -74,13 +79,10 @@ def nan_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
 
 
 def unscraped_pods(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
-    """Ready predictor pods that are no target of distml's scrape job, or not up there."""
+    """Ready predictor pods that are no target of the Prometheus, or not up there."""
     health = {
         t.labels.get("pod"): t
-        for t in prometheus.targets(kube, ref)
-        if t.job == sm.SCRAPE_JOB
-        and t.labels.get("namespace") == namespace
-        and t.labels.get("isvc") == service
+        for t in scrape.service_targets(prometheus.targets(kube, ref), namespace, service)
     }
     missing = []
     for pod in predictor_pods(kube, namespace, service):

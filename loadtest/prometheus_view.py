@@ -27,8 +27,12 @@ NO_PROMETHEUS = (
     "this cluster has no distml Prometheus; `invoke up --with-monitoring` installs it "
     "(then the load test compares the server's count with Locust's)"
 )
-# Every target scraped after a moment: one interval, a missed scrape and a slow API server.
-SCRAPED_TIMEOUT_S = 3 * sm.SCRAPE_INTERVAL_S + 20
+
+
+def scraped_timeout_s(interval_s: float) -> float:
+    """Every target scraped after a moment: one interval, a missed scrape and a slow API
+    server."""
+    return 3 * interval_s + 20
 
 
 def for_cluster(kube: Any, settings: Any) -> ServerView:
@@ -61,8 +65,9 @@ class PrometheusView:
     ) -> None:
         self.kube, self.ref = kube, ref
         self.namespace, self.service = namespace, service
-        self.source = f"Prometheus {ref}, job {sm.SCRAPE_JOB}"
+        self.source = f"Prometheus {ref}"
         self._clock, self._wall = clock, wall
+        self._every: float | None = None  # how often it scrapes the predictors, once read
         self._start: dict[str, Counts] | None = None
         self._error: str | None = None
 
@@ -71,21 +76,29 @@ class PrometheusView:
 
         return prometheus
 
+    def _interval(self) -> float:
+        """How often Prometheus scrapes the predictors (k8s.monitoring.scrape), read once."""
+        from k8s.monitoring import scrape
+
+        if self._every is None:
+            found = scrape.interval(self.kube, self.ref, self.namespace, self.service)
+            self._every = found.seconds
+        return self._every
+
     # -- reading
 
     def _unscraped(self, after: float) -> list[str]:
         """The predictor targets not scraped since ``after`` (each pod's latest ``up``
         sample's time), or ['no target ...'] while Prometheus has none."""
+        from k8s.monitoring.scrape import service_targets
+
         prom, ns, svc = self._prom(), self.namespace, self.service
         mine = [
             t.labels.get("pod", t.scrape_url)
-            for t in prom.targets(self.kube, self.ref)
-            if t.job == sm.SCRAPE_JOB
-            and t.labels.get("namespace") == ns
-            and t.labels.get("isvc") == svc
+            for t in service_targets(prom.targets(self.kube, self.ref), ns, svc)
         ]
         if not mine:
-            return [f"no {sm.SCRAPE_JOB} target of {ns}/{svc} (is the pod up?)"]
+            return [f"no target of {ns}/{svc}'s predictor pods (is the pod up?)"]
         scraped = {
             labels.get("pod", ""): at
             for labels, at in prom.instant(self.kube, self.ref, sm.last_scrape(ns, svc))
@@ -102,14 +115,15 @@ class PrometheusView:
         def judge(late: list[str]) -> Any:
             return Done() if not late else Pending("waiting for a scrape of " + ", ".join(late))
 
+        timeout = scraped_timeout_s(self._interval())
         verdict = poll(
-            lambda: self._unscraped(after), judge, timeout=SCRAPED_TIMEOUT_S, interval=1.0,
+            lambda: self._unscraped(after), judge, timeout=timeout, interval=1.0,
             clock=self._clock, retry_on=(DistmlError,), retry_for=15.0,
         )  # fmt: skip
         if not isinstance(verdict, Done):
             why = verdict.reason if isinstance(verdict, Failed) else verdict.status
             raise DistmlError(
-                f"Prometheus did not scrape every predictor within {SCRAPED_TIMEOUT_S} s: {why}"
+                f"Prometheus did not scrape every predictor within {timeout:g} s: {why}"
             )
 
     def _counts(self) -> dict[str, Counts]:

@@ -76,6 +76,9 @@ DATA_DIR_ENV = "DISTML_DATA_DIR"
 # names of the event files tf.summary writes (what there is to show).
 TENSORBOARD_PORT = 6006
 EVENT_FILE_GLOB = "events.out.tfevents.*"
+#: The model server's readiness (the Open Inference Protocol's: every model loaded), what
+#: the predictor's readiness probe asks; the server never counts it as a request.
+READY_PATH = "/v2/health/ready"
 
 METRICS_FILE = "metrics.json"
 PARAMS_FILE = "params.yaml"

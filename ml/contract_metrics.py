@@ -5,10 +5,20 @@ server-side view, KEDA's triggers, the Grafana dashboard).
 
 Every request the server answers is counted, ``GET /metrics`` and the health probes
 excepted: by model, route template (an unknown path is :data:`OTHER_ROUTE`), status code
-and the model version that answered (``""`` when none did). Stdlib only.
+and the model version that answered (``""`` when none did). The service-level queries
+(rate, errors, latency, the objective, the concurrency KEDA scales on) read the predict
+and infer routes only (:data:`SERVED_ROUTES`): a probe, a metadata read or a scanner's
+404 is not the service's traffic.
+
+Queries select on ``namespace``, ``isvc`` and ``pod``, never on ``job``: any Prometheus
+whose scrape config attaches those labels answers them (distml's own, or one set up by
+the Prometheus Operator, whose job is ``<namespace>/<podmonitor>``). Their windows come
+from the scrape interval (:func:`rate_window`). Stdlib only.
 """
 
 from __future__ import annotations
+
+import math
 
 #: Counter (exposed as ``distml_requests_total``): labels :data:`REQUEST_LABELS`.
 REQUESTS = "distml_requests"
@@ -46,27 +56,66 @@ def selector(namespace: str, service: str) -> str:
     return f'namespace="{namespace}",isvc="{service}"'
 
 
-def request_rate(namespace: str, service: str, window: str = "1m") -> str:
-    """Requests per second over ``window``, all pods together."""
-    return f"sum(rate({REQUESTS_TOTAL}{{{selector(namespace, service)}}}[{window}]))"
+def served(namespace: str, service: str) -> str:
+    """:func:`selector`, and the predict and infer routes only (the service's traffic)."""
+    routes = "|".join(_regex_literal(r) for r in SERVED_ROUTES)
+    return f'{selector(namespace, service)},route=~"{routes}"'
 
 
-def error_ratio(namespace: str, service: str, window: str = "1m") -> str:
-    """The fraction of requests answered 5xx over ``window``; 0 with no requests (a zero
-    rate is dropped by ``> 0``, so an idle minute gives ``vector(0)``, not 0/0 = NaN)."""
-    sel = selector(namespace, service)
+_REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def _regex_literal(text: str) -> str:
+    """``text`` as an RE2 literal inside a PromQL string: each special character gets a
+    backslash, written twice (PromQL's string unescapes one)."""
+    return "".join("\\\\" + c if c in _REGEX_SPECIAL else c for c in text)
+
+
+def rate_window(scrape_interval_s: float, floor_s: float = 0) -> str:
+    """A ``rate()`` window for series scraped every ``scrape_interval_s``: four intervals,
+    as Grafana's ``$__rate_interval`` takes (a window of one or two intervals holds fewer
+    than the two samples ``rate`` needs whenever a scrape is late or fails), and at least
+    ``floor_s``. In whole seconds, as PromQL writes durations."""
+    if not scrape_interval_s > 0:
+        raise ValueError(f"a scrape interval must be positive, not {scrape_interval_s!r}")
+    return f"{math.ceil(max(4 * scrape_interval_s, floor_s))}s"
+
+
+#: `invoke status`'s window: the last minute, or four scrapes where those are longer.
+STATUS_FLOOR_S = 60
+
+
+def request_rate(namespace: str, service: str, window: str) -> str:
+    """Predict and infer requests per second over ``window``, all pods together."""
+    return f"sum(rate({REQUESTS_TOTAL}{{{served(namespace, service)}}}[{window}]))"
+
+
+def error_ratio(namespace: str, service: str, window: str) -> str:
+    """The fraction of predict and infer requests answered 5xx over ``window``; 0 with no
+    requests (a zero rate is dropped by ``> 0``, so an idle window gives ``vector(0)``,
+    not 0/0 = NaN)."""
+    sel = served(namespace, service)
     errors = f'sum(rate({REQUESTS_TOTAL}{{{sel},code=~"5.."}}[{window}]))'
     return f"({errors} / ({request_rate(namespace, service, window)} > 0)) or vector(0)"
 
 
-def latency_quantile(namespace: str, service: str, q: float, window: str = "1m") -> str:
-    """The ``q`` quantile of request latency, in seconds, over ``window``."""
-    buckets = f"{LATENCY}_bucket{{{selector(namespace, service)}}}"
+def latency_quantile(namespace: str, service: str, q: float, window: str) -> str:
+    """The ``q`` quantile of predict and infer latency, in seconds, over ``window``."""
+    buckets = f"{LATENCY}_bucket{{{served(namespace, service)}}}"
     return f"histogram_quantile({q}, sum by (le) (rate({buckets}[{window}])))"
 
 
+def concurrency(namespace: str, service: str, window: str) -> str:
+    """Predict and infer requests in flight, averaged over ``window``, all pods together
+    (KEDA's concurrency trigger). Little's law: the seconds spent answering, per second,
+    is the time-averaged number of requests being answered; exact, where a scrape of the
+    in-flight gauge is a point sample (mostly 0 under requests of a few milliseconds)."""
+    return f"sum(rate({LATENCY}_sum{{{served(namespace, service)}}}[{window}]))"
+
+
 def in_flight(namespace: str, service: str) -> str:
-    """Requests being answered now, all pods together (KEDA's concurrency trigger)."""
+    """Requests being answered at the last scrape, all pods together (a point sample: the
+    dashboard's and the load test's view, not a scaling input)."""
     return f"sum({IN_FLIGHT}{{{selector(namespace, service)}}})"
 
 
@@ -76,14 +125,19 @@ def requests_total(namespace: str, service: str) -> str:
 
 
 def replicas(namespace: str, service: str) -> str:
-    """Predictor pods Prometheus scrapes and finds up (no kube-state-metrics needed)."""
-    return f'count(up{{job="{SCRAPE_JOB}",{selector(namespace, service)}}} == 1)'
+    """Predictor pods Prometheus scrapes and finds up (no kube-state-metrics needed): pods,
+    each counted once even when two scrape jobs reach it."""
+    return f"count(count by (pod) (up{{{selector(namespace, service)}}} == 1))"
 
 
 # --------------------------------------------------------------------------- by route, by label
 #: The route label of the V1 predict route: the load test's requests (the readiness probes'
 #: ``/v1/models/{model_name}`` is another route, so they never inflate its count).
 PREDICT_ROUTE = "/v1/models/{model_name}:predict"
+#: The route label of the Open Inference Protocol's infer route.
+INFER_ROUTE = "/v2/models/{model_name}/infer"
+#: The routes that are the service's traffic: every service-level query reads these only.
+SERVED_ROUTES = (PREDICT_ROUTE, INFER_ROUTE)
 
 
 def _by(labels: tuple[str, ...]) -> str:
@@ -103,9 +157,9 @@ def predict_latency_buckets(namespace: str, service: str, by: tuple[str, ...] = 
     return f"sum{_by(by)} ({LATENCY}_bucket{{{sel}}})"
 
 
-def request_rate_by_code(namespace: str, service: str, window: str = "1m") -> str:
-    """Requests per second over ``window`` by status code, all pods together."""
-    return f"sum by (code) (rate({REQUESTS_TOTAL}{{{selector(namespace, service)}}}[{window}]))"
+def request_rate_by_code(namespace: str, service: str, window: str) -> str:
+    """Predict and infer requests per second over ``window`` by status code."""
+    return f"sum by (code) (rate({REQUESTS_TOTAL}{{{served(namespace, service)}}}[{window}]))"
 
 
 def model_version(namespace: str, service: str) -> str:
@@ -116,12 +170,13 @@ def model_version(namespace: str, service: str) -> str:
 def last_scrape(namespace: str, service: str) -> str:
     """When Prometheus last scraped each predictor pod (seconds since the epoch, by pod):
     the time of its latest ``up`` sample (the load test waits for one after the run)."""
-    return f'timestamp(up{{job="{SCRAPE_JOB}",{selector(namespace, service)}}})'
+    return f"max by (pod) (timestamp(up{{{selector(namespace, service)}}}))"
 
 
-def within_objective(namespace: str, service: str, window: str = "1m") -> str:
-    """The fraction of requests answered within :data:`LATENCY_OBJECTIVE_S` over ``window``
-    (its bucket's count over the whole count; the objective is one of the buckets)."""
-    sel = selector(namespace, service)
+def within_objective(namespace: str, service: str, window: str) -> str:
+    """The fraction of predict and infer requests answered within
+    :data:`LATENCY_OBJECTIVE_S` over ``window`` (its bucket's count over the whole count;
+    the objective is one of the buckets)."""
+    sel = served(namespace, service)
     within = f'sum(rate({LATENCY}_bucket{{{sel},le="{LATENCY_OBJECTIVE_S:g}"}}[{window}]))'
     return f"{within} / sum(rate({LATENCY}_count{{{sel}}}[{window}]))"

@@ -68,6 +68,9 @@ class State:
     # autoscaler ("concurrency"); standard mode's HPA on CPU ("cpu"), or KEDA on requests in
     # flight ("concurrency") or per second ("rps"). For `status` and the load test's plan.
     scale_metric: str | None = None
+    # How often Prometheus scraped the predictor when `deploy` wrote KEDA's query (its
+    # window is four of these): `status` checks it against the targets' interval now.
+    scrape_interval_s: float | None = None
     instance: str | None = None  # this work dir's id: the label on every object it writes
     # Where this work dir lives, as `up` found it: a copy (another path or host) is told
     # apart at its first task (runtime.workdir_identity), and a secret only it holds.
@@ -111,6 +114,11 @@ def _str(v: Any) -> Any:
 
 def _int(v: Any) -> Any:
     return v if _is_int(v) else _BAD
+
+
+def _positive(v: Any) -> Any:
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < float("inf")
+    return float(v) if ok else _BAD
 
 
 def _label_value(v: Any) -> Any:
@@ -170,6 +178,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "target": _int,
     "max_replicas": _int,
     "scale_metric": _str,
+    "scrape_interval_s": _positive,
     "instance": _label_value,
     "workdir_path": _str,
     "workdir_host": _str,

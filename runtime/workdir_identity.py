@@ -53,6 +53,7 @@ RENEWED: tuple[str, ...] = (
     "target",
     "max_replicas",
     "scale_metric",
+    "scrape_interval_s",
     "server",
     "train_pids",
     "image",

@@ -28,11 +28,6 @@ from k8s.monitoring import prometheus
 from k8s.providers.settings import REQUEST_METRICS, Resources, Settings
 from ml import contract, contract_metrics
 
-# The window of the request rate KEDA scales on (rps): short, so that scaling follows a load
-# within a few scrapes (contract_metrics.SCRAPE_INTERVAL_S), long enough for rate() to have
-# several samples.
-RATE_WINDOW = "30s"
-
 _SERVE = contract.serve(KSERVE_MODEL_DIR, "{{.Name}}", host="0.0.0.0", http_port=PREDICTOR_PORT)
 
 
@@ -50,9 +45,11 @@ def serving_runtime(s: Settings) -> dict[str, Any]:
         "ports": [{"containerPort": PREDICTOR_PORT, "name": "http1", "protocol": "TCP"}],
         # Ready only once a model version has loaded (the server answers 503 until then):
         # without this, KServe/Knative fall back to a TCP probe and route requests to a
-        # pod that is still loading the SavedModel, which fails them during scale-out.
+        # pod that is still loading the SavedModel, which fails them during scale-out. The
+        # protocol's server readiness (every model ready), which is never counted as a
+        # request: a probe every 2 s is not traffic.
         "readinessProbe": {
-            "httpGet": {"path": f"/v1/models/{s.service}", "port": PREDICTOR_PORT},
+            "httpGet": {"path": contract.READY_PATH, "port": PREDICTOR_PORT},
             "periodSeconds": 2,
             "failureThreshold": 2,
             "timeoutSeconds": 2,
@@ -99,21 +96,38 @@ def predictor_name(s: Settings) -> str:
     return f"{s.service}-predictor"
 
 
+#: The shortest window of KEDA's query: six of distml's own 5 s scrapes.
+KEDA_FLOOR_S = 30
+
+
 def request_query(s: Settings) -> str:
-    """The PromQL KEDA scales on: requests in flight, or per second, all pods together."""
+    """The PromQL KEDA scales on: predict and infer requests in flight (time-averaged), or
+    per second, all pods together, over four of the Prometheus's scrapes: short, so that
+    scaling follows a load within a few scrapes, and long enough for rate() to have two
+    samples when one scrape is late."""
+    window = contract_metrics.rate_window(s.scrape_interval_s, KEDA_FLOOR_S)
     if s.scale_metric == "concurrency":
-        return contract_metrics.in_flight(s.namespace, s.service)
-    return contract_metrics.request_rate(s.namespace, s.service, window=RATE_WINDOW)
+        return contract_metrics.concurrency(s.namespace, s.service, window)
+    return contract_metrics.request_rate(s.namespace, s.service, window)
 
 
 def keda_autoscaling(s: Settings) -> dict[str, Any]:
-    """KServe 0.20's KEDA form (``autoScaling.metrics``, one External Prometheus metric).
+    """KServe 0.20's KEDA form (``autoScaling.metrics``): the External Prometheus metric,
+    and CPU beside it.
 
     KServe makes a ScaledObject whose Prometheus trigger has ``threshold`` = the target's
     value and no ``metricType``, so KEDA gives the HPA an AverageValue target: the HPA
     divides the query's total by the replicas, and ``desired = ceil(total / target)``.
     The target is per replica, as Knative's concurrency target is (KServe's webhook wants
     the target typed Value, and ignores the type when it builds the trigger).
+
+    KServe 0.20 sets no ``fallback`` on the ScaledObject. When Prometheus cannot be read
+    (down, or the query errs) KEDA reports the metric as an error, and the HPA, with one
+    metric of two invalid, keeps the replicas it has but may still scale up on the other
+    (kubernetes' ``computeReplicasForMetrics``): the CPU trigger, at the HPA's target, is
+    that other, so a load that arrives while Prometheus is out still adds replicas. An
+    empty answer (no samples in the window) KEDA reads as 0 (``ignoreNullValues``
+    defaults to true): the window is four scrapes so that one missed scrape is not empty.
     """
     ref = prometheus.ref(s)
     if ref is None:
@@ -123,7 +137,13 @@ def keda_autoscaling(s: Settings) -> dict[str, Any]:
         )
     metric = {"backend": "prometheus", "serverAddress": ref.address, "query": request_query(s)}
     target = {"type": "Value", "value": str(s.target)}
-    return {"metrics": [{"type": "External", "external": {"metric": metric, "target": target}}]}
+    cpu = {"type": "Utilization", "averageUtilization": HPA_CPU_TARGET_PERCENT}
+    return {
+        "metrics": [
+            {"type": "External", "external": {"metric": metric, "target": target}},
+            {"type": "Resource", "resource": {"name": "cpu", "target": cpu}},
+        ]
+    }
 
 
 def _isvc_annotations(s: Settings) -> dict[str, str]:

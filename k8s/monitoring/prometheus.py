@@ -1,6 +1,7 @@
 """How distml reads a Prometheus on the cluster: which one (:func:`ref`), and its HTTP API
-(``/api/v1/query``, ``/api/v1/targets``) read through the API server's service proxy, so
-that no port-forward is needed and nothing but the kubeconfig distml already uses.
+(``/api/v1/query``, ``/api/v1/targets``, ``/api/v1/status/config``) read through the API
+server's service proxy, so that no port-forward is needed and nothing but the kubeconfig
+distml already uses.
 
 Which Prometheus: the user's, named by the setting ``cluster.prometheus``
 ("NAMESPACE/SERVICE:PORT"), else distml's own (``up --with-monitoring``: Service
@@ -112,7 +113,7 @@ def _error_said(doc: Any) -> str | None:
     return f"Prometheus answered {str(kind or 'an error')[:40]}: {str(error or 'no message')[:400]}"
 
 
-def _payload(body: bytes | str) -> dict[str, Any]:
+def payload(body: bytes | str) -> dict[str, Any]:
     """The answer's ``data``, or its error said as Prometheus said it."""
     doc = _document(body)
     said = _error_said(doc)
@@ -149,7 +150,7 @@ def parse_query(body: bytes | str) -> list[Sample]:
     """An instant query's answer: (labels, value) per series; a scalar as one sample with
     no labels. A range vector or a string is refused (the queries distml runs give
     neither)."""
-    data = _payload(body)
+    data = payload(body)
     kind, result = data.get("resultType"), data.get("result")
     if kind == "scalar":
         return [({}, _number(result))]
@@ -174,11 +175,12 @@ class Target:
     health: str  # up, down, unknown
     last_error: str = ""
     scrape_url: str = ""
+    scrape_interval_s: float | None = None  # how often it is scraped (its job's interval)
 
 
 def parse_targets(body: bytes | str) -> list[Target]:
     """``/api/v1/targets``'s active targets."""
-    active = _payload(body).get("activeTargets")
+    active = payload(body).get("activeTargets")
     if not isinstance(active, list):
         raise _fail("no activeTargets list")
     targets = []
@@ -190,16 +192,37 @@ def parse_targets(body: bytes | str) -> list[Target]:
         if not all(isinstance(f, str) for f in fields):
             raise _fail("a target's health, lastError, scrapeUrl or scrapePool is not a string")
         health, error, url, pool = fields
-        targets.append(Target(labels.get("job", pool), labels, health or "unknown", error, url))
+        interval = t.get("scrapeInterval")
+        if not (interval is None or isinstance(interval, str)):
+            raise _fail("a target's scrapeInterval is not a string")
+        every = parse_duration(interval) if interval else None
+        targets.append(
+            Target(labels.get("job", pool), labels, health or "unknown", error, url, every)
+        )
     return targets
+
+
+_DURATION = re.compile(
+    r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$"
+)
+_UNIT_S = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+
+
+def parse_duration(text: str) -> float:
+    """A Prometheus duration ("30s", "1m30s", "500ms": units y w d h m s ms, largest
+    first) in seconds."""
+    if text == "0":
+        return 0.0
+    m = _DURATION.match(text) if len(text) <= 64 else None
+    if not (m and any(m.groups())):
+        raise _fail(f"not a duration: {text[:40]!r}")
+    return float(sum(int(n) * unit for n, unit in zip(m.groups(), _UNIT_S, strict=True) if n))
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def _get(
-    kube: Kube, r: PrometheusRef, path: str, params: dict[str, str], kubectl: Kubectl
-) -> bytes:
+def get(kube: Kube, r: PrometheusRef, path: str, params: dict[str, str], kubectl: Kubectl) -> bytes:
     try:
         return kube.proxy_get(r.namespace, r.service, r.port, path, params)
     except ProxyError as e:
@@ -236,7 +259,7 @@ def instant(
     kube: Kube, r: PrometheusRef, promql: str, *, kubectl: Kubectl = unnamed_context
 ) -> list[Sample]:
     """An instant query, now: (labels, value) per series."""
-    body = _get(kube, r, QUERY_PATH, {"query": promql}, kubectl)
+    body = get(kube, r, QUERY_PATH, {"query": promql}, kubectl)
     try:
         return parse_query(body)
     except PrometheusError as e:
@@ -262,7 +285,7 @@ def scalar(
 
 def targets(kube: Kube, r: PrometheusRef, *, kubectl: Kubectl = unnamed_context) -> list[Target]:
     """The active scrape targets, with their health (for checks and diagnostics)."""
-    body = _get(kube, r, TARGETS_PATH, {"state": "active"}, kubectl)
+    body = get(kube, r, TARGETS_PATH, {"state": "active"}, kubectl)
     try:
         return parse_targets(body)
     except PrometheusError as e:

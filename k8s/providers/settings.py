@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from ml import contract
+from ml import contract, contract_metrics
 
 SERVING_MODES = ("knative", "standard")
 PREDICTORS = ("kserve", "tfserving")
@@ -128,6 +128,10 @@ class Settings:
     # Standard mode: what drives scaling (SCALE_METRICS): cpu, KServe's HPA; concurrency or
     # rps, KEDA on a Prometheus query (``target`` is then the per-replica figure).
     scale_metric: str = "cpu"
+    # How often the Prometheus KEDA queries scrapes the predictor: the window of its query
+    # (four scrapes). distml's own scrapes every 5 s; a user's is read at `deploy`
+    # (k8s.monitoring.scrape).
+    scrape_interval_s: float = contract_metrics.SCRAPE_INTERVAL_S
     request_logger: bool = False
     predictor_resources: Resources = field(
         default_factory=lambda: Resources("250m", "1", "704Mi", "1536Mi")

@@ -18,7 +18,7 @@ from k8s.client.objects import ISVC_API, ReplicaCounter
 from k8s.install.operator_check import survey
 from k8s.install.optional_operators import KEDA_NAMESPACE
 from k8s.manifests import inference
-from k8s.monitoring import prometheus
+from k8s.monitoring import prometheus, scrape
 from k8s.providers.settings import Settings
 from k8s.waits.cluster_poll import WaitError
 from k8s.waits.isvc_wait import wait_isvc_ready
@@ -39,10 +39,20 @@ PREDICTOR_START_S = 60  # scheduling, TensorFlow import, model load, readiness p
 SETTLE_S = {
     "standard": HPA_SYNC_S + METRIC_RESOLUTION_S + PREDICTOR_START_S,
     "knative": PREDICTOR_START_S,  # the KPA's panic mode reacts within its 6 s window
-    # KEDA (standard mode, --scale-metric concurrency|rps): the HPA asks KEDA's metrics
-    # server, which queries Prometheus, whose numbers are a scrape old.
-    "keda": HPA_SYNC_S + contract_metrics.SCRAPE_INTERVAL_S + PREDICTOR_START_S,
 }
+
+
+def settle_s(s: Settings) -> float:
+    """How long the autoscaler may take to act on a load. KEDA (standard mode,
+    --scale-metric concurrency|rps): the HPA asks KEDA's metrics server, which queries
+    Prometheus, whose numbers are a scrape old and averaged over four scrapes."""
+    kind = _autoscaler(s)
+    if kind != "keda":
+        return SETTLE_S[kind]
+    window = 4 * s.scrape_interval_s
+    return HPA_SYNC_S + s.scrape_interval_s + window / 2 + PREDICTOR_START_S
+
+
 # `deploy --scale-metric rps` without --target: requests per second per replica. About half
 # what one predictor answered at full load on the kind runs (265 req/s from 3 replicas on
 # 2 cores: benchmarks/results/kind-integration-2026-12-02.md).
@@ -96,7 +106,11 @@ def deploy(cx: ClusterContext, request: DeployRequest, timeout: float) -> int:
     except WaitError as e:
         raise ClusterError(f"the InferenceService did not become Ready: {e}") from e
     cx.wd.update_state(
-        deployed=True, target=s.target, max_replicas=s.max_replicas, scale_metric=drives(s)
+        deployed=True,
+        target=s.target,
+        max_replicas=s.max_replicas,
+        scale_metric=drives(s),
+        scrape_interval_s=s.scrape_interval_s if inference.autoscaler_class(s) == "keda" else None,
     )
     _print_access(cx, s, url)
     return 0
@@ -129,8 +143,29 @@ def _scaling(cx: ClusterContext, s: Settings, request: DeployRequest) -> Setting
         return replace(s, scale_metric="cpu")
     target = request.target or (DEFAULT_RPS_TARGET if asked == "rps" else s.target)
     per = "requests in flight" if asked == "concurrency" else "requests per second"
-    cx.out(f"scaling: KEDA on {per}, {target} per replica, read from Prometheus")
-    return replace(s, scale_metric=asked, target=target)
+    s = replace(s, scale_metric=asked, target=target, scrape_interval_s=_scrape_interval(cx, s))
+    window = contract_metrics.rate_window(s.scrape_interval_s, inference.KEDA_FLOOR_S)
+    cx.out(
+        f"scaling: KEDA on {per}, {target} per replica, read from Prometheus over the last {window}"
+    )
+    return s
+
+
+def _scrape_interval(cx: ClusterContext, s: Settings) -> float:
+    """How often the Prometheus KEDA reads scrapes the predictor (k8s.monitoring.scrape),
+    said; under --dry (nothing read) distml's own scrape's."""
+    ref = prometheus.ref(s)
+    if cx.dry or ref is None:
+        return s.scrape_interval_s
+    try:
+        found = scrape.interval(cx.kube, ref, s.namespace, s.service, kubectl=cx.provider.kubectl)
+    except prometheus.PrometheusError as e:
+        raise ClusterError(
+            f"how often Prometheus scrapes the predictor cannot be read, and KEDA's query "
+            f"window depends on it: {e}"
+        ) from e
+    cx.out(f"Prometheus {ref} scrapes every {found.seconds:g} s ({found.found})")
+    return found.seconds
 
 
 def _missing_for_keda(cx: ClusterContext, s: Settings) -> str:
@@ -289,6 +324,8 @@ def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
     s = cx.settings(target=state.target, max_replicas=state.max_replicas)
     if s.serving_mode == "standard" and state.scale_metric:  # what `deploy` applied
         s = replace(s, scale_metric=state.scale_metric)
+    if state.scrape_interval_s:
+        s = replace(s, scrape_interval_s=state.scrape_interval_s)
     isvc = cx.get(ISVC_API, "InferenceService", s.service)
     if isvc is None and not cx.dry:
         raise ClusterError(f"no InferenceService {s.service}; run `invoke deploy` first")
@@ -318,7 +355,7 @@ def loadtest(cx: ClusterContext, request: LoadtestRequest) -> int:
 
 def _autoscaler(s: Settings) -> str:
     """Which autoscaler decides: knative (its KPA), keda, or standard (an HPA on CPU):
-    SETTLE_S's keys."""
+    SETTLE_S's keys, and keda."""
     if s.serving_mode == "knative":
         return "knative"
     return "keda" if inference.autoscaler_class(s) == "keda" else "standard"
@@ -389,7 +426,7 @@ def _run(
         replica_sampler=counter,
         expected_replicas=t.expected,
         log=cx.out,
-        settle_s=SETTLE_S[_autoscaler(s)] if request.expect_scale_out else 0.0,
+        settle_s=settle_s(s) if request.expect_scale_out else 0.0,
         # What the server counted (Prometheus's), beside Locust's; absent without one.
         server_view=for_cluster(cx.kube, s),
     )

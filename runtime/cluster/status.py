@@ -23,7 +23,7 @@ from k8s.install.operators import deployment_available
 from k8s.install.optional_operators import ARGO_DEPLOYMENTS, KEDA_DEPLOYMENTS, KEDA_NAMESPACE
 from k8s.manifests import HPA_CPU_TARGET_PERCENT
 from k8s.manifests.names import ARGO_NAMESPACE, INSTANCE_LABEL
-from k8s.monitoring import prometheus
+from k8s.monitoring import prometheus, scrape
 from k8s.monitoring import stack as monitoring_objects
 from ml import contract_metrics
 from ml.contract import model_card, read_publish, serving_record
@@ -242,21 +242,30 @@ def live(cx: ClusterContext) -> list[Row]:
         return prometheus.scalar(cx.kube, ref, promql, kubectl=cx.provider.kubectl)
 
     try:
-        rate = read(contract_metrics.request_rate(ns, svc))
-        errors = read(contract_metrics.error_ratio(ns, svc))
-        quantiles = [read(contract_metrics.latency_quantile(ns, svc, q)) for q in QUANTILES]
+        every = scrape.interval(cx.kube, ref, ns, svc, kubectl=cx.provider.kubectl)
+        w = contract_metrics.rate_window(every.seconds, contract_metrics.STATUS_FLOOR_S)
+        rate = read(contract_metrics.request_rate(ns, svc, w))
+        errors = read(contract_metrics.error_ratio(ns, svc, w))
+        quantiles = [read(contract_metrics.latency_quantile(ns, svc, q, w)) for q in QUANTILES]
         pods = read(contract_metrics.replicas(ns, svc))
     except prometheus.PrometheusError as e:
         return [("Prometheus", _one_line(str(e)))]
     ms = "/".join("-" if v is None else f"{v * 1000:.0f}" for v in quantiles)
     return [
-        ("requests (last 1 min)", f"{rate or 0:.1f} req/s, {(errors or 0) * 100:.1f}% 5xx"),
+        (f"requests (last {w})", f"{rate or 0:.1f} req/s, {(errors or 0) * 100:.1f}% 5xx"),
         (
             "latency p50/p95/p99",
             f"{ms} ms" if any(v is not None for v in quantiles) else "no requests",
         ),
-        ("replicas scraped", f"{int(pods or 0)} up ({ref})"),
+        ("replicas scraped", f"{int(pods or 0)} up ({ref}, every {every.seconds:g} s)"),
+        *_keda_window(cx, every),
     ]
+
+
+def _keda_window(cx: ClusterContext, every: scrape.Interval) -> list[Row]:
+    scaled_at = cx.wd.state().scrape_interval_s
+    problem = scaled_at and scrape.keda_window_problem(every, scaled_at)
+    return [("KEDA's window", f"too short: {problem}")] if problem else []
 
 
 def _one_line(text: str, limit: int = 300) -> str:

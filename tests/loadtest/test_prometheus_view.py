@@ -19,10 +19,10 @@ from loadtest import summary as ls
 from loadtest.metrics_text import INF, Counts
 from loadtest.prometheus_view import (
     NO_PROMETHEUS,
-    SCRAPED_TIMEOUT_S,
     PrometheusView,
     for_cluster,
     run_counts,
+    scraped_timeout_s,
 )
 from loadtest.server_view import Absent, report
 from ml.contract_metrics import SCRAPE_INTERVAL_S
@@ -59,7 +59,7 @@ def test_a_real_run_read_from_a_real_prometheus_counts_what_locust_sent(tmp_path
     assert server["requests"] == summary["requests"], server
     assert server["by_code"] == {"200": summary["requests"]} and server["pods"] == ["p1"]
     assert 0 < server["p50_ms"] <= server["p95_ms"] <= server["p99_ms"]
-    assert server["source"] == f"Prometheus {REF}, job distml-predictor"
+    assert server["source"] == f"Prometheus {REF}"
     assert {row["replicas"] for row in server["series"]} == {1.0}  # one target, up
     assert ls.check(summary) == []
 
@@ -79,14 +79,15 @@ class Scripted:
         if path == "api/v1/targets":
             active = [
                 {"labels": {"job": "distml-predictor", "namespace": NS, "isvc": SVC, "pod": p},
-                 "health": h, "lastError": "", "scrapeUrl": f"http://{p}:8080/metrics"}
+                 "health": h, "lastError": "", "scrapeUrl": f"http://{p}:8080/metrics",
+                 "scrapeInterval": "5s"}
                 for p, h in self.targets.items()
             ]  # fmt: skip
             return json.dumps({"status": "success", "data": {"activeTargets": active}}).encode()
         return _vector(self._series(params["query"]))
 
     def _series(self, promql: str) -> list[tuple[dict[str, str], float]]:
-        if promql.startswith("timestamp(up"):
+        if promql.startswith("max by (pod) (timestamp(up"):
             return [({"pod": p}, t) for p, t in self.scraped.items()]
         if "by (pod, code)" in promql:
             return [
@@ -140,10 +141,10 @@ def test_targets_not_scraped_after_the_run_are_an_error_on_a_deadline():
     prom.targets["b"] = "down"  # never scraped since
     result = view.finish(1050.0, print)
     assert result["error"].startswith(
-        f"after the run: Prometheus did not scrape every predictor within {SCRAPED_TIMEOUT_S} s:"
+        f"after the run: Prometheus did not scrape every predictor within {scraped_timeout_s(5)} s:"
     )
     assert "a (last scraped 49.0 s before the moment), b (last never)" in result["error"]
-    assert clock.now == pytest.approx(1000.0 + SCRAPED_TIMEOUT_S, abs=1.5)
+    assert clock.now == pytest.approx(1000.0 + scraped_timeout_s(5), abs=1.5)
     server = report(view.source, result, None, 5)
     assert ls.server_problems(server)[0].startswith("the server-side view (Prometheus ")
 
@@ -166,7 +167,7 @@ def test_no_target_at_all_is_said_before_the_run():
     view = _view(kube, clock)
     assert not view.begin(print)
     assert view.finish(0.0, print)["error"].endswith(
-        "no distml-predictor target of kubeflow/tf-mnist (is the pod up?)"
+        "no target of kubeflow/tf-mnist's predictor pods (is the pod up?)"
     )
 
 

@@ -1,6 +1,7 @@
 """A real Prometheus (Debian's ``prometheus`` 2.42, ``/usr/bin/prometheus``) on a loopback
 port, scraping the loopback servers a test names, with the labels distml's scrape job
-attaches (``namespace``, ``isvc``, ``pod``; job ``distml-predictor``); and the bridge that
+attaches (``namespace``, ``isvc``, ``pod``; job ``distml-predictor``, or another as a
+Prometheus Operator's PodMonitor names it); and the bridge that
 makes it answer ``FakeKube.proxy_get`` as the API server's service proxy would, so that
 ``k8s.monitoring.prometheus`` (and everything above it) reads a real Prometheus.
 
@@ -31,7 +32,7 @@ BINARY = "/usr/bin/prometheus"
 START_TIMEOUT_S = 60.0
 
 
-def _config(targets: dict[str, str], namespace: str, service: str, interval: str) -> str:
+def _config(targets: dict[str, str], namespace: str, service: str, interval: str, job: str) -> str:
     """pod -> host:port, scraped as distml's job scrapes a predictor pod."""
     static = [
         {"targets": [address], "labels": {"namespace": namespace, "isvc": service, "pod": pod}}
@@ -39,7 +40,7 @@ def _config(targets: dict[str, str], namespace: str, service: str, interval: str
     ]
     config = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "scrape_configs": [{"job_name": sm.SCRAPE_JOB, "static_configs": static}],
+        "scrape_configs": [{"job_name": job, "static_configs": static}],
     }
     return json.dumps(config)  # JSON is YAML
 
@@ -54,11 +55,12 @@ class LoopbackPrometheus:
         namespace: str,
         service: str,
         interval: str = "1s",
+        job: str = sm.SCRAPE_JOB,
     ) -> None:
         if not Path(BINARY).is_file() and not shutil.which("prometheus"):
             pytest.skip(f"no Prometheus at {BINARY}: apt-get install prometheus")
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "prometheus.yml").write_text(_config(targets, namespace, service, interval))
+        (workdir / "prometheus.yml").write_text(_config(targets, namespace, service, interval, job))
         (self.port,) = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / "prometheus.log"
@@ -122,11 +124,16 @@ class LoopbackPrometheus:
 
 @contextlib.contextmanager
 def loopback_prometheus(
-    workdir: Path, targets: dict[str, str], namespace: str, service: str, interval: str = "1s"
+    workdir: Path,
+    targets: dict[str, str],
+    namespace: str,
+    service: str,
+    interval: str = "1s",
+    job: str = sm.SCRAPE_JOB,
 ) -> Iterator[LoopbackPrometheus]:
     """A started, ready Prometheus scraping ``targets`` (pod -> host:port) every
-    ``interval``; stopped after."""
-    prom = LoopbackPrometheus(workdir, targets, namespace, service, interval)
+    ``interval`` as job ``job``; stopped after."""
+    prom = LoopbackPrometheus(workdir, targets, namespace, service, interval, job)
     try:
         prom.wait_for("readiness", lambda: prom.get("-/ready"))
         yield prom

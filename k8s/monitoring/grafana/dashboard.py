@@ -6,10 +6,11 @@ and ``$isvc``.
     python -m k8s.monitoring.grafana.dashboard          # write distml-dashboard.json beside it
     python -m k8s.monitoring.grafana.dashboard --check  # exit 1 when the committed file differs
 
-The JSON imports as it is (Grafana: Dashboards > New > Import): the datasource is the
-import's input ``DS_PROMETHEUS`` (``__inputs``), asked for at import. Training exposes no
-metrics (its figures are TensorBoard's and ``metrics.json``'s), so the dashboard has no
-training panels. Pure: no I/O but ``main``'s.
+The JSON imports as it is (Grafana: Dashboards > New > Import) and provisions from a
+file or a sidecar's ConfigMap as it is: the Prometheus is the template variable
+``$datasource`` (any Prometheus datasource; no ``__inputs``, which provisioning does not
+fill), and every window is ``$__rate_interval`` (four of that Prometheus's scrapes).
+Pure: no I/O but ``main``'s.
 """
 
 from __future__ import annotations
@@ -26,9 +27,13 @@ from ml import contract_metrics as sm
 
 PATH = Path(__file__).with_name("distml-dashboard.json")
 UID = "distml-serving"
-DATASOURCE = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
-VARIABLES = ("namespace", "isvc")
+# A datasource template variable, not an ``__inputs`` placeholder: file and sidecar
+# provisioning do not fill ``__inputs`` (grafana/grafana#10786).
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+VARIABLES = ("namespace", "isvc")  # query variables; ``$datasource`` is the Prometheus
 NS, ISVC = "$namespace", "$isvc"  # what the queries are built for
+# Grafana's window of four scrapes (or more at a coarse step): the Prometheus's own interval.
+RATE = "$__rate_interval"
 WIDTH, HEIGHT = 12, 8  # a panel's share of Grafana's 24-column grid
 
 
@@ -67,26 +72,31 @@ def panels() -> list[dict[str, Any]]:
     latency = _panel(
         f"Latency p50 / p95 / p99 (objective: p99 within {objective_ms:g} ms)",
         "timeseries",
-        [(sm.latency_quantile(NS, ISVC, q), f"p{round(q * 100)}") for q in (0.5, 0.95, 0.99)],
+        [(sm.latency_quantile(NS, ISVC, q, RATE), f"p{round(q * 100)}") for q in (0.5, 0.95, 0.99)],
         "s",
-        "From the request reaching the server to its answer's last byte, every route; the "
+        "From a predict or infer request reaching the server to its answer's last byte; the "
         "red line is the objective.",
     )
     found = [
         _panel("Requests per second by status code", "timeseries",
-               [(sm.request_rate_by_code(NS, ISVC), "{{code}}")], "reqps",
-               "Every request the predictors answered but /metrics and the health probes."),
-        _panel("Error ratio (5xx)", "timeseries", [(sm.error_ratio(NS, ISVC), "5xx")],
-               "percentunit", "Requests answered 5xx over all requests, 1 m window."),
+               [(sm.request_rate_by_code(NS, ISVC, RATE), "{{code}}")], "reqps",
+               "Predict and infer requests (probes, metadata reads and unknown paths are "
+               "not the service's traffic)."),
+        _panel("Error ratio (5xx)", "timeseries", [(sm.error_ratio(NS, ISVC, RATE), "5xx")],
+               "percentunit", "Predict and infer requests answered 5xx, over all of them."),
         _objective_line(latency, sm.LATENCY_OBJECTIVE_S),
         _objective_line(
             _panel(f"Requests within {objective_ms:g} ms", "timeseries",
-                   [(sm.within_objective(NS, ISVC), "within the objective")], "percentunit",
+                   [(sm.within_objective(NS, ISVC, RATE), "within the objective")], "percentunit",
                    "The objective holds while this stays above 99% (the red line)."),
             0.99,
         ),
-        _panel("Requests in flight", "timeseries", [(sm.in_flight(NS, ISVC), "in flight")],
-               "short", "All predictors together: what KEDA's concurrency trigger reads."),
+        _panel("Requests in flight", "timeseries",
+               [(sm.concurrency(NS, ISVC, RATE), "averaged (what KEDA reads)"),
+                (sm.in_flight(NS, ISVC), "at each scrape")],
+               "short", "All predictors together. Averaged: seconds spent answering per "
+               "second (Little's law), KEDA's concurrency input; at each scrape: a point "
+               "sample."),
         _panel("Replicas (predictor pods scraped and up)", "timeseries",
                [(sm.replicas(NS, ISVC), "replicas")], "short",
                "Predictor pods Prometheus scrapes and finds up."),
@@ -120,8 +130,18 @@ def _variable(name: str, label: str, query: str) -> dict[str, Any]:
 
 
 def variables() -> list[dict[str, Any]]:
-    """``$namespace`` and ``$isvc``: the label values of the predictors' request counter."""
+    """``$datasource``, any Prometheus Grafana has, then ``$namespace`` and ``$isvc``: the
+    label values of the predictors' request counter."""
     return [
+        {
+            "name": "datasource",
+            "label": "Prometheus",
+            "type": "datasource",
+            "query": "prometheus",
+            "refresh": 1,
+            "includeAll": False,
+            "multi": False,
+        },
         _variable("namespace", "Namespace", f"label_values({sm.REQUESTS_TOTAL}, namespace)"),
         _variable(
             "isvc",
@@ -135,12 +155,6 @@ def dashboard() -> dict[str, Any]:
     """The whole importable dashboard."""
     plugins = sorted({p["type"] for p in panels()})
     return {
-        "__inputs": [
-            {"name": "DS_PROMETHEUS", "label": "Prometheus", "type": "datasource",
-             "pluginId": "prometheus", "pluginName": "Prometheus",
-             "description": "The Prometheus that scrapes distml's predictors "
-                            "(`invoke up --with-monitoring` installs one)"},
-        ],
         "__requires": [
             {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
             {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
@@ -174,6 +188,14 @@ def queries(board: dict[str, Any]) -> list[tuple[str, str]]:
     return [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])]
 
 
+def values(namespace: str, service: str, scrape_interval_s: float) -> dict[str, str]:
+    """What Grafana puts for each variable of the queries, for one service read from a
+    Prometheus scraping every ``scrape_interval_s`` (``$__rate_interval``: four scrapes,
+    as at a step no longer than one scrape)."""
+    rate = sm.rate_window(scrape_interval_s)
+    return {"namespace": namespace, "isvc": service, RATE.lstrip("$"): rate}
+
+
 def substitute(expr: str, values: dict[str, str]) -> str:
     """``expr`` with each ``$variable`` (``VARIABLES``) replaced by its value, as Grafana
     does before it sends a query."""
@@ -194,6 +216,8 @@ def variable_queries(board: dict[str, Any]) -> list[tuple[str, str, str]]:
     the values Grafana's ``label_values(series, label)`` lists."""
     found = []
     for var in board["templating"]["list"]:
+        if var.get("type") == "datasource":
+            continue  # which Prometheus: Grafana's choice, no query
         m = _LABEL_VALUES.fullmatch(var["definition"])
         if m is None:
             raise ValueError(f"variable {var['name']}: not label_values(...): {var['definition']}")

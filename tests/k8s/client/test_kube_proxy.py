@@ -51,7 +51,7 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiKube]:
 
 
 def test_a_query_goes_through_the_service_proxy_intact(api: ApiKube) -> None:
-    promql = contract_metrics.error_ratio("team-a", "tf-mnist") + " + 0"
+    promql = contract_metrics.error_ratio("team-a", "tf-mnist", "2m") + " + 0"
     body = api.proxy_get("team-a", "distml-prometheus", 9090, "api/v1/query", {"query": promql})
     assert json.loads(body) == {"status": "success", "echo": promql}
     (request,) = [r for r in FakeApiServer.requests if r["path"] == PROXY]

@@ -4,6 +4,8 @@ Service per provider, and the request logger only when asked."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from k8s import manifests as m
@@ -117,11 +119,15 @@ def test_request_logger_only_when_asked() -> None:
 
 def test_predictor_is_ready_only_when_a_model_answers():
     from k8s.providers.settings import Settings
+    from ml.contract_metrics import UNCOUNTED_PATHS
 
     s = Settings(image="distml:0123456789ab")
     container = m.serving_runtime(s)["spec"]["containers"][0]
     probe = container["readinessProbe"]["httpGet"]
-    assert probe == {"path": "/v1/models/tf-mnist", "port": 8080}
+    # The protocol's server readiness (every model loaded), never counted as a request: a
+    # probe every 2 s is not the service's traffic.
+    assert probe == {"path": "/v2/health/ready", "port": 8080}
+    assert probe["path"] in UNCOUNTED_PATHS
     assert container["ports"][0]["containerPort"] == 8080
 
 
@@ -141,16 +147,33 @@ def test_request_metrics_give_kserves_keda_form_strictly_valid(metric, where, ad
     predictor = isvc["spec"]["predictor"]
     # KServe's webhook refuses scaleMetric with KEDA, and wants an External target's value.
     assert "scaleMetric" not in predictor and "scaleTarget" not in predictor
-    (one_metric,) = predictor["autoScaling"]["metrics"]
+    one_metric, cpu = predictor["autoScaling"]["metrics"]
     external = one_metric["external"]
     assert one_metric["type"] == "External" and external["metric"]["backend"] == "prometheus"
     assert external["metric"]["serverAddress"] == address
     assert external["target"] == {"type": "Value", "value": "4"}
+    # distml's own 5 s scrape: the 30 s floor; a time-averaged concurrency (Little's law).
     queries = {
-        "concurrency": contract_metrics.in_flight("kubeflow", "tf-mnist"),
-        "rps": contract_metrics.request_rate("kubeflow", "tf-mnist", window="30s"),
+        "concurrency": contract_metrics.concurrency("kubeflow", "tf-mnist", "30s"),
+        "rps": contract_metrics.request_rate("kubeflow", "tf-mnist", "30s"),
     }
     assert external["metric"]["query"] == queries[metric]
+    # Beside it, CPU: what the HPA still scales up on while Prometheus cannot be read
+    # (KServe 0.20 sets no fallback). KServe's webhook (validateScalingKedaCompExtension)
+    # wants a cpu target typed Utilization, 1-100.
+    assert cpu == {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+    }
+
+
+def test_keda_s_window_is_four_scrapes_of_the_prometheus_it_reads() -> None:
+    # The Prometheus Operator's 30 s: a 2 min window (30 s would hold one sample: empty,
+    # which KEDA reads as 0).
+    s = settings(serving_mode="standard", scale_metric="rps", prometheus="monitoring/p:9090")
+    isvc = m.inference_service(replace(s, scrape_interval_s=30.0))
+    metric = isvc["spec"]["predictor"]["autoScaling"]["metrics"][0]
+    assert metric["external"]["metric"]["query"].endswith("[120s]))")
 
 
 def test_a_request_metric_without_a_prometheus_is_refused_by_the_builder() -> None:

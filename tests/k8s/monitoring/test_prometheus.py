@@ -71,7 +71,7 @@ def test_a_bad_prometheus_setting_names_the_setting_and_the_form(text: str) -> N
 
 def test_instant_reads_through_the_proxy_and_parses_every_series() -> None:
     kube = FakeKube()
-    query = contract_metrics.request_rate(NS, "tf-mnist")
+    query = contract_metrics.request_rate(NS, "tf-mnist", "1m")
     seen = serving(kube, vector(({"pod": "a"}, "1.5"), ({"pod": "b"}, "+Inf")))
     assert prom.instant(kube, OWN, query) == [({"pod": "a"}, 1.5), ({"pod": "b"}, math.inf)]
     assert seen == [{"path": "api/v1/query", "query": query}]

@@ -126,24 +126,32 @@ def test_deploy_scale_metric_concurrency_hands_kserve_the_keda_form(wd, fake):
     assert rt.deploy(DeployRequest(scale_metric="concurrency", target=2)) == 0
     obj = isvc(fake)
     assert obj["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "keda"
-    (metric,) = obj["spec"]["predictor"]["autoScaling"]["metrics"]
+    metric, cpu = obj["spec"]["predictor"]["autoScaling"]["metrics"]
     assert metric["external"]["metric"] == {
         "backend": "prometheus",
         "serverAddress": "http://distml-prometheus.kubeflow.svc:9090",
-        "query": contract_metrics.in_flight(NS, "tf-mnist"),
+        "query": contract_metrics.concurrency(NS, "tf-mnist", "30s"),
     }
+    assert cpu["resource"]["name"] == "cpu"  # what still scales up while Prometheus is out
     assert metric["external"]["target"] == {"type": "Value", "value": "2"}
     assert "scaleMetric" not in obj["spec"]["predictor"]
-    assert "scaling: KEDA on requests in flight, 2 per replica, read from Prometheus" in lines
+    assert (
+        "Prometheus kubeflow/distml-prometheus:9090 scrapes every 5 s (distml's own scrape job)"
+        in lines
+    )
+    assert (
+        "scaling: KEDA on requests in flight, 2 per replica, read from Prometheus over the "
+        "last 30s" in lines
+    )
     state = wd.state()
-    assert (state.scale_metric, state.target) == ("concurrency", 2)
+    assert (state.scale_metric, state.target, state.scrape_interval_s) == ("concurrency", 2, 5)
 
 
 def test_rps_without_a_target_takes_the_default_per_replica_rate(wd, fake):
     up(wd, fake)
     prometheus_answers(fake)
     assert runtime(make_ctx(fake, {}), wd, fake).deploy(DeployRequest(scale_metric="rps")) == 0
-    (metric,) = isvc(fake)["spec"]["predictor"]["autoScaling"]["metrics"]
+    metric, _cpu = isvc(fake)["spec"]["predictor"]["autoScaling"]["metrics"]
     assert metric["external"]["target"]["value"] == "50"
     assert metric["external"]["metric"]["query"].startswith("sum(rate(distml_requests_total{")
     assert wd.state().scale_metric == "rps"
@@ -261,9 +269,10 @@ def test_the_load_test_plans_with_what_scales_the_predictor(wd, fake, monkeypatc
     lines: list[str] = []
     runtime(make_ctx(fake, {}), wd, fake, lines=lines).loadtest(LoadtestRequest(concurrency=3))
     assert seen["expected_replicas"] == 3  # ceil(3 in flight / 1 per replica), max 4
-    from runtime.cluster.serving import SETTLE_S
+    from runtime.cluster.serving import HPA_SYNC_S, PREDICTOR_START_S
 
-    assert seen["settle_s"] == SETTLE_S["keda"]
+    # The HPA's sync, a scrape, half of KEDA's four-scrape window, the pod's start.
+    assert seen["settle_s"] == HPA_SYNC_S + 5 + 10 + PREDICTOR_START_S
     assert any(
         "KEDA scales on requests in flight: it should reach 3 ready replicas "
         "(ceil(3 / 1), max 4)" in line
@@ -282,12 +291,13 @@ def status_text(wd, fake) -> str:
 def test_status_shows_what_scales_and_the_live_numbers_from_prometheus(wd, fake):
     up(wd, fake)
     ns, svc = NS, "tf-mnist"
+    w = "60s"  # a minute: four of distml's 5 s scrapes are less
     values = {
-        contract_metrics.request_rate(ns, svc): "12.34",
-        contract_metrics.error_ratio(ns, svc): "0.015",
-        contract_metrics.latency_quantile(ns, svc, 0.5): "0.004",
-        contract_metrics.latency_quantile(ns, svc, 0.95): "0.0125",
-        contract_metrics.latency_quantile(ns, svc, 0.99): "NaN",
+        contract_metrics.request_rate(ns, svc, w): "12.34",
+        contract_metrics.error_ratio(ns, svc, w): "0.015",
+        contract_metrics.latency_quantile(ns, svc, 0.5, w): "0.004",
+        contract_metrics.latency_quantile(ns, svc, 0.95, w): "0.0125",
+        contract_metrics.latency_quantile(ns, svc, 0.99, w): "NaN",
         contract_metrics.replicas(ns, svc): "3",
     }
     asked = prometheus_answers(fake, values)
@@ -296,9 +306,9 @@ def test_status_shows_what_scales_and_the_live_numbers_from_prometheus(wd, fake)
     assert set(values) <= set(asked)
     assert re.search(r"keda +available", text) and re.search(r"prometheus +available", text)
     assert re.search(r"scaling +KEDA on requests in flight \(Prometheus\), 1 per replica", text)
-    assert re.search(r"requests \(last 1 min\) +12\.3 req/s, 1\.5% 5xx", text)
+    assert re.search(r"requests \(last 60s\) +12\.3 req/s, 1\.5% 5xx", text)
     assert re.search(r"latency p50/p95/p99 +4/12/- ms", text)  # 12.5 ms rounds to even
-    assert re.search(r"replicas scraped +3 up \(kubeflow/distml-prometheus:9090\)", text)
+    assert re.search(r"replicas scraped +3 up \(kubeflow/distml-prometheus:9090, every 5 s\)", text)
     assert re.search(r"serving model +version 2", text)  # the rest of the status stands
 
 

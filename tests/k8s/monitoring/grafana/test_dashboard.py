@@ -34,16 +34,19 @@ def test_check_fails_on_a_stale_file_and_writing_fixes_it(tmp_path, monkeypatch,
     assert dashboard.main([]) == 0 and dashboard.main(["--check"]) == 0
 
 
-def test_it_imports_with_the_datasource_as_an_input():
-    (source,) = COMMITTED["__inputs"]
-    assert source["name"] == "DS_PROMETHEUS" and source["type"] == "datasource"
-    assert source["pluginId"] == "prometheus"
+def test_the_datasource_is_a_template_variable_so_provisioning_works_as_import_does():
+    # No __inputs: Grafana's file and sidecar provisioning leave ${DS_...} unfilled
+    # (grafana/grafana#10786); a datasource variable works the same every way.
+    assert "__inputs" not in COMMITTED and "DS_PROMETHEUS" not in dashboard.render()
+    source, *_ = COMMITTED["templating"]["list"]
+    assert source["name"] == "datasource" and source["type"] == "datasource"
+    assert source["query"] == "prometheus"
     needed = {(r["type"], r["id"]) for r in COMMITTED["__requires"]}
     assert {("datasource", "prometheus"), ("panel", "timeseries"), ("panel", "stat")} <= needed
     uses = [p["datasource"] for p in COMMITTED["panels"]]
     uses += [t["datasource"] for p in COMMITTED["panels"] for t in p["targets"]]
-    uses += [v["datasource"] for v in COMMITTED["templating"]["list"]]
-    assert all(d == {"type": "prometheus", "uid": "${DS_PROMETHEUS}"} for d in uses)
+    uses += [v["datasource"] for v in COMMITTED["templating"]["list"][1:]]
+    assert all(d == {"type": "prometheus", "uid": "${datasource}"} for d in uses)
     assert COMMITTED["uid"] == "distml-serving" and COMMITTED["schemaVersion"] >= 36
 
 
@@ -79,25 +82,29 @@ def test_the_latency_panel_draws_the_objective():
 
 
 def test_the_queries_are_serving_metrics_s_for_the_template_variables():
-    ns, isvc = dashboard.NS, dashboard.ISVC
+    ns, isvc, rate = dashboard.NS, dashboard.ISVC, "$__rate_interval"
     expected = [
-        sm.request_rate_by_code(ns, isvc),
-        sm.error_ratio(ns, isvc),
-        *(sm.latency_quantile(ns, isvc, q) for q in (0.5, 0.95, 0.99)),
-        sm.within_objective(ns, isvc),
+        sm.request_rate_by_code(ns, isvc, rate),
+        sm.error_ratio(ns, isvc, rate),
+        *(sm.latency_quantile(ns, isvc, q, rate) for q in (0.5, 0.95, 0.99)),
+        sm.within_objective(ns, isvc, rate),
+        sm.concurrency(ns, isvc, rate),
         sm.in_flight(ns, isvc),
         sm.replicas(ns, isvc),
         sm.model_version(ns, isvc),
     ]
     assert [expr for _, expr in dashboard.queries(COMMITTED)] == expected
-    assert [v["name"] for v in COMMITTED["templating"]["list"]] == list(dashboard.VARIABLES)
+    names = [v["name"] for v in COMMITTED["templating"]["list"]]
+    assert names == ["datasource", *dashboard.VARIABLES]
+    # Every window is Grafana's four scrapes of the Prometheus chosen, never a fixed one.
+    assert not [e for _, e in dashboard.queries(COMMITTED) if re.search(r"\[\d", e)]
     for _, expr in dashboard.queries(COMMITTED):
         assert 'namespace="$namespace"' in expr and 'isvc="$isvc"' in expr, expr
 
 
 def test_every_metric_read_is_one_the_server_writes_or_prometheus_s_up():
-    written = {sm.REQUESTS_TOTAL, f"{sm.LATENCY}_bucket", f"{sm.LATENCY}_count", sm.IN_FLIGHT,
-               f"{sm.MODEL_INFO}_info", "up"}  # fmt: skip
+    written = {sm.REQUESTS_TOTAL, f"{sm.LATENCY}_bucket", f"{sm.LATENCY}_count",
+               f"{sm.LATENCY}_sum", sm.IN_FLIGHT, f"{sm.MODEL_INFO}_info", "up"}  # fmt: skip
     read = {
         s.split("{")[0]
         for _, expr in dashboard.queries(COMMITTED)
@@ -107,7 +114,8 @@ def test_every_metric_read_is_one_the_server_writes_or_prometheus_s_up():
 
 
 def test_substitution_replaces_every_variable():
-    values = {"namespace": "team-a", "isvc": "tf-mnist"}
+    values = dashboard.values("team-a", "tf-mnist", 30)
+    assert values["__rate_interval"] == "120s"
     for _, expr in dashboard.queries(COMMITTED):
         assert "$" not in dashboard.substitute(expr, values)
     assert dashboard.substitute('x{a="$isvc",b="$isvcs"}', {"isvc": "v", "isvcs": "w"}) == (

@@ -8,14 +8,8 @@ is Prometheus's own."""
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -26,68 +20,14 @@ from k8s.monitoring.grafana import dashboard
 from k8s.monitoring.prometheus import PrometheusRef
 from loadtest.metrics_text import histogram_quantile, parse_page
 from loadtest.server_view import fetch
-from ml import contract
 from ml import contract_metrics as sm
-from runtime.procs import free_ports
-from tests.support.e2e_kit import post
 from tests.support.fakekube import FakeKube
 from tests.support.loopback_prometheus import LoopbackPrometheus, loopback_prometheus
-from tests.support.predict_server import wait_for
+from tests.support.served_model import send
 
-REPO = Path(__file__).resolve().parents[4]
 NS, SVC = "kubeflow", "tf-mnist"
 REF = PrometheusRef(NS, prometheus.OWN_SERVICE, prometheus.PORT)
 OK, BAD = 12, 3  # predict requests sent: answered 200, answered 400
-
-
-def _png() -> bytes:
-    from PIL import Image
-
-    out = io.BytesIO()
-    Image.new("L", (28, 28), 128).save(out, format="PNG")
-    return out.getvalue()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[str]:
-    """``python -m ml.serve`` on a free loopback port, serving version 1; its base URL."""
-    from ml.export import export_model
-    from ml.models import build_model
-    from ml.select import publish
-
-    root = tmp_path_factory.mktemp("served")
-    export_model(build_model("cnn", seed=7), root / "export")
-    serving = root / "serving" / SVC
-    publish(root / "export", serving, {"source": "test"})
-    (port,) = free_ports(1)
-    url = f"http://127.0.0.1:{port}"
-    cmd = contract.serve(serving, SVC, host="127.0.0.1", http_port=port, python=sys.executable)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    log = root / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-
-        def ready() -> bool:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                return json.loads(fetch(f"{url}/v1/models/{SVC}")).get("ready") is True
-            except Exception:
-                return False
-
-        wait_for(ready, 180, "the model server to be ready")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _send(url: str, ok: int, bad: int) -> None:
-    body = json.dumps({"instances": [{"b64": base64.b64encode(_png()).decode()}]})
-    for _ in range(ok):
-        assert post(f"{url}/v1/models/{SVC}:predict", body)[0] == 200
-    for _ in range(bad):
-        assert post(f"{url}/v1/models/{SVC}:predict", '{"instances": []}')[0] == 400
 
 
 def _counted(prom: LoopbackPrometheus, n: int) -> bool:
@@ -104,9 +44,9 @@ def scraped(server, tmp_path_factory) -> Iterator[tuple[LoopbackPrometheus, Fake
     workdir = tmp_path_factory.mktemp("prometheus")
     with loopback_prometheus(workdir, {"p1": urlparse(server).netloc}, NS, SVC) as prom:
         prom.wait_scraped(1)
-        _send(server, 1, 1)
+        send(server, 1, 1)
         prom.wait_for("the first requests scraped", lambda: _counted(prom, 2))
-        _send(server, OK - 1, BAD - 1)
+        send(server, OK - 1, BAD - 1)
         prom.wait_for(f"{OK + BAD} predict requests scraped", lambda: _counted(prom, OK + BAD))
         kube = FakeKube()
         prom.serve_on(kube, REF)

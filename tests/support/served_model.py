@@ -1,0 +1,75 @@
+"""The real model server (``python -m ml.serve``) on a loopback port, serving a small random
+cnn exported here, and predict requests to it: for the tests that read what it counts
+through a real Prometheus."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from loadtest.server_view import fetch
+from ml import contract
+from runtime.procs import free_ports
+from tests.support.e2e_kit import post
+from tests.support.predict_server import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SVC = "tf-mnist"
+
+
+def _png() -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("L", (28, 28), 128).save(out, format="PNG")
+    return out.getvalue()
+
+
+@contextlib.contextmanager
+def served_model(root: Path) -> Iterator[str]:
+    """``python -m ml.serve`` on a free loopback port, serving version 1 of a random cnn
+    exported under ``root``; its base URL. Stopped after."""
+    from ml.export import export_model
+    from ml.models import build_model
+    from ml.select import publish
+
+    export_model(build_model("cnn", seed=7), root / "export")
+    serving = root / "serving" / SVC
+    publish(root / "export", serving, {"source": "test"})
+    (port,) = free_ports(1)
+    url = f"http://127.0.0.1:{port}"
+    cmd = contract.serve(serving, SVC, host="127.0.0.1", http_port=port, python=sys.executable)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    log = root / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+
+        def ready() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                return json.loads(fetch(f"{url}/v1/models/{SVC}")).get("ready") is True
+            except Exception:
+                return False
+
+        wait_for(ready, 180, "the model server to be ready")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def send(url: str, ok: int, bad: int) -> None:
+    """``ok`` predict requests answered 200, then ``bad`` answered 400."""
+    body = json.dumps({"instances": [{"b64": base64.b64encode(_png()).decode()}]})
+    for _ in range(ok):
+        assert post(f"{url}/v1/models/{SVC}:predict", body)[0] == 200
+    for _ in range(bad):
+        assert post(f"{url}/v1/models/{SVC}:predict", '{"instances": []}')[0] == 400
