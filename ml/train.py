@@ -7,7 +7,8 @@ runtime) gives each one its TF_CONFIG. No TF_CONFIG means a one-worker job.
 
 Writes ``V/checkpoints/M/`` (weights-only checkpoints, BackupAndRestore state),
 ``V/tensorboard/M/`` and, from the chief only, ``V/candidates/M/`` (SavedModel,
-``metrics.json``, ``params.yaml``), replaced atomically.
+``metrics.json``, ``params.yaml``), replaced atomically. While it trains, it serves its
+Prometheus metrics where ``DISTML_METRICS_ADDRESS`` says (``ml/train_metrics.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from typing import Any
 
 from ml import contract
 from ml.config import LR_SCHEDULES, ConfigError, TrainConfig, load_config_file, resolve
-from ml.contract import DEFAULT_PROFILE, MODEL_TYPES, PREEMPTED_EXIT, PROFILES, PROGRESS_PREFIX
+from ml.contract import DEFAULT_PROFILE, MODEL_TYPES, PREEMPTED_EXIT, PROFILES
 from ml.loopback import LoopbackError, check_listening, preload
-from ml.steps import crossed
 from ml.tf_config import ClusterSpec, parse_tf_config
+from ml.train_metrics import ADDRESS_ENV, TrainMetrics, parse_address
+from ml.train_progress import Run, emit, progress_callback
 
 # Progress line every N steps when no --log-every is given (the contract's commands pass
 # contract.LOG_EVERY).
@@ -126,112 +128,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return resolve(args.profile, file_values, overrides)
 
 
-def _emit(kind: str, **fields: Any) -> None:
-    print(PROGRESS_PREFIX + json.dumps({"event": kind, **fields}), flush=True)
-
-
-def _progress_callback(
-    keras: Any, cfg: TrainConfig, steps: int, log_every: int, state: dict[str, Any]
-) -> Any:
-    from ml.models import read_metrics
-
-    class Progress(keras.callbacks.Callback):
-        """Machine-readable progress lines and the learning-rate print."""
-
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            epoch = int(epoch)  # a restored backup hands numpy integers
-            if state.get("first_epoch") is None:
-                state["first_epoch"] = epoch
-            self._epoch = epoch
-            self._clock = _StepClock()
-            self._means: dict[str, float] = {}
-            lr = float(keras.backend.get_value(self.model.optimizer.learning_rate))
-            print(f"epoch {epoch + 1}/{cfg.epochs}: learning rate {lr:.6g}", flush=True)
-
-        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            batch = int(batch)  # the call's first step (it may run several)
-            self._clock.begin(batch)
-            self._call_first = batch
-            if "first_step" not in state:  # a restored backup starts past step 0
-                state["first_step"] = batch
-                _announce_resume(cfg, self._epoch, batch, steps)
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            batch = int(batch)  # the call's last step
-            self._clock.end(batch)
-            step = batch + 1
-            if crossed(self._call_first, batch, log_every) or step == steps:
-                # Read here, on every worker alike (a collective), not by every step.
-                self._means = read_metrics(self.model)
-                _emit(
-                    "step",
-                    epoch=self._epoch,
-                    epochs=cfg.epochs,
-                    step=step,
-                    steps=steps,
-                    loss=self._means.get("loss", float("nan")),
-                )
-
-        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            # The epoch's training figures as read after its last step (validation, which
-            # ran since, resets the metrics); in place, so the callbacks after this one
-            # (TensorBoard, checkpoints) see them too.
-            if logs is not None:
-                logs.update(self._means)
-            lr = float(keras.backend.get_value(self.model.optimizer.learning_rate))
-            row = {
-                "epoch": epoch + 1,
-                "learning_rate": lr,
-                **{k: float(v) for k, v in (logs or {}).items() if k != "lr"},
-                "steps_run": self._clock.steps,
-                "step_seconds": round(self._clock.seconds, 4),
-            }
-            state.setdefault("history", []).append(row)
-            _emit("epoch", **row, epochs=cfg.epochs)
-
-    return Progress()
-
-
-def _announce_resume(cfg: TrainConfig, epoch: int, step: int, steps: int) -> None:
-    """Say so when the first step of this run is not the job's first (a restored backup)."""
-    if epoch > 0 or step > 0:
-        print(
-            f"resuming from backup at epoch {epoch + 1}/{cfg.epochs}, after step {step}/{steps}",
-            flush=True,
-        )
-        _emit("resumed", epoch=epoch, step=step)
-
-
-class _StepClock:
-    """Time from an epoch's first step's start to its last step's end, and the steps run:
-    the epoch's training alone, without its validation pass and end-of-epoch callbacks."""
-
-    def __init__(self) -> None:
-        self.started: float | None = None
-        self.ended: float | None = None
-        self.first = self.last = -1
-
-    def begin(self, batch: int) -> None:
-        if self.started is None:
-            self.started, self.first = time.perf_counter(), batch
-
-    def end(self, batch: int) -> None:
-        """``batch``: the last step of the call (several with ``steps_per_execution``)."""
-        self.ended, self.last = time.perf_counter(), batch
-
-    @property
-    def steps(self) -> int:
-        return 0 if self.started is None else self.last - self.first + 1
-
-    @property
-    def seconds(self) -> float:
-        return 0.0 if self.started is None or self.ended is None else self.ended - self.started
-
-
 def steady_examples_per_second(history: list[dict[str, Any]], global_batch: int) -> float | None:
     """Examples/s over the epochs after the first one this process ran (which traces the
-    step function), counting only the steps themselves (``_StepClock``); None if fewer
-    than two epochs ran."""
+    step function), counting only the steps themselves (``ml.train_progress.StepClock``);
+    None if fewer than two epochs ran."""
     later = [row for row in history[1:] if row.get("step_seconds")]
     seconds = sum(row["step_seconds"] for row in later)
     if not later or seconds <= 0:
@@ -285,24 +185,36 @@ def train(
         model = _build(cfg, steps)
 
     state: dict[str, Any] = {}
+    tm = _served_metrics(cfg, spec)
+    per_worker = cfg.global_batch_size(workers) // workers
     callbacks = [
-        *_callbacks(keras, cfg, volume, steps, log_every, state),
+        progress_callback(keras, Run(cfg, steps, log_every, state, tm, per_worker)),  # fills logs
+        *_callbacks(keras, cfg, volume),
         backup,  # last: a save on SIGTERM comes after the step's progress line
     ]
-    started = time.monotonic()
-    model.fit(
-        train_ds,
-        epochs=cfg.epochs,
-        steps_per_epoch=steps,
-        validation_data=val_ds,
-        callbacks=callbacks,
-        verbose=0,
-    )
-    seconds = time.monotonic() - started
-    metrics = _metrics(cfg, state, workers, steps, seconds)
-    _export_candidate(model, cfg, metrics, volume, spec)
-    _emit("done", seconds=round(seconds, 3), chief=spec.is_chief)
+    try:
+        tm.started()
+        started = time.monotonic()
+        model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=steps, validation_data=val_ds,
+                  callbacks=callbacks, verbose=0)  # fmt: skip
+        seconds = time.monotonic() - started
+        tm.finished()
+        metrics = _metrics(cfg, state, workers, steps, seconds)
+        _export_candidate(model, cfg, metrics, volume, spec)
+        emit("done", seconds=round(seconds, 3), chief=spec.is_chief)
+        tm.linger()
+    finally:
+        tm.close()
     return metrics
+
+
+def _served_metrics(cfg: TrainConfig, spec: ClusterSpec) -> TrainMetrics:
+    """This worker's Prometheus metrics, served where the environment says (and said)."""
+    tm = TrainMetrics(cfg.model_type, spec.task_index)
+    url = tm.serve()
+    if url:
+        print(f"{spec.name}: metrics at {url}", flush=True)
+    return tm
 
 
 def _announce(
@@ -363,14 +275,11 @@ def _build(cfg: TrainConfig, steps_per_epoch: int) -> Any:
     )
 
 
-def _callbacks(
-    keras: Any, cfg: TrainConfig, volume: Path, steps: int, log_every: int, state: dict[str, Any]
-) -> list[Any]:
-    """The progress lines (filling ``state`` and the epoch's logs), checkpoints, TensorBoard."""
+def _callbacks(keras: Any, cfg: TrainConfig, volume: Path) -> list[Any]:
+    """Checkpoints and TensorBoard (after the progress callback, which fills the logs)."""
     ckpt_dir = Path(contract.checkpoints_dir(volume, cfg.model_type))
     tb_dir = contract.tensorboard_dir(volume, cfg.model_type)
     return [
-        _progress_callback(keras, cfg, steps, log_every, state),  # first: it fills the logs
         keras.callbacks.ModelCheckpoint(
             str(ckpt_dir / "weights" / "epoch-{epoch:03d}"), save_weights_only=True
         ),
@@ -438,9 +347,11 @@ def main(argv: list[str] | None = None) -> int:
         spec = parse_tf_config(os.environ.get("TF_CONFIG"))
         if args.log_every < 1:
             raise ConfigError("--log-every must be a positive integer")
+        if os.environ.get(ADDRESS_ENV):
+            parse_address(os.environ[ADDRESS_ENV])  # refused here, before TensorFlow starts
         if args.bind_loopback:
             preload(spec)  # re-executes this command with the bind() shim, before TensorFlow
-    except (ConfigError, LoopbackError) as e:
+    except (ConfigError, LoopbackError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return contract.USAGE_EXIT
     from ml.data import DataError
@@ -460,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         return contract.USAGE_EXIT
     except Preempted as e:
         print(f"{spec.name}: {e}; exiting {PREEMPTED_EXIT} (restart to resume)", flush=True)
-        _emit("preempted", epoch=e.epoch, step=e.step, save_seconds=round(e.save_s, 3))
+        emit("preempted", epoch=e.epoch, step=e.step, save_seconds=round(e.save_s, 3))
         sys.stderr.flush()
         # The state is on disk and every peer saved the same step. TensorFlow's teardown of
         # a multi-worker runtime (threads, the coordination service's shutdown barrier)

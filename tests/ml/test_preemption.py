@@ -63,7 +63,8 @@ def _fit(backup_dir, spe, ask_from=None):
     from ml.config import TrainConfig
     from ml.models import build_model
     from ml.preemption import backup_callback
-    from ml.train import _progress_callback
+    from ml.train_metrics import TrainMetrics
+    from ml.train_progress import Run, progress_callback
 
     rng = np.random.default_rng(0)
     images = rng.random((64, 28, 28, 1), dtype=np.float32)
@@ -81,7 +82,8 @@ def _fit(backup_dir, spe, ask_from=None):
                 backup.stop_asked = True
 
     state: dict = {}
-    progress = _progress_callback(keras, TrainConfig(epochs=EPOCHS), STEPS, 5, state)
+    run = Run(TrainConfig(epochs=EPOCHS), STEPS, 5, state, TrainMetrics("cnn", 0))
+    progress = progress_callback(keras, run)
     try:
         model.fit(
             data.batch(8), epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0,
