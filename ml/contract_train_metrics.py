@@ -15,6 +15,12 @@ from __future__ import annotations
 
 #: The port a training worker serves ``/metrics`` on (pod IP on a cluster, loopback locally).
 METRICS_PORT = 9464
+#: Where a worker serves them, ``HOST:PORT`` (unset: nowhere).
+ADDRESS_ENV = "DISTML_METRICS_ADDRESS"
+#: The job's name on its series (the TFJob's on a cluster).
+JOB_ENV = "DISTML_JOB"
+#: Seconds a worker keeps serving after its last step (a SIGTERM ends them).
+LINGER_ENV = "DISTML_METRICS_LINGER_S"
 #: The container port's name on a TFJob's pods (the scrape job keeps the ports of that name).
 PORT_NAME = "metrics"
 #: The TFJob's label on every series (``job`` is Prometheus's own).

@@ -31,9 +31,12 @@ import threading
 from typing import Any
 
 from ml.contract_train_metrics import (
+    ADDRESS_ENV,
     EPOCH,
     EXAMPLES,
+    JOB_ENV,
     LABELS,
+    LINGER_ENV,
     LOSS,
     RESUMED_STEP,
     STEP_BUCKETS,
@@ -42,9 +45,7 @@ from ml.contract_train_metrics import (
     TRAINING,
 )
 
-ADDRESS_ENV = "DISTML_METRICS_ADDRESS"
-JOB_ENV = "DISTML_JOB"
-LINGER_ENV = "DISTML_METRICS_LINGER_S"
+__all__ = ["ADDRESS_ENV", "JOB_ENV", "LINGER_ENV", "TrainMetrics", "parse_address"]
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -28,6 +28,9 @@ from k8s.manifests.names import (
 from k8s.manifests.placement import placement, volume_labels
 from k8s.providers.settings import Resources, Settings
 from ml import contract
+from ml import contract_train_metrics as train_metrics
+from ml.contract_metrics import SCRAPE_INTERVAL_S
+from ml.contract_train_metrics import ADDRESS_ENV, JOB_ENV, LINGER_ENV
 
 # -- shared pieces ---------------------------------------------------------------------
 
@@ -262,6 +265,24 @@ def train_command(s: Settings, model: str) -> list[str]:
     )
 
 
+#: How long a worker keeps serving /metrics after its last step (ml/train_metrics.py): three
+#: of distml's own scrapes, so that Prometheus sees the job's final figures.
+METRICS_LINGER_S = 3 * SCRAPE_INTERVAL_S
+
+
+def _metrics_env(job: str) -> list[dict[str, Any]]:
+    """A worker's metrics: served on its pod's IP (the downward API), named by its TFJob."""
+    pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    return [
+        pod_ip,  # before the variable that refers to it: the kubelet expands in order
+        *env_list({
+            ADDRESS_ENV: f"$(POD_IP):{train_metrics.METRICS_PORT}",
+            JOB_ENV: job,
+            LINGER_ENV: str(METRICS_LINGER_S),
+        }),
+    ]  # fmt: skip
+
+
 def tfjob(s: Settings, model: str) -> dict[str, Any]:
     """One multi-worker TFJob (Kubeflow training-operator v1) training ``model``."""
     check_models([model])
@@ -278,7 +299,11 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
         resources=s.worker_resources.as_dict(s.gpus_per_worker),
         env=env,
     )
-    container["ports"] = [{"containerPort": TFJOB_PORT, "name": TFJOB_PORT_NAME}]
+    container["env"] += _metrics_env(tfjob_name(model))
+    container["ports"] = [
+        {"containerPort": TFJOB_PORT, "name": TFJOB_PORT_NAME},
+        {"containerPort": train_metrics.METRICS_PORT, "name": train_metrics.PORT_NAME},
+    ]
     model_labels = {MODEL_LABEL: model}
     return {
         "apiVersion": "kubeflow.org/v1",

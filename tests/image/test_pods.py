@@ -56,11 +56,31 @@ def docker_args(
         args += ["--cpus", _cpus(limits["cpu"])]
     if "memory" in limits:
         args += ["--memory", _mebibytes(limits["memory"])]
-    for env in container.get("env") or []:
-        args += ["-e", f"{env['name']}={env['value']}"]
+    for name, value in pod_env(container).items():
+        args += ["-e", f"{name}={value}"]
     for mount in (container.get("volumeMounts") or []) if volume else []:
         args += ["-v", f"{volume}:{mount['mountPath']}"]
     return args
+
+
+#: What a kubelet gives ``valueFrom.fieldRef``: docker knows a container's IP only once it
+#: runs, so every address of the container (0.0.0.0) stands for the pod's IP.
+FIELDS = {"status.podIP": "0.0.0.0"}
+
+
+def pod_env(container: dict[str, Any]) -> dict[str, str]:
+    """The container's environment as a kubelet makes it: ``fieldRef`` values filled in,
+    and ``$(NAME)`` expanded from the variables defined before it (as the kubelet does)."""
+    env: dict[str, str] = {}
+    for e in container.get("env") or []:
+        if "valueFrom" in e:
+            env[e["name"]] = FIELDS[e["valueFrom"]["fieldRef"]["fieldPath"]]
+            continue
+        value = e["value"]
+        for name, known in env.items():
+            value = value.replace(f"$({name})", known)
+        env[e["name"]] = value
+    return env
 
 
 def command(container: dict[str, Any], name: str = "tf-mnist") -> list[str]:

@@ -33,7 +33,10 @@ def test_tfjob_worker_shape() -> None:
     assert worker["restartPolicy"] == "OnFailure"
     (container,) = worker["template"]["spec"]["containers"]
     assert container["name"] == "tensorflow"  # the operator looks for this name
-    assert container["ports"] == [{"containerPort": 2222, "name": "tfjob-port"}]
+    assert container["ports"] == [
+        {"containerPort": 2222, "name": "tfjob-port"},
+        {"containerPort": 9464, "name": "metrics"},  # ml/train_metrics.py's /metrics
+    ]
     assert worker["template"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
     assert job["spec"]["runPolicy"] == {
         "activeDeadlineSeconds": s.train_deadline_s,
@@ -42,7 +45,14 @@ def test_tfjob_worker_shape() -> None:
     }
     assert job["spec"]["successPolicy"] == "AllWorkers"
     assert job["metadata"]["labels"]["distml/model"] == "cnn_dropout"
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    # /metrics on the pod's IP, which the downward API gives before the address uses it.
+    names = [e["name"] for e in container["env"]]
+    assert names.index("POD_IP") < names.index("DISTML_METRICS_ADDRESS")
+    (pod_ip,) = [e for e in container["env"] if e["name"] == "POD_IP"]
+    assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["DISTML_METRICS_ADDRESS"] == "$(POD_IP):9464"
+    assert env["DISTML_JOB"] == "train-cnn-dropout" and env["DISTML_METRICS_LINGER_S"] == "15"
     assert env["TF_USE_LEGACY_KERAS"] == "1"
     assert env["PYTHONUNBUFFERED"] == "1"
     assert env["TF_NUM_INTRAOP_THREADS"] == env["TF_NUM_INTEROP_THREADS"] == str(s.threads)
