@@ -36,6 +36,10 @@ STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 #: Counter: training examples this worker processed (its share of the global batch).
 EXAMPLES = "distml_train_examples"
 EXAMPLES_TOTAL = f"{EXAMPLES}_total"
+#: Gauge: examples per second over this worker's last :data:`RECENT_CALLS` step calls (a
+#: point read's live throughput: `invoke status` on the local runtime reads it).
+EXAMPLES_PER_SECOND = "distml_train_examples_per_second"
+RECENT_CALLS = 20
 #: Gauge: the training loss as last read (every few steps, on every worker alike).
 LOSS = "distml_train_loss"
 #: Gauge: the epoch being trained (1-based).

@@ -28,16 +28,19 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections import deque
 from typing import Any
 
 from ml.contract_train_metrics import (
     ADDRESS_ENV,
     EPOCH,
     EXAMPLES,
+    EXAMPLES_PER_SECOND,
     JOB_ENV,
     LABELS,
     LINGER_ENV,
     LOSS,
+    RECENT_CALLS,
     RESUMED_STEP,
     STEP_BUCKETS,
     STEP_SECONDS,
@@ -81,6 +84,8 @@ class TrainMetrics:
         self._step_seconds = Histogram(
             STEP_SECONDS, "Seconds per training step.", LABELS, buckets=STEP_BUCKETS, registry=r
         ).labels(**labels)
+        self._recent_rate = gauge(EXAMPLES_PER_SECOND, "Examples/s over the last calls.")
+        self._recent: deque[tuple[float, int]] = deque(maxlen=RECENT_CALLS)
         self._loss = gauge(LOSS, "The training loss as last read.")
         self._epoch = gauge(EPOCH, "The epoch being trained (1-based).")
         self._resumed = gauge(RESUMED_STEP, "The step this run resumed from (0: fresh).")
@@ -132,6 +137,10 @@ class TrainMetrics:
             return
         self._steps.inc(n)
         self._examples.inc(examples)
+        self._recent.append((seconds, examples))
+        took = sum(s for s, _ in self._recent)
+        if took > 0:
+            self._recent_rate.set(sum(e for _, e in self._recent) / took)
         for _ in range(n):
             self._step_seconds.observe(seconds / n)
 

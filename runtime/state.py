@@ -54,6 +54,8 @@ class State:
     # -- local
     server: Server | None = None  # the model server, while one runs
     train_pids: tuple[int, ...] = ()  # the training workers, while they run
+    # (job, worker index, /metrics URL) of each running training worker (`status` reads them)
+    train_metrics: tuple[tuple[str, int, str], ...] = ()
     # -- cluster
     serving_mode: str | None = None  # knative or standard: a set-up cluster keeps its mode
     argo: bool = False  # `up --with-argo` installed Argo Workflows
@@ -116,6 +118,22 @@ def _int(v: Any) -> Any:
     return v if _is_int(v) else _BAD
 
 
+def _worker_url(v: Any) -> bool:
+    """(job, worker index, URL on loopback): a training worker's /metrics."""
+    if not (isinstance(v, list | tuple) and len(v) == 3):
+        return False
+    job, index, url = v
+    return (
+        isinstance(job, str) and _is_int(index) and isinstance(url, str)
+        and url.startswith("http://127.0.0.1:")
+    )  # fmt: skip
+
+
+def _worker_urls(v: Any) -> Any:
+    ok = isinstance(v, list | tuple) and all(_worker_url(x) for x in v)
+    return tuple(tuple(x) for x in v) if ok else _BAD
+
+
 def _positive(v: Any) -> Any:
     ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < float("inf")
     return float(v) if ok else _BAD
@@ -169,6 +187,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "last_loadtest": _str,
     "server": _server,
     "train_pids": _tuple_of(_is_int),
+    "train_metrics": _worker_urls,
     "serving_mode": _str,
     "argo": _bool,
     "monitoring": _bool,

@@ -56,6 +56,7 @@ RENEWED: tuple[str, ...] = (
     "scrape_interval_s",
     "server",
     "train_pids",
+    "train_metrics",
     "image",
     "built_images",
     "pushed",

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from common.process_group import stop_groups
 from ml import contract
+from ml.contract_train_metrics import ADDRESS_ENV, JOB_ENV
 from runtime.procs import free_ports, tail
 
 STOP_GRACE_S = 5.0  # SIGTERM, then SIGKILL for what is left: one deadline for all workers
@@ -50,6 +51,11 @@ class Worker:
     proc: subprocess.Popen
     log_path: Path
     reader: threading.Thread
+    metrics_port: int = 0  # where it serves /metrics on 127.0.0.1 (ml/train_metrics.py)
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
 
 @dataclass
@@ -93,6 +99,8 @@ class JobRunner:
         deadline_s: float = 6 * 3600,
         on_change: Callable[[Sequence[Job]], None] | None = None,
         on_pids: Callable[[list[int]], object] | None = None,  # its return is ignored
+        # (job, worker index, /metrics URL) of every running worker, whenever they change
+        on_metrics: Callable[[list[tuple[str, int, str]]], object] | None = None,
         cores: int | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
@@ -107,6 +115,7 @@ class JobRunner:
         self.deadline_s = deadline_s
         self.on_change = on_change or (lambda jobs: None)
         self.on_pids = on_pids or (lambda pids: None)
+        self.on_metrics = on_metrics or (lambda urls: None)
         self.log = log
         concurrent = min(parallel, len(self.jobs)) * workers
         self.threads = threads_per_worker(concurrent, cores)
@@ -118,7 +127,8 @@ class JobRunner:
         job.state = "running"
         job.started = job.started or time.monotonic()
         job.workers = []
-        ports = free_ports(self.num_workers)
+        ports = free_ports(2 * self.num_workers)  # one call: every port distinct
+        ports, metric_ports = ports[: self.num_workers], ports[self.num_workers :]
         for index, port in enumerate(ports):
             log_path = self.log_dir / job.name / f"worker-{index}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +141,7 @@ class JobRunner:
                 TF_NUM_INTRAOP_THREADS=str(self.threads),
                 TF_NUM_INTEROP_THREADS=str(self.threads),
                 PYTHONUNBUFFERED="1",
+                **{ADDRESS_ENV: f"127.0.0.1:{metric_ports[index]}", JOB_ENV: job.name},
             )
             proc = subprocess.Popen(
                 job.command,
@@ -146,7 +157,7 @@ class JobRunner:
                 target=self._read, args=(job, index, proc.stdout, log), daemon=True
             )
             reader.start()
-            job.workers.append(Worker(index, port, proc, log_path, reader))
+            job.workers.append(Worker(index, port, proc, log_path, reader, metric_ports[index]))
         self._report_pids()
 
     def _read(self, job: Job, index: int, stream: TextIO, log: TextIO) -> None:
@@ -175,7 +186,9 @@ class JobRunner:
         self._report_pids()
 
     def _report_pids(self) -> None:
-        self.on_pids([w.proc.pid for j in self.jobs for w in j.workers if w.proc.poll() is None])
+        running = [(j, w) for j in self.jobs for w in j.workers if w.proc.poll() is None]
+        self.on_pids([w.proc.pid for _, w in running])
+        self.on_metrics([(j.name, w.index, w.metrics_url) for j, w in running])
 
     # ------------------------------------------------------------------ policy
     def _check(self, job: Job) -> bool:

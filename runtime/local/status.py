@@ -1,5 +1,6 @@
 """``invoke status`` on the local runtime: what is prepared, trained, published and served,
-and what the running server counted (its ``/metrics``)."""
+what training does now (its workers' ``/metrics``) and what the running server counted
+(its ``/metrics``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ml import contract
+from runtime.local import train_view
 from runtime.local.serving import running_server, versions
 from runtime.tables import ms
 
@@ -22,6 +24,7 @@ def status_rows(rt: LocalRuntime) -> list[Row]:
     rows: list[Row] = [("item", "state"), ("runtime", f"local, work dir {rt.wd.root}{set_up}")]
     datasets = Path(contract.datasets_dir(rt.wd.volume)) / "fashion_mnist"
     rows.append(("dataset", f"prepared in {datasets}" if datasets.is_dir() else "not prepared"))
+    rows += train_view.rows(state.train_metrics)  # while training runs
     rows += _candidate_rows(rt)
     served = versions(rt)
     rows.append(("serving versions", ", ".join(map(str, served)) if served else "none"))

@@ -78,6 +78,7 @@ def _run(rt: LocalRuntime, request: TrainRequest, jobs: list[Job], parallel: int
         deadline_s=DEADLINE_S,
         on_change=display.update,
         on_pids=lambda pids: rt.wd.update_state(train_pids=pids),
+        on_metrics=lambda urls: rt.wd.update_state(train_metrics=urls),
         log=rt.out,
     )
     rt.out(
@@ -90,7 +91,7 @@ def _run(rt: LocalRuntime, request: TrainRequest, jobs: list[Job], parallel: int
         runner.run()
     finally:
         display.close()
-        rt.wd.update_state(train_pids=None)
+        rt.wd.update_state(train_pids=None, train_metrics=None)
     rt.out(f"training finished in {time.monotonic() - started:.0f} s")
 
 

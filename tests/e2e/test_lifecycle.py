@@ -335,3 +335,39 @@ def test_ctrl_c_during_train_all_leaves_no_process_behind(tmp_path, data_dir):
     assert "stopping 6 worker(s)…" in out and "interrupted" in out
     assert took < 10, f"Ctrl-C took {took:.1f} s"
     assert processes_mentioning(str(wd)) == []
+
+
+def test_status_during_train_all_shows_each_job_s_live_figures(tmp_path, data_dir):
+    # `status` in another terminal while train-all runs: one row per job, read from its
+    # workers' /metrics (their recent examples/s, steps, epoch, loss); none once done.
+    from tests.support import cli
+    from tests.support.e2e_kit import LOCAL
+
+    wd = tmp_path / "wd"
+    assert invoke(wd, "up", "--source-dir", str(data_dir)).returncode == 0
+    log = tmp_path / "train-all.log"  # a file, not a pipe nobody reads while it trains
+    with log.open("w") as sink:
+        train = subprocess.Popen(
+            cli.invoke_command("train-all", "--epochs", "2", "--steps-per-epoch", "40"),
+            cwd=REPO, env=cli.invoke_env(wd, **LOCAL), stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    rows: dict[str, str] = {}
+    try:
+        deadline = time.monotonic() + 300
+        while len(rows) < 3:
+            assert train.poll() is None, "train-all ended before status saw every job"
+            assert time.monotonic() < deadline, f"status never showed every job: {rows}"
+            out = invoke(wd, "status").stdout
+            for line in out.splitlines():
+                if line.startswith("training ") and "examples/s" in line:
+                    rows[line.split()[1]] = line
+        train.wait(timeout=900)
+    finally:
+        train.kill()
+    print("\n".join(rows.values()))
+    assert train.returncode == 0, log.read_text()[-3000:]
+    assert sorted(rows) == ["cnn", "cnn_batchnorm", "cnn_dropout"]
+    for line in rows.values():
+        assert "2 worker(s) read" in line and " loss " in line and " step " in line, line
+    after = invoke(wd, "status").stdout
+    assert not [line for line in after.splitlines() if line.startswith("training ")]

@@ -177,3 +177,29 @@ def test_parallel_limit_and_invalid_runner_arguments(tmp_path):
     assert [j.state for j in jobs] == ["succeeded"] * 3
     with pytest.raises(ValueError):
         JobRunner([], workers=0, parallel=1, max_restarts=0, log_dir=tmp_path)
+
+
+def test_each_worker_gets_its_own_metrics_address_and_the_runner_reports_them(tmp_path):
+    # The worker stand-in prints what it was given; the runner reports (job, index, URL)
+    # of the running workers, each URL on its own port, none a TF port.
+    script = (
+        "import json, os, time\n"
+        "print(os.environ['DISTML_METRICS_ADDRESS'], os.environ['DISTML_JOB'],"
+        " os.environ['TF_CONFIG'], flush=True)\n"
+        "time.sleep(0.5)\n"
+    )
+    reported: list = []
+    (job,) = [Job(name="cnn", command=fake_worker(script))]
+    runner = JobRunner([job], workers=2, parallel=1, max_restarts=0, log_dir=tmp_path / "logs",
+                       deadline_s=60, on_metrics=reported.append)  # fmt: skip
+    runner.run()
+    assert job.state == "succeeded"
+    first = reported[0]
+    assert [(j, i) for j, i, _ in first] == [("cnn", 0), ("cnn", 1)]
+    ports = {int(url.split(":")[2].split("/")[0]) for _, _, url in first}
+    tf_ports = {w.port for w in job.workers}
+    assert len(ports) == 2 and not ports & tf_ports
+    for w in job.workers:
+        said = w.log_path.read_text().splitlines()[-1].split(" ", 2)
+        assert said[:2] == [f"127.0.0.1:{w.metrics_port}", "cnn"]
+    assert reported[-1] == []  # none running at the end
