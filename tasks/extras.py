@@ -90,6 +90,7 @@ def tensorboard(c, runtime=None, port=None):
         "serving-mode": "knative (default) or standard",
         "predictor": "kserve (default) or tfserving",
         "source-dir": "render the loader pod and the offline ingest (as `up --source-dir`)",
+        "with-monitoring": "render distml's own Prometheus too (as `up --with-monitoring`)",
     },
     iterable=["model_type"],
 )
@@ -101,6 +102,7 @@ def render(
     serving_mode=None,
     predictor="kserve",
     source_dir=False,
+    with_monitoring=False,
 ):
     """Write every manifest up/train-all/deploy/workflow apply, as YAML, in order (no cluster)."""
     name = runtime or str(c.config.runtime)
@@ -117,6 +119,7 @@ def render(
             serving_mode=serving_mode or "knative",
             predictor=predictor,
             source_dir=bool(source_dir),
+            with_monitoring=bool(with_monitoring),
         )
     except DistmlError as e:
         raise Exit(f"error: {e}", code=2) from e

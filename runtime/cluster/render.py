@@ -15,6 +15,7 @@ from invoke import Config, Context, Result
 from k8s import manifests
 from k8s.client.drykube import DryKube
 from k8s.install.operators import Installer
+from k8s.monitoring import stack
 from k8s.providers.settings import Settings
 from runtime.cluster.context import ClusterContext
 
@@ -40,7 +41,10 @@ def render(
             old.unlink()
     written: list[Path] = []
     numbers = dict.fromkeys(flows, 0)
-    for step, obj in manifests.cluster_objects(s, models=list(models), source_dir=source_dir):
+    objects = manifests.cluster_objects(s, models=list(models), source_dir=source_dir)
+    if s.with_monitoring and not s.prometheus:  # `up` applies them after the namespace
+        objects[1:1] = [("up", obj) for obj in stack.prometheus_objects(s)]
+    for step, obj in objects:
         # The workflow's objects are the alternative to train-all + deploy, not a sequel:
         # they go in a folder of their own, numbered in their own apply order.
         flow = manifests.WORKFLOW_STEP if step == manifests.WORKFLOW_STEP else "chain"

@@ -53,3 +53,23 @@ def test_render_writes_every_object_in_apply_order_and_each_is_valid(
     script = files[0].read_text()
     assert ("knative" in script) == (mode == "knative")
     assert not wd.root.exists()  # render touches no cluster and no work dir
+
+
+def test_render_with_monitoring_writes_distml_s_prometheus_where_up_applies_it(tmp_path, fake):
+    import yaml
+
+    from k8s.monitoring import stack
+
+    wd = Workdir.at(tmp_path / "wd")
+    rt = ClusterRuntime(make_ctx(fake, {}), "kind", wd, REPO, out=lambda _: None)
+    written = rt.render(tmp_path / "out", serving_mode="standard", with_monitoring=True)
+    files = [p for p in written if p.suffix == ".yaml" and p.parent.name == "out"]
+    objects = [yaml.safe_load(p.read_text()) for p in files if p.name[0].isdigit()]
+    s = rt.cx.settings(serving_mode="standard", with_monitoring=True)
+    ours = stack.prometheus_objects(s)
+    # After the namespace and before the volume, in `up`'s order (k8s.monitoring.stack).
+    assert objects[1 : 1 + len(ours)] == ours
+    assert objects[0]["kind"] == "Namespace"
+    assert objects[1 + len(ours)]["kind"] == "PersistentVolumeClaim"
+    without = rt.render(tmp_path / "plain", serving_mode="standard")
+    assert len(without) == len(written) - len(ours)
