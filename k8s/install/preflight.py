@@ -124,6 +124,7 @@ def _check_docker(
     provider: str,
     serving_mode: str,
     cpu_requests: Mapping[str, str],
+    extras: Mapping[str, bool],
 ) -> None:
     rc, out, err = run([docker, "info", "--format", DOCKER_INFO_FORMAT])
     fields = out.strip("\n").split(" ")
@@ -168,7 +169,7 @@ def _check_docker(
     if provider == EXISTING:
         return  # the engine only builds and pushes; the cluster's nodes are elsewhere
     node = capacity.node_from_engine(ncpu, mem_total)
-    _check_capacity(result, node, provider, serving_mode, cpu_requests)
+    _check_capacity(result, node, provider, serving_mode, cpu_requests, extras)
 
 
 def _check_capacity(
@@ -177,10 +178,12 @@ def _check_capacity(
     provider: str,
     serving_mode: str,
     cpu_requests: Mapping[str, str],
+    extras: Mapping[str, bool],
 ) -> None:
     """Problem: not even one TFJob fits beside the stack. Note: train-all runs in waves.
-    Our pods count with the CPU requests the cluster settings give (``cpu_requests``)."""
-    base = Settings(image="", provider=provider, serving_mode=serving_mode)
+    Our pods count with the CPU requests the cluster settings give (``cpu_requests``), and
+    the stack with what `up` adds to it (``extras``: ``with_argo``, ``with_monitoring``)."""
+    base = Settings(image="", provider=provider, serving_mode=serving_mode, **extras)
     s = with_cpu_requests(base, cpu_requests)
     jobs = len(MODEL_TYPES)
     fit = capacity.jobs_at_once(node, s, jobs)
@@ -266,6 +269,8 @@ def preflight(
     inotify_dir: Path | None = None,
     cpu_requests: Mapping[str, str] | None = None,
     minikube_home: str | None = None,
+    with_argo: bool = False,
+    with_monitoring: bool = False,
 ) -> Preflight:
     """Check Docker, the provider's CLI, kubectl, Docker's memory/CPUs and inotify limits
     (an existing cluster: Docker, kubectl and git; its nodes are not this machine's).
@@ -274,6 +279,8 @@ def preflight(
     ``inotify_dir`` defaults to /proc/sys/fs/inotify on Linux (skipped elsewhere).
     ``minikube_home``: the MINIKUBE_HOME ``minikube version`` runs with (any minikube
     command creates its home, ``~/.minikube`` unless told: distml keeps its own).
+    ``with_argo``, ``with_monitoring``: what `up` installs beside the stack, counted in
+    the capacity check (Argo's controller; KEDA and distml's Prometheus).
     """
     if provider not in CLUSTER_RUNTIMES:
         valid = ", ".join(CLUSTER_RUNTIMES)
@@ -289,7 +296,8 @@ def preflight(
             "Docker Engine or your distribution's docker.io)"
         )
     else:
-        _check_docker(result, run, docker, provider, serving_mode, cpu_requests or {})
+        extras = {"with_argo": with_argo, "with_monitoring": with_monitoring}
+        _check_docker(result, run, docker, provider, serving_mode, cpu_requests or {}, extras)
     if provider in PROVIDERS:
         cmd = VERSION_COMMANDS[provider]
         if provider == "minikube" and minikube_home:

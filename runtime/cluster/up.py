@@ -51,7 +51,7 @@ def up(
     # Argo and monitoring, once asked for, stay: a later plain `up` checks them too.
     argo = with_argo or state.argo
     monitoring = with_monitoring or state.monitoring
-    _run_preflight(cx, mode, preflight)
+    _run_preflight(cx, mode, preflight, with_argo=argo, with_monitoring=monitoring)
     if not cx.dry:
         cx.wd.create()
         # Recorded before the install: `down --keep-cluster` removes a half-done one too.
@@ -226,7 +226,9 @@ def _check_source_dir(source_dir: str | None) -> str | None:
     return str(path)
 
 
-def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] | None) -> None:
+def _run_preflight(
+    cx: ClusterContext, mode: str, preflight: Callable[..., Any] | None, **extras: bool
+) -> None:
     if preflight is None:
         from k8s.install.preflight import preflight as run_preflight
     else:
@@ -235,6 +237,7 @@ def _run_preflight(cx: ClusterContext, mode: str, preflight: Callable[..., Any] 
     p = cx.provider
     home = {"minikube_home": str(p.home)} if isinstance(p, Minikube) else {}
     kwargs: dict[str, Any] = {"docker": cx.docker, "cpu_requests": cx.cpu_requests, **home}
+    kwargs.update(extras)  # what `up` adds to the stack, counted in its capacity check
     result = run_preflight(cx.provider.name, mode, **kwargs)
     for name, version in sorted(getattr(result, "versions", {}).items()):
         cx.out(f"found {name} {version}")

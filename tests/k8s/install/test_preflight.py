@@ -378,3 +378,21 @@ def test_minikube_is_asked_its_version_with_distmls_home_never_the_users(inotify
     assert result.versions["minikube"] == "1.36.0", result.problems
     asked = [c for c in machine.calls if "minikube" in c]
     assert asked == [["env", "MINIKUBE_HOME=/wd/minikube", "minikube", "version", "--short"]]
+
+
+def test_monitoring_and_argo_are_counted_beside_the_stack(inotify):
+    # A node with room for one job beside the plain stack, but not beside distml's
+    # Prometheus and KEDA too: `up --with-monitoring` is refused before anything is made.
+    plain = need("kind", "standard", 1)
+    m = Machine(docker=engine(8, plain.memory_mi))
+    assert m.check("kind", "standard", inotify).ok
+    problem = one(m.check("kind", "standard", inotify, with_monitoring=True).problems)
+    watched = capacity.requirement(
+        Settings(image="", provider="kind", serving_mode="standard", with_monitoring=True), 1
+    )
+    assert f"needs {watched} of requests" in problem and watched.memory_mi > plain.memory_mi
+    # Argo's pods request nothing (its install.yaml sets no requests): the same room.
+    with_argo = capacity.requirement(
+        Settings(image="", provider="kind", serving_mode="standard", with_argo=True), 1
+    )
+    assert with_argo == plain and m.check("kind", "standard", inotify, with_argo=True).ok
