@@ -16,6 +16,13 @@ from k8s.client.kube import Kube, KubeError
 from k8s.client.objects import condition, format_condition, is_true
 from k8s.install import versions
 from k8s.install.apply_conflicts import apply_unforced
+from k8s.install.kserve_keda import (
+    KSERVE_CONTROLLER,
+    KSERVE_NAMESPACE,
+    RESTART,
+    advice,
+    started_before_keda,
+)
 from k8s.install.operator_check import CLUSTER_WIDE, PROBES
 from k8s.manifests.names import ARGO_NAMESPACE
 from k8s.waits.cluster_poll import POLL_S, WaitError, outcome, poll_cluster
@@ -124,6 +131,21 @@ class OptionalOperators:
                 out=self.out,
                 kubectl=self.provider.kubectl,
             )
+            self._kserve_watches_keda()
+
+    def _kserve_watches_keda(self) -> None:
+        """KServe's controller, if it ran before KEDA came, restarted (a cluster distml
+        made) or named with the restart to ask for (any other; k8s.install.kserve_keda)."""
+        early = started_before_keda(self.kube)
+        if not early:
+            return
+        if not self.owned:
+            self.out(f"note: {advice(early, self.provider.kubectl(RESTART))}")
+            return
+        self.kubectl(RESTART)
+        self.kubectl(f"-n {KSERVE_NAMESPACE} rollout status deployment/{KSERVE_CONTROLLER} "
+                     f"--timeout {int(self.timeout)}s")  # fmt: skip
+        self.out("KServe's controller: restarted, so that it watches KEDA's ScaledObjects")
 
     def remove_argo(self) -> None:
         """Delete what install.yaml made (its CRDs, and with them every Workflow; its

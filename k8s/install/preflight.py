@@ -183,7 +183,13 @@ def _check_capacity(
     """Problem: not even one TFJob fits beside the stack. Note: train-all runs in waves.
     Our pods count with the CPU requests the cluster settings give (``cpu_requests``), and
     the stack with what `up` adds to it (``extras``: ``with_argo``, ``with_monitoring``)."""
-    base = Settings(image="", provider=provider, serving_mode=serving_mode, **extras)
+    base = Settings(
+        image="",
+        provider=provider,
+        serving_mode=serving_mode,
+        with_argo=extras.get("with_argo", False),
+        with_monitoring=extras.get("with_monitoring", False),
+    )
     s = with_cpu_requests(base, cpu_requests)
     jobs = len(MODEL_TYPES)
     fit = capacity.jobs_at_once(node, s, jobs)

@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 from k8s import manifests
 from k8s.client.kube import KubeError
 from k8s.client.objects import ISVC_API, ReplicaCounter
+from k8s.install import kserve_keda
 from k8s.install.operator_check import survey
 from k8s.install.optional_operators import KEDA_NAMESPACE
 from k8s.manifests import inference
@@ -193,6 +194,9 @@ def _missing_for_keda(cx: ClusterContext, s: Settings) -> str:
             f"KEDA (no Available Deployment {KEDA_NAMESPACE}/keda-operator): `invoke up "
             "--with-monitoring` installs it (an existing cluster: with --install-operators)"
         )
+    early = kserve_keda.started_before_keda(cx.kube)
+    if early:  # it still scales: said, not refused
+        cx.out(f"note: {kserve_keda.advice(early, cx.provider.kubectl(kserve_keda.RESTART))}")
     return ""
 
 
