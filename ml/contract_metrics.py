@@ -58,8 +58,14 @@ def selector(namespace: str, service: str) -> str:
 
 def served(namespace: str, service: str) -> str:
     """:func:`selector`, and the predict and infer routes only (the service's traffic)."""
+    return f"{selector(namespace, service)},{served_routes()}"
+
+
+def served_routes() -> str:
+    """The matcher of the predict and infer routes (the service's traffic), of any service:
+    what :func:`served` adds to its selector, and what the alerting rules select on."""
     routes = "|".join(_regex_literal(r) for r in SERVED_ROUTES)
-    return f'{selector(namespace, service)},route=~"{routes}"'
+    return f'route=~"{routes}"'
 
 
 _REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")

@@ -1,0 +1,354 @@
+"""distml's Prometheus rules, generated from one SLO definition: recording rules for every
+window the alerts read, the multiwindow, multi-burn-rate alerts of Google's SRE workbook
+(chapter 5, "Alerting on SLOs"), and the alerts no SLO covers (a predictor not scraped, a
+TFJob failed, training stalled, KEDA unable to read its metric).
+
+    python -m k8s.monitoring.rules          # write distml-rules.yaml beside it
+    python -m k8s.monitoring.rules --check  # exit 1 when the committed file differs
+
+The file is Prometheus's ``rule_files`` format (``groups:``): distml's own Prometheus loads
+it (``k8s.monitoring.stack``), and a user's loads it as it is. Every rule selects on
+labels, never on a namespace or service: it applies to every distml service the Prometheus
+scrapes, and every alert carries ``namespace`` (and ``isvc`` where it is a service's), which
+`invoke status` filters on. The serving queries are ``ml.contract_metrics``'s; the training
+ones are built from ``ml.contract_train_metrics``'s names. Pure: no I/O but ``main``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ml import contract_metrics as sm
+from ml import contract_train_metrics as tm
+
+PATH = Path(__file__).with_name("distml-rules.yaml")
+#: The SLO period the workbook's burn rates are computed for.
+PERIOD = "30d"
+PERIOD_H = 30 * 24
+#: Recording rules' level (``level:metric:operations``): aggregated by these labels.
+LEVEL = "namespace_isvc"
+BY = "namespace, isvc"
+#: Every distml predictor's series, any namespace, any service: the service's traffic.
+SERVED = f'isvc!="",{sm.served_routes()}'
+#: How often the long windows are recorded (a minute-old 3-day ratio is still exact enough).
+LONG_INTERVAL = "1m"
+#: How long a TFJob's failure stays an alert (it has no state to resolve it by).
+FAILED_WINDOW = "10m"
+#: KEDA reads its metric every 30 s (its pollingInterval) and for every HPA sync: an
+#: alert when its reads fail in every 5-minute window for 10 minutes, not on one blip.
+KEDA_WINDOW, KEDA_FOR = "5m", "10m"
+#: KServe names the ScaledObject of an InferenceService ``<isvc>-predictor``.
+SCALED_OBJECT = "(.+)-predictor"
+KEDA_ERRORS = "keda_scaler_detail_errors_total"
+KEDA_EMPTY = "keda_scaler_empty_upstream_responses_total"
+HOURS = {"m": 1 / 60, "h": 1, "d": 24}
+
+
+def hours(window: str) -> float:
+    """A window ("5m", "6h", "3d") in hours."""
+    return int(window[:-1]) * HOURS[window[-1]]
+
+
+@dataclass(frozen=True)
+class SLO:
+    """One service-level objective: the share of predict and infer requests that are good."""
+
+    name: str
+    objective: float
+    bad: str  # what a bad request is, in words
+    metric: str  # the recording rules' metric part: bad requests per request
+
+    @property
+    def budget(self) -> float:
+        """The share of requests that may be bad (0.001 for 99.9%)."""
+        return round(1 - self.objective, 10)
+
+    def record(self, window: str) -> str:
+        return f"{LEVEL}:{self.metric}:ratio_rate{window}"
+
+    def ratio(self, window: str) -> str:
+        """Bad requests per request over ``window``, by namespace and isvc."""
+
+        def rate(metric: str, extra: str = "") -> str:
+            return f"sum by ({BY}) (rate({metric}{{{SERVED}{extra}}}[{window}]))"
+
+        if self.name == "availability":
+            errors = rate(sm.REQUESTS_TOTAL, ',code=~"5.."')
+            return f"{errors}\n/\n{rate(sm.REQUESTS_TOTAL)}"
+        within = rate(f"{sm.LATENCY}_bucket", f',le="{sm.LATENCY_OBJECTIVE_S:g}"')
+        return f"1 - (\n  {within}\n  /\n  {rate(f'{sm.LATENCY}_count')}\n)"
+
+
+#: The SLOs (docs/monitoring.md, "Alerts"): the one definition everything here follows.
+SLOS = (
+    SLO("availability", 0.999, "answered 5xx", "distml_requests_5xx_per_request"),
+    SLO(
+        "latency",
+        0.99,
+        f"slower than {sm.LATENCY_OBJECTIVE_S:g} s",
+        "distml_requests_slow_per_request",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Burn:
+    """One multiwindow alert: the budget burns faster than ``factor`` over both windows."""
+
+    severity: str
+    long: str
+    short: str
+    factor: float
+    for_: str
+
+    @property
+    def spent(self) -> float:
+        """The share of the period's budget spent over the long window at this rate."""
+        return self.factor * hours(self.long) / PERIOD_H
+
+
+#: The workbook's table (chapter 5, "Multiwindow, Multi-Burn-Rate Alerts"); ``for`` trims
+#: blips of one evaluation: 2 min on a page, longer on a ticket, whose windows move slowly.
+BURNS = (
+    Burn("page", "1h", "5m", 14.4, "2m"),
+    Burn("page", "6h", "30m", 6, "2m"),
+    Burn("ticket", "1d", "2h", 3, "15m"),
+    Burn("ticket", "3d", "6h", 1, "1h"),
+)
+WINDOWS = tuple(sorted({w for b in BURNS for w in (b.long, b.short)}, key=hours))
+#: Windows recorded every evaluation; the longer ones every LONG_INTERVAL.
+SHORT_WINDOWS = tuple(w for w in WINDOWS if hours(w) <= 1)
+REQUEST_RATE = f"{LEVEL}:{sm.REQUESTS}:rate5m"
+
+
+def _recording(windows: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"record": slo.record(w), "expr": slo.ratio(w)} for slo in SLOS for w in windows]
+
+
+def _burn_alert(slo: SLO, burn: Burn) -> dict[str, Any]:
+    def over(window: str) -> str:
+        return f"{slo.record(window)} / {slo.budget:g} > {burn.factor:g}"
+
+    where = "{{ $labels.namespace }}/{{ $labels.isvc }}"
+    value = '{{ printf "%.1f" $value }}'
+    return {
+        "alert": f"Distml{slo.name.title()}BudgetBurn",
+        "expr": f"(\n  {over(burn.long)}\n)\nand\n(\n  {over(burn.short)}\n)",
+        "for": burn.for_,
+        "labels": {
+            "severity": burn.severity,
+            "slo": slo.name,
+            "long": burn.long,
+            "short": burn.short,
+        },
+        "annotations": {
+            "summary": f"{where}: {slo.name} error budget burning {value}x over {burn.long}",
+            "description": (
+                f"{where}: over the last {burn.long}, and the last {burn.short} too, its "
+                f"predict and infer requests {slo.bad} spent the error budget of its "
+                f"{slo.objective:.1%} {slo.name} objective {value}x as fast as {PERIOD} "
+                f"allow (alert above {burn.factor:g}x: {burn.spent:.0%} of the budget in "
+                f"{burn.long}). See `invoke status`, the dashboard, the predictor pods' logs."
+            ),
+        },
+    }
+
+
+def _serving_alerts() -> list[dict[str, Any]]:
+    where = "{{ $labels.namespace }}/{{ $labels.isvc }}"
+    target = 'up{isvc!=""}'
+    return [
+        {
+            "alert": "DistmlPredictorTargetDown",
+            "expr": f"{target} == 0",
+            "for": "3m",
+            "labels": {"severity": "ticket"},
+            "annotations": {
+                "summary": f"{where}: predictor pod {{{{ $labels.pod }}}} not scraped",
+                "description": (
+                    f"Prometheus has failed to scrape {where}'s predictor pod "
+                    "{{ $labels.pod }} ({{ $labels.instance }}) for 3 minutes: its requests "
+                    "are not counted, by the SLOs or by KEDA. Its target's last error is on "
+                    "Prometheus's targets page."
+                ),
+            },
+        },
+        {
+            "alert": "DistmlPredictorDown",
+            "expr": f"max by ({BY}) ({target}) == 0",
+            "for": "2m",
+            "labels": {"severity": "page"},
+            "annotations": {
+                "summary": f"{where}: no predictor pod answers its scrape",
+                "description": (
+                    f"Every predictor pod of {where} has failed its scrape for 2 minutes: the "
+                    "service is likely down, and the SLO alerts see no request to count."
+                ),
+            },
+        },
+        *_keda_alerts(),
+    ]
+
+
+def _keda_alerts() -> list[dict[str, Any]]:
+    """KEDA's operator's own counters (v2.20.2, pkg/metricscollector/prommetrics.go), by the
+    ScaledObject KServe names ``<isvc>-predictor``, kept to distml's services."""
+    where = "{{ $labels.namespace }}/{{ $labels.isvc }}"
+    distml = f'group by ({BY}) ({sm.MODEL_INFO}_info{{isvc!=""}})'
+    count = '{{ printf "%.0f" $value }}'
+
+    def per_isvc(metric: str, name_label: str) -> str:
+        counted = f"sum by (namespace, {name_label}) (increase({metric}[{KEDA_WINDOW}])) > 0"
+        return f'label_replace(\n  {counted},\n  "isvc", "$1", "{name_label}", "{SCALED_OBJECT}"\n)'
+
+    return [
+        {
+            "alert": "DistmlKedaScalerErrors",
+            "expr": f"{per_isvc(KEDA_ERRORS, 'scaledObject')}\nand on ({BY})\n{distml}",
+            "for": KEDA_FOR,
+            "labels": {"severity": "ticket"},
+            "annotations": {
+                "summary": f"{where}: KEDA cannot read its scaling metric",
+                "description": (
+                    f"KEDA's scaler of {where} failed {count} time(s) in the last "
+                    f"{KEDA_WINDOW} (Prometheus not answering, or the query failing): with no "
+                    "value the HPA keeps its replicas, or scales up on CPU only. "
+                    "`kubectl -n keda logs deploy/keda-operator`."
+                ),
+            },
+        },
+        {
+            "alert": "DistmlKedaMetricEmpty",
+            "expr": (
+                f"{per_isvc(KEDA_EMPTY, 'scaledResource')}\nand on ({BY})\n({REQUEST_RATE} > 0)"
+            ),
+            "for": KEDA_FOR,
+            "labels": {"severity": "ticket"},
+            "annotations": {
+                "summary": f"{where}: KEDA reads its metric as empty while requests come in",
+                "description": (
+                    f"KEDA's Prometheus query for {where} answered empty {count} "
+                    f"time(s) in the last {KEDA_WINDOW} while the service had requests: KEDA "
+                    "reads empty as 0 and the HPA scales the predictor down under load. Most "
+                    "likely its query's window holds fewer than two scrapes (`invoke status` "
+                    "says so), which `invoke deploy` fixes."
+                ),
+            },
+        },
+    ]
+
+
+def _training_alerts() -> list[dict[str, Any]]:
+    failed = f'{tm.OPERATOR_JOBS_FAILED}{{framework="{tm.OPERATOR_FRAMEWORK}"}}'
+    w = FAILED_WINDOW
+    # A counter's first failure in a namespace appears as a new series at 1, which
+    # increase() does not see: count it when its target was scraped a window ago.
+    first = f"({failed} unless {failed} offset {w}) and on (instance, job) (up offset {w})"
+    counted = (
+        f"  sum by (job_namespace) (increase({failed}[{w}]) > 0)\n"
+        f"  or\n  sum by (job_namespace) ({first})"
+    )
+    steps, running = tm.STEPS_TOTAL, tm.TRAINING
+    count = '{{ printf "%.0f" $value }}'
+    return [
+        {
+            "alert": "DistmlTFJobFailed",
+            "expr": f'label_replace(\n{counted},\n  "namespace", "$1", "job_namespace", "(.*)"\n)',
+            "labels": {"severity": "ticket"},
+            "annotations": {
+                "summary": "{{ $labels.namespace }}: a TFJob failed",
+                "description": (
+                    f"The training operator counted {count} failed TFJob(s) in namespace "
+                    f"{{{{ $labels.namespace }}}} in the last {w}. `invoke status` shows "
+                    "which; `kubectl -n {{ $labels.namespace }} describe tfjob`."
+                ),
+            },
+        },
+        {
+            "alert": "DistmlTrainingStalled",
+            "expr": (
+                f"(increase({steps}[5m]) == 0)\nand on (namespace, {tm.JOB_LABEL}, replica)\n"
+                f"({running} == 1)"
+            ),
+            "for": "10m",
+            "labels": {"severity": "ticket"},
+            "annotations": {
+                "summary": (
+                    "{{ $labels.namespace }}/{{ $labels.tfjob }}: worker {{ $labels.replica }} "
+                    "makes no progress"
+                ),
+                "description": (
+                    "Worker {{ $labels.replica }} of TFJob {{ $labels.namespace }}/"
+                    "{{ $labels.tfjob }} says it is training but has completed no step for "
+                    "15 minutes: a peer stopped or lost (the others wait in their "
+                    "collectives), or a hung input pipeline. Its pods' logs."
+                ),
+            },
+        },
+    ]
+
+
+def groups() -> list[dict[str, Any]]:
+    """The rule groups, in Prometheus's ``rule_files`` format."""
+    rate = f"sum by ({BY}) (rate({sm.REQUESTS_TOTAL}{{{SERVED}}}[5m]))"
+    short = [*_recording(SHORT_WINDOWS), {"record": REQUEST_RATE, "expr": rate}]
+    long = [w for w in WINDOWS if w not in SHORT_WINDOWS]
+    return [
+        {"name": "distml-slo-short-windows", "rules": short},
+        {"name": "distml-slo-long-windows", "interval": LONG_INTERVAL, "rules": _recording(long)},
+        {
+            "name": "distml-slo-alerts",
+            "rules": [_burn_alert(slo, burn) for slo in SLOS for burn in BURNS],
+        },
+        {"name": "distml-serving-alerts", "rules": _serving_alerts()},
+        {"name": "distml-training-alerts", "rules": _training_alerts()},
+    ]
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the expressions) as literal blocks, as a person writes them."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+HEADER = (
+    "# distml's Prometheus rules: SLO recording rules and alerts (docs/monitoring.md#alerts).\n"
+    "# Generated by `python -m k8s.monitoring.rules` from k8s/monitoring/rules.py: do not edit.\n"
+)
+
+
+def render() -> str:
+    body = yaml.dump({"groups": groups()}, Dumper=_Dumper, sort_keys=False, width=1000)
+    return HEADER + body
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m k8s.monitoring.rules", description=__doc__)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        if (PATH.read_text() if PATH.is_file() else "") != text:
+            print(f"{PATH} is stale: run `python -m k8s.monitoring.rules`", file=sys.stderr)
+            return 1
+        print(f"{PATH} is up to date")
+        return 0
+    PATH.write_text(text)
+    print(f"wrote {PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
