@@ -10,10 +10,14 @@ it needs, in distml's namespace and only there.
   ``/metrics``. Not KServe's ``serving.kserve.io/enable-prometheus-scraping`` annotation:
   it points at queue-proxy's port 9091, which Standard mode's pods do not have. The
   relabelling attaches the labels ``ml.contract_metrics``'s queries select on:
-  ``namespace``, ``isvc`` (the InferenceService) and ``pod``.
+  ``namespace``, ``isvc`` (the InferenceService) and ``pod``. In standard mode, a second
+  job scrapes KEDA's operator through its Service (a static target: no right needed in
+  KEDA's namespace), for the alert on KEDA's reads. Beside it, ``distml-rules.yaml``
+  (``k8s.monitoring.rules``), which ``rule_files`` loads.
 - Deployment: the pinned upstream image (``versions.PROMETHEUS_IMAGE``), small requests,
   readiness on ``/-/ready``, its TSDB on an emptyDir kept :data:`RETENTION` (the numbers
-  live as long as the pod: enough for `status`, a load test and KEDA's triggers).
+  live as long as the pod: enough for `status`, a load test, KEDA's triggers and the
+  alerts' longest window, 3 days).
 - Service :data:`k8s.monitoring.prometheus.OWN_SERVICE`, port
   :data:`k8s.monitoring.prometheus.PORT`.
 
@@ -27,8 +31,10 @@ import json
 from typing import Any
 
 from k8s.install import versions
+from k8s.install.operator_check import PROBES
 from k8s.manifests.names import ISVC_POD_LABEL, NO_ISTIO_SIDECAR, PREDICTOR_PORT
 from k8s.manifests.pods import container_security_context, meta
+from k8s.monitoring import rules
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT
 from k8s.providers.settings import Resources, Settings
 from ml import contract_metrics
@@ -36,9 +42,10 @@ from ml import contract_metrics
 COMPONENT = "monitoring"
 NAME = OWN_SERVICE  # every object's name
 CONFIG_FILE = "prometheus.yml"
+RULES_FILE = rules.PATH.name
 CONFIG_DIR = "/etc/prometheus"
 DATA_DIR = "/prometheus"
-RETENTION = "2d"
+RETENTION = "3d"  # the ticket alert's longest window (k8s.monitoring.rules.WINDOWS)
 # The upstream image's user (its Dockerfile: USER nobody).
 PROMETHEUS_UID = 65534
 # What the scheduler counts (k8s.install.capacity adds it up): a Prometheus of a few hundred series.
@@ -89,11 +96,31 @@ def scrape_config(s: Settings) -> dict[str, Any]:
     }
 
 
+#: KEDA's operator serves its metrics on its Service's port "metrics" (KEDA v2.20.2's
+#: config/manager/service.yaml; the operator's --metrics-bind-address :8080), plain HTTP.
+KEDA_JOB = "keda-operator"
+KEDA_METRICS_PORT = 8080
+
+
+def keda_scrape_config() -> dict[str, Any]:
+    """KEDA's operator, by its Service's DNS name: the counters of its scalers' failed and
+    empty reads (``k8s.monitoring.rules``'s KEDA alerts)."""
+    keda = PROBES["keda"]
+    target = f"{keda.deployment}.{keda.namespace}.svc:{KEDA_METRICS_PORT}"
+    return {"job_name": KEDA_JOB, "static_configs": [{"targets": [target]}]}
+
+
 def prometheus_config(s: Settings) -> dict[str, Any]:
+    """Its scrape jobs (KEDA's in standard mode, where `up --with-monitoring` installs it)
+    and its rules."""
     interval = f"{contract_metrics.SCRAPE_INTERVAL_S}s"
+    jobs = [scrape_config(s)]
+    if s.serving_mode == "standard":
+        jobs.append(keda_scrape_config())
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "scrape_configs": [scrape_config(s)],
+        "rule_files": [f"{CONFIG_DIR}/{RULES_FILE}"],
+        "scrape_configs": jobs,
     }
 
 
@@ -136,7 +163,7 @@ def config_map(s: Settings) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta(NAME, s.namespace, COMPONENT),
-        "data": {CONFIG_FILE: config_text(s)},
+        "data": {CONFIG_FILE: config_text(s), RULES_FILE: rules.render()},
     }
 
 
@@ -176,8 +203,8 @@ def _container(s: Settings) -> dict[str, Any]:
 
 
 def deployment(s: Settings) -> dict[str, Any]:
-    """One replica; its pod rolls when prometheus.yml changes (the config's hash)."""
-    digest = hashlib.sha256(config_text(s).encode()).hexdigest()[:16]
+    """One replica; its pod rolls when prometheus.yml or the rules change (their hash)."""
+    digest = hashlib.sha256((config_text(s) + rules.render()).encode()).hexdigest()[:16]
     pod_meta = {
         "labels": meta(NAME, None, COMPONENT, extra_labels=SELECTOR)["labels"],
         "annotations": {**NO_ISTIO_SIDECAR, CONFIG_HASH_ANNOTATION: digest},

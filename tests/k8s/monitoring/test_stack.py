@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from k8s.install import versions
 from k8s.manifests import ISVC_POD_LABEL, PREDICTOR_PORT
-from k8s.monitoring import prometheus, stack
+from k8s.monitoring import prometheus, rules, stack
 from k8s.providers.settings import Settings
 from ml import contract_metrics
 from tests.support import k8s_schemas
 from tests.support.upstream import selector_matches
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 
 def settings(namespace: str = "team-a", **changes: Any) -> Settings:
@@ -162,3 +167,63 @@ def test_the_names_up_checks_are_the_objects_it_applies() -> None:
         (o["apiVersion"], o["kind"], o["metadata"]["name"])
         for o in stack.prometheus_objects(settings("elsewhere"))
     ]
+
+
+# ------------------------------------------------------------------ rules, and KEDA's scrape
+
+
+def test_the_config_map_holds_the_generated_rules_and_prometheus_yml_loads_them() -> None:
+    s = settings()
+    data = by_kind(s)["ConfigMap"]["data"]
+    assert data[stack.RULES_FILE] == rules.render() == rules.PATH.read_text()
+    config = stack.prometheus_config(s)
+    assert config["rule_files"] == [f"{stack.CONFIG_DIR}/{stack.RULES_FILE}"]
+    (container,) = by_kind(s)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mount["config"] == stack.CONFIG_DIR  # every key of the ConfigMap is a file there
+    assert config["global"]["evaluation_interval"] == "5s"
+    assert rules.WINDOWS[-1] == stack.RETENTION  # the longest window the alerts read
+
+
+def test_promtool_accepts_the_config_with_its_rules(tmp_path: Path) -> None:
+    if not Path(PROMTOOL).is_file():
+        pytest.skip(f"no promtool at {PROMTOOL}: apt-get install prometheus")
+    """The ConfigMap's files as the pod sees them, under tmp_path. Debian's build of
+    Prometheus has no Kubernetes discovery: the predictors' job is checked by the relabelling
+    tests above, and given a static target here."""
+    s = settings(serving_mode="standard")
+    data = by_kind(s)["ConfigMap"]["data"]
+    (tmp_path / stack.RULES_FILE).write_text(data[stack.RULES_FILE])
+    config = json.loads(data[stack.CONFIG_FILE].replace(stack.CONFIG_DIR, str(tmp_path)))
+    predictors = config["scrape_configs"][0]
+    del predictors["kubernetes_sd_configs"], predictors["relabel_configs"]
+    predictors["static_configs"] = [{"targets": ["10.0.0.7:8080"]}]
+    (tmp_path / stack.CONFIG_FILE).write_text(json.dumps(config))
+    run = subprocess.run(
+        [PROMTOOL, "check", "config", str(tmp_path / stack.CONFIG_FILE)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    rule_count = sum(len(g["rules"]) for g in rules.groups())
+    assert f"SUCCESS: {rule_count} rules found" in run.stdout
+
+
+def test_the_pod_rolls_when_the_rules_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    def digest() -> str:
+        pod = by_kind(settings())["Deployment"]["spec"]["template"]["metadata"]
+        return pod["annotations"][stack.CONFIG_HASH_ANNOTATION]
+
+    before = digest()
+    monkeypatch.setattr(rules, "render", lambda: "groups: []\n")
+    assert digest() != before
+
+
+def test_keda_is_scraped_by_its_service_in_standard_mode_only() -> None:
+    standard = stack.prometheus_config(settings(serving_mode="standard"))["scrape_configs"]
+    knative = stack.prometheus_config(settings(serving_mode="knative"))["scrape_configs"]
+    assert [j["job_name"] for j in knative] == [contract_metrics.SCRAPE_JOB]
+    assert [j["job_name"] for j in standard] == [contract_metrics.SCRAPE_JOB, stack.KEDA_JOB]
+    # A static target: no discovery, so no right in KEDA's namespace; KEDA's own
+    # `namespace` label (the ScaledObject's) is not overwritten by a target label.
+    assert standard[1]["static_configs"] == [{"targets": ["keda-operator.keda.svc:8080"]}]
+    assert "relabel_configs" not in standard[1]
