@@ -1,5 +1,6 @@
 """How distml reads a Prometheus on the cluster: which one (:func:`ref`), and its HTTP API
-(``/api/v1/query``, ``/api/v1/targets``, ``/api/v1/status/config``) read through the API
+(``/api/v1/query``, ``/api/v1/targets``, ``/api/v1/alerts``, ``/api/v1/status/config``) read
+through the API
 server's service proxy, so that no port-forward is needed and nothing but the kubeconfig
 distml already uses.
 
@@ -10,8 +11,8 @@ Which Prometheus: the user's, named by the setting ``cluster.prometheus``
 are attached by the scrape config of distml's own Prometheus (``k8s.monitoring.stack``), and a
 user's Prometheus must attach the same (docs/monitoring.md).
 
-Everything Prometheus answers is outside input: :func:`parse_query` and
-:func:`parse_targets` accept only what its API documents and raise
+Everything Prometheus answers is outside input: :func:`parse_query`, :func:`parse_targets`
+and :func:`parse_alerts` accept only what its API documents and raise
 :class:`PrometheusError` for anything else.
 """
 
@@ -21,6 +22,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from common.errors import DistmlError
@@ -34,6 +36,7 @@ PORT = 9090
 SETTING = "cluster.prometheus (INVOKE_CLUSTER_PROMETHEUS)"
 QUERY_PATH = "api/v1/query"
 TARGETS_PATH = "api/v1/targets"
+ALERTS_PATH = "api/v1/alerts"
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 _REF = re.compile(rf"^(?P<ns>{_DNS_LABEL})/(?P<svc>{_DNS_LABEL}):(?P<port>[0-9]{{1,5}})$")
@@ -202,6 +205,75 @@ def parse_targets(body: bytes | str) -> list[Target]:
     return targets
 
 
+@dataclass(frozen=True)
+class Alert:
+    """One active alert (pending or firing), as Prometheus's rules evaluated it last."""
+
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    state: str  # pending, firing
+    active_at: datetime | None  # when its condition first held (it fires after its ``for:``)
+    value: float | None = None
+
+    @property
+    def firing(self) -> bool:
+        return self.state == "firing"
+
+
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+def parse_time(text: str) -> datetime:
+    """An RFC 3339 time as Prometheus writes it (nanoseconds: cut to microseconds)."""
+    m = _TIME.match(text) if len(text) <= 64 else None
+    if not m:
+        raise _fail(f"not an RFC 3339 time: {text[:40]!r}")
+    fraction = (m[2] or "")[:7]
+    zone = "+00:00" if m[3] == "Z" else m[3]
+    try:
+        return datetime.fromisoformat(f"{m[1]}{fraction}{zone}")
+    except ValueError:
+        raise _fail(f"not an RFC 3339 time: {text[:40]!r}") from None
+
+
+def _alert(a: Any) -> Alert:
+    if not isinstance(a, dict):
+        raise _fail("an alert is not an object")
+    labels, annotations = _labels(a.get("labels")), _labels(a.get("annotations", {}))
+    name, state = labels.get("alertname"), a.get("state")
+    if not name:
+        raise _fail("an alert has no alertname label")
+    if not isinstance(state, str) or not state:
+        raise _fail("an alert's state is not a string")
+    since, value = a.get("activeAt"), a.get("value")
+    if not all(f is None or isinstance(f, str) for f in (since, value)):
+        raise _fail("an alert's activeAt or value is not a string")
+    return Alert(
+        name,
+        labels,
+        annotations,
+        state,
+        parse_time(since) if since else None,
+        None if value is None else _float(value, "an alert's value"),
+    )
+
+
+def _float(text: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise _fail(f"{what} is not a number: {text[:40]!r}") from None
+
+
+def parse_alerts(body: bytes | str) -> list[Alert]:
+    """``/api/v1/alerts``'s active alerts."""
+    alerts = payload(body).get("alerts")
+    if not isinstance(alerts, list):
+        raise _fail("no alerts list")
+    return [_alert(a) for a in alerts]
+
+
 _DURATION = re.compile(
     r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$"
 )
@@ -290,3 +362,12 @@ def targets(kube: Kube, r: PrometheusRef, *, kubectl: Kubectl = unnamed_context)
         return parse_targets(body)
     except PrometheusError as e:
         raise PrometheusError(f"Prometheus {r}, its targets: {e}") from None
+
+
+def alerts(kube: Kube, r: PrometheusRef, *, kubectl: Kubectl = unnamed_context) -> list[Alert]:
+    """The alerts active now (pending and firing), as its rules last evaluated them."""
+    body = get(kube, r, ALERTS_PATH, {}, kubectl)
+    try:
+        return parse_alerts(body)
+    except PrometheusError as e:
+        raise PrometheusError(f"Prometheus {r}, its alerts: {e}") from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -116,6 +117,63 @@ def test_targets_give_job_labels_and_health() -> None:
     assert got[0].labels["isvc"] == "tf-mnist" and got[0].scrape_url.endswith("/metrics")
 
 
+def test_alerts_give_name_labels_state_since_and_value() -> None:
+    kube = FakeKube()
+    active = [
+        {
+            "labels": {"alertname": "DistmlPredictorDown", "severity": "page", "namespace": NS},
+            "annotations": {"summary": "kubeflow/tf-mnist: no predictor pod answers"},
+            "state": "firing",
+            "activeAt": "2026-12-05T08:39:11.123456789Z",
+            "value": "0e+00",
+        },
+        {
+            "labels": {"alertname": "Watchdog"},
+            "state": "pending",
+            "activeAt": "2026-12-05T09:00:00+02:00",
+        },
+    ]
+    body = {"status": "success", "data": {"alerts": active}}
+    seen = serving(kube, json.dumps(body).encode())
+    down, watchdog = prom.alerts(kube, OWN)
+    assert seen == [{"path": "api/v1/alerts"}]
+    assert (down.name, down.state, down.firing, down.value) == (
+        "DistmlPredictorDown",
+        "firing",
+        True,
+        0.0,
+    )
+    assert down.active_at == datetime(2026, 12, 5, 8, 39, 11, 123456, tzinfo=UTC)
+    assert down.annotations["summary"].startswith("kubeflow/tf-mnist")
+    assert not watchdog.firing and watchdog.value is None and watchdog.annotations == {}
+    assert watchdog.active_at == datetime(2026, 12, 5, 7, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("alert", "said"),
+    [
+        ({"labels": {}, "state": "firing"}, "an alert has no alertname label"),
+        ({"labels": {"alertname": "X"}, "state": 1}, "an alert's state is not a string"),
+        (
+            {"labels": {"alertname": "X"}, "state": "firing", "activeAt": "yesterday"},
+            "not an RFC 3339 time",
+        ),
+        (
+            {"labels": {"alertname": "X"}, "state": "firing", "value": "many"},
+            "value is not a number",
+        ),
+    ],
+    ids=["no name", "state not a string", "time not a time", "value not a number"],
+)
+def test_an_alert_that_is_not_prometheus_is_refused_saying_what(alert: Any, said: str) -> None:
+    kube = FakeKube()
+    serving(kube, json.dumps({"status": "success", "data": {"alerts": [alert]}}).encode())
+    with pytest.raises(
+        PrometheusError, match=rf"kubeflow/distml-prometheus:9090, its alerts: .*{said}"
+    ):
+        prom.alerts(kube, OWN)
+
+
 # ------------------------------------------------------------------ failures, said
 
 
@@ -201,6 +259,25 @@ JSON = st.recursive(
 )
 
 
+def alert() -> st.SearchStrategy[Any]:
+    """An alert of ``/api/v1/alerts``: mostly shaped as Prometheus writes one, any part of
+    it sometimes anything."""
+    named = st.fixed_dictionaries(
+        {"alertname": st.text(min_size=1, max_size=6)},
+        optional={"namespace": st.text(max_size=6), "severity": st.sampled_from(["page", "x"])},
+    )
+    labels = named | st.dictionaries(st.text(max_size=4), st.text(max_size=6) | JSON, max_size=3)
+    when = st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat())
+    return st.fixed_dictionaries(
+        {"labels": labels, "state": st.sampled_from(["firing", "pending"]) | JSON},
+        optional={
+            "annotations": labels | JSON,
+            "activeAt": when | st.text(max_size=30) | JSON,
+            "value": st.floats().map(repr) | st.text(max_size=6) | JSON,
+        },
+    )
+
+
 def answers() -> st.SearchStrategy[Any]:
     """JSON shaped like Prometheus's answers, with any part of it replaced by anything."""
     value = st.one_of(st.lists(JSON, max_size=3), st.tuples(JSON, st.text(max_size=6)).map(list))
@@ -215,6 +292,7 @@ def answers() -> st.SearchStrategy[Any]:
             "result": st.lists(series, max_size=3) | value | JSON,
             "activeTargets": st.lists(st.dictionaries(st.text(max_size=10), JSON), max_size=3)
             | JSON,
+            "alerts": st.lists(alert(), max_size=3) | JSON,
         },
     )
     return st.fixed_dictionaries(
@@ -231,7 +309,7 @@ def answers() -> st.SearchStrategy[Any]:
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.binary(max_size=200), answers().map(lambda d: json.dumps(d).encode())))
 def test_the_parsers_return_what_they_promise_or_raise_prometheus_error(body: bytes) -> None:
-    for parse in (prom.parse_query, prom.parse_targets):
+    for parse in (prom.parse_query, prom.parse_targets, prom.parse_alerts):
         try:
             got = parse(body)
         except PrometheusError as e:
@@ -242,10 +320,34 @@ def test_the_parsers_return_what_they_promise_or_raise_prometheus_error(body: by
             if parse is prom.parse_query:
                 labels, value = item
                 assert isinstance(value, float)
-            else:
+            elif parse is prom.parse_targets:
                 labels = item.labels
                 assert all(isinstance(f, str) for f in (item.job, item.health, item.last_error))
+            else:
+                labels = item.labels
+                assert_an_alert(item)
             assert all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+
+
+def assert_an_alert(item: prom.Alert) -> None:
+    assert item.name == item.labels["alertname"] and item.name and item.state
+    assert item.active_at is None or item.active_at.tzinfo is not None
+    assert item.value is None or isinstance(item.value, float)
+    assert all(isinstance(v, str) for v in [*item.labels.values(), *item.annotations.values()])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(alert(), max_size=4))
+def test_alerts_are_parsed_as_promised_or_refused_with_prometheus_error(alerts: list[Any]) -> None:
+    body = json.dumps({"status": "success", "data": {"alerts": alerts}}).encode()
+    try:
+        got = prom.parse_alerts(body)
+    except PrometheusError as e:
+        assert str(e)
+        return
+    assert len(got) == len(alerts)
+    for item in got:
+        assert_an_alert(item)
 
 
 def prom_text(x: float) -> str:
