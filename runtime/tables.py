@@ -18,3 +18,9 @@ def table(rows: Sequence[Sequence[str]]) -> str:
 def ms(value: float | None) -> str:
     """Milliseconds for a table cell: whole numbers, ``-`` when unknown."""
     return "-" if value is None else f"{value:.0f}"
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one table cell: its whitespace runs as single spaces, cut at ``limit``."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."

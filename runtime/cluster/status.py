@@ -1,8 +1,9 @@
 """`invoke status` on a cluster: one table of the cluster, its operators, the TFJobs, the
 InferenceService with its ready replicas, what drives its scaling, the service as
 Prometheus sees it (request rate, 5xx ratio, latency quantiles, replicas scraped: when a
-Prometheus is there, ``k8s.monitoring.prometheus.ref``), the serving version's model card (its
-publish.json, copied off the volume through the loader pod), and the last load test."""
+Prometheus is there, ``k8s.monitoring.prometheus.ref``), the alerts it fires about this
+work dir (``runtime.cluster.alerts``), the serving version's model card (its publish.json,
+copied off the volume through the loader pod), and the last load test."""
 
 from __future__ import annotations
 
@@ -27,12 +28,12 @@ from k8s.monitoring import prometheus, scrape
 from k8s.monitoring import stack as monitoring_objects
 from ml import contract_metrics
 from ml.contract import model_card, read_publish, serving_record
-from runtime.cluster import lab_owner
+from runtime.cluster import alerts, lab_owner
 from runtime.cluster.access_check import TASK as ACCESS_TASK
 from runtime.cluster.context import ClusterContext
 from runtime.cluster.volume import Volume
 from runtime.state import State
-from runtime.tables import table
+from runtime.tables import one_line, table
 
 Row = tuple[str, str]
 CARD_TIMEOUT_S = 120  # the loader pod that reads the model card off the volume
@@ -71,6 +72,9 @@ def status(cx: ClusterContext) -> int:
         if state.deployed and not theirs:  # the service under its name is not someone else's
             rows += _scaling(cx, state)
             rows += live(cx)
+        if not theirs:  # the training's alerts too, before any deploy
+            rows += alerts.rows(cx)
+        if state.deployed and not theirs:
             rows += serving_card(cx)
     rows += _last_loadtest(state.last_loadtest)
     for line in table(rows).splitlines():
@@ -249,7 +253,7 @@ def live(cx: ClusterContext) -> list[Row]:
         quantiles = [read(contract_metrics.latency_quantile(ns, svc, q, w)) for q in QUANTILES]
         pods = read(contract_metrics.replicas(ns, svc))
     except prometheus.PrometheusError as e:
-        return [("Prometheus", _one_line(str(e)))]
+        return [("Prometheus", one_line(str(e)))]
     ms = "/".join("-" if v is None else f"{v * 1000:.0f}" for v in quantiles)
     return [
         (f"requests (last {w})", f"{rate or 0:.1f} req/s, {(errors or 0) * 100:.1f}% 5xx"),
@@ -266,11 +270,6 @@ def _keda_window(cx: ClusterContext, every: scrape.Interval) -> list[Row]:
     scaled_at = cx.wd.state().scrape_interval_s
     problem = scaled_at and scrape.keda_window_problem(every, scaled_at)
     return [("KEDA's window", f"too short: {problem}")] if problem else []
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def serving_card(cx: ClusterContext) -> list[Row]:

@@ -37,15 +37,23 @@ def up(wd, fake, lines=None, mode="standard", **request: Any):
     return c
 
 
-def prometheus_answers(fake: FakeKube, values: dict[str, str] | None = None) -> list[str]:
-    """distml's Prometheus answering: the predictor job's targets, and each query in
-    ``values`` with its value (any other: no series). The queries asked, in order."""
+def prometheus_answers(
+    fake: FakeKube,
+    values: dict[str, str] | None = None,
+    alerts: list[dict[str, Any]] | None = None,
+) -> list[str]:
+    """distml's Prometheus answering: the predictor job's targets, ``alerts`` as its active
+    alerts (none by default), and each query in ``values`` with its value (any other: no
+    series). The queries asked, in order."""
     asked: list[str] = []
 
     def handler(path: str, params: dict[str, str]) -> bytes:
         if path == prometheus.TARGETS_PATH:
             active = [{"labels": {"job": contract_metrics.SCRAPE_JOB}, "health": "up"}]
             return json.dumps({"status": "success", "data": {"activeTargets": active}}).encode()
+        if path == prometheus.ALERTS_PATH:
+            data = {"alerts": alerts or []}
+            return json.dumps({"status": "success", "data": data}).encode()
         asked.append(params["query"])
         value = (values or {}).get(params["query"])
         result = [] if value is None else [{"metric": {}, "value": [1.0, value]}]
@@ -310,6 +318,46 @@ def test_status_shows_what_scales_and_the_live_numbers_from_prometheus(wd, fake)
     assert re.search(r"latency p50/p95/p99 +4/12/- ms", text)  # 12.5 ms rounds to even
     assert re.search(r"replicas scraped +3 up \(kubeflow/distml-prometheus:9090, every 5 s\)", text)
     assert re.search(r"serving model +version 2", text)  # the rest of the status stands
+    assert re.search(r"alerts +none firing \(kubeflow/distml-prometheus:9090\)", text)
+
+
+def alert(name: str, severity: str, state: str = "firing", **labels: str) -> dict[str, Any]:
+    return {
+        "labels": {"alertname": name, "severity": severity, **labels},
+        "annotations": {"summary": f"{name} summary"},
+        "state": state,
+        "activeAt": "2026-12-05T08:00:00.123456789Z",
+        "value": "1e+00",
+    }
+
+
+def test_status_lists_the_alerts_firing_about_this_namespace_and_service(wd, fake):
+    up(wd, fake)
+    here = {"namespace": NS, "isvc": "tf-mnist"}
+    prometheus_answers(
+        fake,
+        alerts=[
+            alert("DistmlTrainingStalled", "ticket", namespace=NS, tfjob="train-cnn", replica="1"),
+            alert("DistmlAvailabilityBudgetBurn", "page", long="1h", short="5m", **here),
+            alert("DistmlPredictorDown", "page", state="pending", **here),  # not firing yet
+            alert("DistmlPredictorDown", "page", namespace=NS, isvc="another-service"),
+            alert("DistmlTFJobFailed", "ticket", namespace="team-b"),
+            alert("Watchdog", "none"),
+        ],
+    )
+    runtime(make_ctx(fake, {}), wd, fake).deploy(DeployRequest())
+    rows = [line for line in status_text(wd, fake).splitlines() if line.startswith("alert")]
+    assert len(rows) == 2, rows
+    burn, stalled = rows  # pages first
+    assert re.match(
+        r"alert DistmlAvailabilityBudgetBurn \(long 1h, short 5m\) +page, active since "
+        r"2026-12-05 08:00:00 UTC \(.* ago\): DistmlAvailabilityBudgetBurn summary$",
+        burn,
+    )
+    assert re.match(
+        r"alert DistmlTrainingStalled \(tfjob train-cnn, replica 1\) +ticket, active since ",
+        stalled,
+    )
 
 
 def test_status_says_in_one_line_why_prometheus_was_not_read_and_goes_on(wd, fake):
@@ -320,6 +368,8 @@ def test_status_says_in_one_line_why_prometheus_was_not_read_and_goes_on(wd, fak
     text = status_text(wd, fake)
     (row,) = [line for line in text.splitlines() if line.startswith("Prometheus ")]
     assert "Service kubeflow/distml-prometheus is not there" in row
+    (alerts,) = [line for line in text.splitlines() if line.startswith("alerts ")]
+    assert re.search(r"alerts +not read: Prometheus kubeflow/distml-prometheus:9090: ", alerts)
     assert re.search(r"scaling +an HPA on CPU, 80% of each predictor's request", text)
     assert re.search(r"serving model +version 2", text)
 
