@@ -283,9 +283,8 @@ def _metrics_env(job: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def tfjob(s: Settings, model: str) -> dict[str, Any]:
-    """One multi-worker TFJob (Kubeflow training-operator v1) training ``model``."""
-    check_models([model])
+def _tfjob_container(s: Settings, model: str) -> dict[str, Any]:
+    """A TFJob worker's container: the training command, its threads, its metrics."""
     env = base_env() | {
         # Each worker's TF threads = the cores its CPU limit gives it (>= 1): workers
         # sharing a node otherwise slow each other down (measured: 0.51x vs 0.98x).
@@ -304,6 +303,13 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
         {"containerPort": TFJOB_PORT, "name": TFJOB_PORT_NAME},
         {"containerPort": train_metrics.METRICS_PORT, "name": train_metrics.PORT_NAME},
     ]
+    return container
+
+
+def tfjob(s: Settings, model: str) -> dict[str, Any]:
+    """One multi-worker TFJob (Kubeflow training-operator v1) training ``model``."""
+    check_models([model])
+    container = _tfjob_container(s, model)
     model_labels = {MODEL_LABEL: model}
     return {
         "apiVersion": "kubeflow.org/v1",
