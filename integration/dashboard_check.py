@@ -1,10 +1,12 @@
-"""``python -m integration.dashboard_check [--targets]``: what Grafana would show, checked
-against the real Prometheus on the cluster (Grafana cannot run here).
+"""``python -m integration.dashboard_check [--targets] [--training]``: what Grafana would
+show, checked against the real Prometheus on the cluster (Grafana cannot run here).
 
-- default: every panel's PromQL of the committed dashboard (``k8s/monitoring/grafana/
-  distml-dashboard.json``), its ``$namespace``, ``$isvc`` and ``$__rate_interval``
-  substituted, returns data; every series a panel reads exists for this service; each
-  template variable lists this service's value. Exit 1 naming each empty one.
+- default: every service panel's PromQL of the committed dashboard (``k8s/monitoring/
+  grafana/distml-dashboard.json``), its ``$namespace``, ``$isvc``, ``$__rate_interval``
+  and ``$__range`` substituted, returns data; every series a panel reads exists for this
+  service; each template variable lists this service's value. Exit 1 naming each empty
+  one. ``--training``: the training row's panels too (but the scaling efficiency, which
+  needs a one-worker baseline run).
 - ``--targets``: Prometheus scrapes every ready predictor pod, and finds it up (waited for,
   with a deadline: a new pod is discovered and scraped within a few seconds). The
   dashboard's replicas panel and the load test's server count are only right so.
@@ -42,8 +44,11 @@ def _values(kube: Any, ref: Any, namespace: str, service: str) -> dict[str, str]
     return dashboard.values(namespace, service, every)
 
 
-def check_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
-    """What the dashboard would show empty for ``namespace``/``service`` (none: all fine)."""
+def check_panels(
+    kube: Any, ref: Any, namespace: str, service: str, row: str = dashboard.SERVICE_ROW
+) -> list[str]:
+    """What the dashboard's ``row`` would show empty for ``namespace``/``service`` (none:
+    all fine). A panel that needs a baseline run (NEEDS_BASELINE) is not checked."""
     board = json.loads(dashboard.PATH.read_text())
     values = _values(kube, ref, namespace, service)
     problems = []
@@ -52,7 +57,9 @@ def check_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]
         listed = {labels.get(label) for labels, _ in prometheus.instant(kube, ref, query)}
         if values[name] not in listed:
             problems.append(f"variable ${name}: {query} does not list {values[name]!r}")
-    for title, expr in dashboard.queries(board):
+    for title, expr in dashboard.queries(board, row):
+        if title in dashboard.NEEDS_BASELINE:
+            continue
         query = dashboard.substitute(expr, values)
         if not prometheus.instant(kube, ref, query):
             problems.append(f"panel {title!r}: no data from {query}")
@@ -70,7 +77,7 @@ def nan_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
     values = _values(kube, ref, namespace, service)
     return [
         title
-        for title, expr in dashboard.queries(board)
+        for title, expr in dashboard.queries(board, dashboard.SERVICE_ROW)
         if any(
             math.isnan(v)
             for _, v in prometheus.instant(kube, ref, dashboard.substitute(expr, values))
@@ -121,6 +128,9 @@ def wait_for_targets(
 def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m integration.dashboard_check", description=__doc__)
     p.add_argument("--targets", action="store_true", help="check the scrape targets instead")
+    p.add_argument(
+        "--training", action="store_true", help="check the training row too (after train-all)"
+    )
     p.add_argument("--context", default=context(), help=f"kubeconfig context ({context()})")
     p.add_argument("--namespace", default=NAMESPACE, help=f"distml's namespace ({NAMESPACE})")
     p.add_argument("--service", default=DEFAULT_SERVICE, help="the InferenceService")
@@ -144,6 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             what = "every ready predictor pod is scraped and up"
         else:
             problems = check_panels(kube, ref, args.namespace, args.service)
+            if args.training:
+                problems += check_panels(
+                    kube, ref, args.namespace, args.service, dashboard.TRAINING_ROW
+                )
             what = f"every panel of {dashboard.PATH.name} has data"
             nan = [] if problems else nan_panels(kube, ref, args.namespace, args.service)
             if nan:

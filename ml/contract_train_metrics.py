@@ -64,8 +64,31 @@ def selector(namespace: str, tfjob: str | None = None) -> str:
 
 
 def throughput(namespace: str, window: str) -> str:
-    """Examples per second over ``window``, by TFJob, all its workers together."""
-    return f"sum by ({JOB_LABEL}) (rate({EXAMPLES_TOTAL}{{{selector(namespace)}}}[{window}]))"
+    """Examples per second over ``window``, by TFJob (and its model), all its workers."""
+    return (
+        f"sum by ({JOB_LABEL}, model) (rate({EXAMPLES_TOTAL}{{{selector(namespace)}}}[{window}]))"
+    )
+
+
+def workers(namespace: str) -> str:
+    """Each TFJob's workers (every worker serves the running gauge, 1 or 0)."""
+    return f"count by ({JOB_LABEL}) ({TRAINING}{{{selector(namespace)}}})"
+
+
+def per_worker_throughput(namespace: str, window: str) -> str:
+    """Examples per second per worker, by TFJob and model."""
+    return f"{throughput(namespace, window)} / on ({JOB_LABEL}) group_left {workers(namespace)}"
+
+
+def scaling_efficiency(namespace: str, window: str, over: str) -> str:
+    """throughput(N) / (N x throughput(1)), by TFJob: each job's per-worker throughput over
+    the best a one-worker job of the same model reached within ``over`` (none: no answer,
+    the baseline must have run). 1.0 is perfect scaling; a one-worker job is its own 1.0."""
+    one_worker = (
+        f"({throughput(namespace, window)} and on ({JOB_LABEL}) ({workers(namespace)} == 1))"
+    )
+    baseline = f"max by (model) (max_over_time({one_worker}[{over}:]))"
+    return f"({per_worker_throughput(namespace, window)}) / on (model) group_left {baseline}"
 
 
 def step_time_quantile(namespace: str, q: float, window: str) -> str:
@@ -77,6 +100,12 @@ def step_time_quantile(namespace: str, q: float, window: str) -> str:
 def loss(namespace: str) -> str:
     """The loss as last read, by TFJob (the workers agree: one collective read)."""
     return f"max by ({JOB_LABEL}) ({LOSS}{{{selector(namespace)}}})"
+
+
+def restarts(namespace: str, over: str) -> str:
+    """TFJob restarts the training operator counted in the namespace within ``over``."""
+    sel = f'job_namespace="{namespace}",framework="{OPERATOR_FRAMEWORK}"'
+    return f"sum(increase({OPERATOR_JOBS_RESTARTED}{{{sel}}}[{over}]))"
 
 
 def stalled(namespace: str, window: str) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ml import contract_metrics as sm
+from ml import contract_train_metrics as tm
 
 PATH = Path(__file__).with_name("distml-dashboard.json")
 UID = "distml-serving"
@@ -67,7 +68,7 @@ def _objective_line(panel: dict[str, Any], value: float) -> dict[str, Any]:
 
 
 def panels() -> list[dict[str, Any]]:
-    """The service's panels, in reading order (two to a row)."""
+    """The service's panels, in reading order (two to a row), then the training row."""
     objective_ms = sm.LATENCY_OBJECTIVE_S * 1000
     latency = _panel(
         f"Latency p50 / p95 / p99 (objective: p99 within {objective_ms:g} ms)",
@@ -104,14 +105,47 @@ def panels() -> list[dict[str, Any]]:
                [(sm.model_version(NS, ISVC), "version {{version}}")], "short",
                "Each version served now, and by how many pods."),
     ]  # fmt: skip
-    for i, panel in enumerate(found):
-        panel["id"] = i + 1
-        panel["gridPos"] = {"x": (i % 2) * WIDTH, "y": (i // 2) * HEIGHT, "w": WIDTH, "h": HEIGHT}
     found[-1]["options"] = {
         "textMode": "value_and_name",
         "reduceOptions": {"calcs": ["lastNotNull"]},
     }
-    return found
+    training = training_panels()
+    rows = (len(found) + 1) // 2
+    header = {"type": "row", "title": TRAINING_ROW, "collapsed": False, "panels": [],
+              "gridPos": {"x": 0, "y": rows * HEIGHT, "w": 2 * WIDTH, "h": 1}}  # fmt: skip
+    for i, panel in enumerate(found):
+        panel["gridPos"] = {"x": (i % 2) * WIDTH, "y": (i // 2) * HEIGHT, "w": WIDTH, "h": HEIGHT}
+    for i, panel in enumerate(training):
+        y = rows * HEIGHT + 1 + (i // 2) * HEIGHT
+        panel["gridPos"] = {"x": (i % 2) * WIDTH, "y": y, "w": WIDTH, "h": HEIGHT}
+    every = [*found, header, *training]
+    for i, panel in enumerate(every):
+        panel["id"] = i + 1
+    return every
+
+
+def training_panels() -> list[dict[str, Any]]:
+    """The training row: the namespace's TFJobs as their workers' /metrics show them
+    (``ml/contract_train_metrics.py``), and the training operator's restarts."""
+    return [
+        _panel("Training throughput (examples/s) by job", "timeseries",
+               [(tm.throughput(NS, RATE), "{{tfjob}}")], "short",
+               "Every worker of a job together: each processes its share of a global batch."),
+        _panel("Step time p50 / p99 by job", "timeseries",
+               [(tm.step_time_quantile(NS, q, RATE), f"{{{{tfjob}}}} p{round(q * 100)}")
+                for q in (0.5, 0.99)], "s",
+               "Seconds per training step (a call of several steps at its mean)."),
+        _panel("Training loss by job", "timeseries", [(tm.loss(NS), "{{tfjob}}")], "short",
+               "As the workers last read it (at their progress lines)."),
+        _panel("Scaling efficiency: throughput(N) / (N x throughput(1))", "timeseries",
+               [(tm.scaling_efficiency(NS, RATE, "$__range"), "{{tfjob}}")], "percentunit",
+               "Per-worker throughput against the best one-worker job of the same model "
+               "in the time shown; empty until such a baseline ran (`invoke train "
+               "--workers 1`)."),
+        _panel("TFJob restarts (training operator)", "stat",
+               [(tm.restarts(NS, "$__range"), "restarts")], "short",
+               "Restarts the training operator counted in the namespace, in the time shown."),
+    ]  # fmt: skip
 
 
 def _variable(name: str, label: str, query: str) -> dict[str, Any]:
@@ -183,17 +217,29 @@ def render() -> str:
     return json.dumps(dashboard(), indent=2) + "\n"
 
 
-def queries(board: dict[str, Any]) -> list[tuple[str, str]]:
-    """(panel title, expr) of every panel target of ``board``, in order."""
-    return [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])]
+#: The rows: the service's panels come first, under no row header; then "Training".
+SERVICE_ROW, TRAINING_ROW = "Service", "Training"
+#: Panels that are empty until something else ran (a one-worker baseline job).
+NEEDS_BASELINE = ("Scaling efficiency: throughput(N) / (N x throughput(1))",)
+
+
+def queries(board: dict[str, Any], row: str | None = None) -> list[tuple[str, str]]:
+    """(panel title, expr) of every panel target of ``board`` (of one ``row``), in order."""
+    found, current = [], SERVICE_ROW
+    for p in board["panels"]:
+        if p.get("type") == "row":
+            current = p["title"]
+        elif row is None or row == current:
+            found += [(p["title"], t["expr"]) for t in p.get("targets", [])]
+    return found
 
 
 def values(namespace: str, service: str, scrape_interval_s: float) -> dict[str, str]:
     """What Grafana puts for each variable of the queries, for one service read from a
     Prometheus scraping every ``scrape_interval_s`` (``$__rate_interval``: four scrapes,
-    as at a step no longer than one scrape)."""
+    as at a step no longer than one scrape; ``$__range``: the last hour shown)."""
     rate = sm.rate_window(scrape_interval_s)
-    return {"namespace": namespace, "isvc": service, RATE.lstrip("$"): rate}
+    return {"namespace": namespace, "isvc": service, RATE.lstrip("$"): rate, "__range": "1h"}
 
 
 def substitute(expr: str, values: dict[str, str]) -> str:

@@ -43,8 +43,9 @@ def test_the_datasource_is_a_template_variable_so_provisioning_works_as_import_d
     assert source["query"] == "prometheus"
     needed = {(r["type"], r["id"]) for r in COMMITTED["__requires"]}
     assert {("datasource", "prometheus"), ("panel", "timeseries"), ("panel", "stat")} <= needed
-    uses = [p["datasource"] for p in COMMITTED["panels"]]
-    uses += [t["datasource"] for p in COMMITTED["panels"] for t in p["targets"]]
+    panels = [p for p in COMMITTED["panels"] if p["type"] != "row"]
+    uses = [p["datasource"] for p in panels]
+    uses += [t["datasource"] for p in panels for t in p["targets"]]
     uses += [v["datasource"] for v in COMMITTED["templating"]["list"][1:]]
     assert all(d == {"type": "prometheus", "uid": "${datasource}"} for d in uses)
     assert COMMITTED["uid"] == "distml-serving" and COMMITTED["schemaVersion"] >= 36
@@ -55,8 +56,9 @@ def test_every_panel_has_targets_with_an_expr_and_a_place_on_the_grid():
     assert len({p["id"] for p in panels}) == len(panels)
     cells = set()
     for p in panels:
-        assert p["targets"] and all(t["expr"] and t["refId"] for t in p["targets"]), p["title"]
-        assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
+        if p["type"] != "row":
+            assert p["targets"] and all(t["expr"] and t["refId"] for t in p["targets"]), p
+            assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
         g = p["gridPos"]
         assert g["x"] >= 0 and g["x"] + g["w"] <= 24, p["title"]
         covered = {
@@ -93,12 +95,12 @@ def test_the_queries_are_serving_metrics_s_for_the_template_variables():
         sm.replicas(ns, isvc),
         sm.model_version(ns, isvc),
     ]
-    assert [expr for _, expr in dashboard.queries(COMMITTED)] == expected
+    assert [expr for _, expr in dashboard.queries(COMMITTED, dashboard.SERVICE_ROW)] == expected
     names = [v["name"] for v in COMMITTED["templating"]["list"]]
     assert names == ["datasource", *dashboard.VARIABLES]
     # Every window is Grafana's four scrapes of the Prometheus chosen, never a fixed one.
     assert not [e for _, e in dashboard.queries(COMMITTED) if re.search(r"\[\d", e)]
-    for _, expr in dashboard.queries(COMMITTED):
+    for _, expr in dashboard.queries(COMMITTED, dashboard.SERVICE_ROW):
         assert 'namespace="$namespace"' in expr and 'isvc="$isvc"' in expr, expr
 
 
@@ -107,10 +109,25 @@ def test_every_metric_read_is_one_the_server_writes_or_prometheus_s_up():
                f"{sm.LATENCY}_sum", sm.IN_FLIGHT, f"{sm.MODEL_INFO}_info", "up"}  # fmt: skip
     read = {
         s.split("{")[0]
-        for _, expr in dashboard.queries(COMMITTED)
+        for _, expr in dashboard.queries(COMMITTED, dashboard.SERVICE_ROW)
         for s in dashboard.series_read(expr)
     }
     assert read == written
+
+
+def test_the_training_row_reads_what_the_workers_and_the_operator_write():
+    from ml import contract_train_metrics as tmx
+
+    queries = dashboard.queries(COMMITTED, dashboard.TRAINING_ROW)
+    assert [title for title, _ in queries][::2][:1] == ["Training throughput (examples/s) by job"]
+    read = {s.split("{")[0] for _, expr in queries for s in dashboard.series_read(expr)}
+    assert read == {tmx.EXAMPLES_TOTAL, f"{tmx.STEP_SECONDS}_bucket", tmx.LOSS, tmx.TRAINING,
+                    tmx.OPERATOR_JOBS_RESTARTED}  # fmt: skip
+    for _, expr in queries:
+        assert 'namespace="$namespace"' in expr, expr  # the workers' or the operator's
+    (row,) = [p for p in COMMITTED["panels"] if p["type"] == "row"]
+    assert row["title"] == "Training"
+    assert set(dashboard.NEEDS_BASELINE) <= {title for title, _ in queries}
 
 
 def test_substitution_replaces_every_variable():
