@@ -38,6 +38,7 @@ from k8s.monitoring import rules
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT
 from k8s.providers.settings import Resources, Settings
 from ml import contract_metrics
+from ml import contract_train_metrics as train_metrics
 
 COMPONENT = "monitoring"
 NAME = OWN_SERVICE  # every object's name
@@ -96,6 +97,48 @@ def scrape_config(s: Settings) -> dict[str, Any]:
     }
 
 
+#: The training workers' scrape job: TFJob pods' container port named "metrics"
+#: (ml/contract_train_metrics.py; k8s.manifests.pods.tfjob), while Running.
+TRAINING_JOB = "distml-training"
+
+
+def training_scrape_config(s: Settings) -> dict[str, Any]:
+    """Every training worker of the namespace, by its metrics port's name."""
+    return {
+        "job_name": TRAINING_JOB,
+        "metrics_path": "/metrics",
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [s.namespace]}}],
+        "relabel_configs": [
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                "regex": train_metrics.PORT_NAME,
+                "action": "keep",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_pod_phase"],
+                "regex": "Running",
+                "action": "keep",
+            },
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        ],
+    }
+
+
+#: The training operator serves its counters on its Service's port 8080 ("monitoring-port"
+#: in training-operator v1.9.0's standalone overlay; --metrics-bind-address :8080).
+OPERATOR_JOB = "training-operator"
+OPERATOR_METRICS_PORT = 8080
+
+
+def operator_scrape_config() -> dict[str, Any]:
+    """The training operator, by its Service's DNS name (no RBAC needed):
+    ``training_operator_jobs_*_total``."""
+    op = PROBES["training_operator"]
+    target = f"{op.deployment}.{op.namespace}.svc:{OPERATOR_METRICS_PORT}"
+    return {"job_name": OPERATOR_JOB, "static_configs": [{"targets": [target]}]}
+
+
 #: KEDA's operator serves its metrics on its Service's port "metrics" (KEDA v2.20.2's
 #: config/manager/service.yaml; the operator's --metrics-bind-address :8080), plain HTTP.
 KEDA_JOB = "keda-operator"
@@ -114,7 +157,7 @@ def prometheus_config(s: Settings) -> dict[str, Any]:
     """Its scrape jobs (KEDA's in standard mode, where `up --with-monitoring` installs it)
     and its rules."""
     interval = f"{contract_metrics.SCRAPE_INTERVAL_S}s"
-    jobs = [scrape_config(s)]
+    jobs = [scrape_config(s), training_scrape_config(s), operator_scrape_config()]
     if s.serving_mode == "standard":
         jobs.append(keda_scrape_config())
     return {

@@ -130,6 +130,7 @@ def sd_target(pod: str, *, port: str = "", labels: dict[str, str], **meta: str) 
         "__meta_kubernetes_pod_name": pod,
         "__meta_kubernetes_pod_phase": meta.get("phase", "Running"),
         "__meta_kubernetes_pod_container_port_number": port,
+        "__meta_kubernetes_pod_container_port_name": meta.get("port_name", ""),
         "__meta_kubernetes_pod_container_init": meta.get("init", "false"),
     }
     for k, v in labels.items():
@@ -160,6 +161,34 @@ def test_only_the_predictors_server_port_is_scraped_labelled_as_the_queries_sele
     }
     for why, target in dropped.items():
         assert relabel(rules, target) is None, why
+
+
+def test_every_training_worker_s_metrics_port_is_scraped_and_nothing_else() -> None:
+    # A TFJob pod's two ports, as k8s.manifests.pods.tfjob declares them.
+    rules = stack.training_scrape_config(settings())["relabel_configs"]
+    ports = {p["name"]: str(p["containerPort"]) for p in tfjob_ports()}
+    worker = {"training.kubeflow.org/job-name": "train-cnn"}
+    kept = relabel(rules, sd_target("train-cnn-worker-0", port=ports["metrics"],
+                                    labels=worker, port_name="metrics"))  # fmt: skip
+    assert kept == {"namespace": "team-a", "pod": "train-cnn-worker-0"}
+    dropped = {
+        "the TF gRPC port": sd_target("train-cnn-worker-0", port=ports["tfjob-port"],
+                                      labels=worker, port_name="tfjob-port"),
+        "a worker that is done": sd_target("train-cnn-worker-0", port=ports["metrics"],
+                                           labels=worker, port_name="metrics",
+                                           phase="Succeeded"),
+        "a predictor": sd_target("tf-mnist-predictor-1", port=str(PREDICTOR_PORT),
+                                 labels={ISVC_POD_LABEL: "tf-mnist"}),
+    }  # fmt: skip
+    for why, target in dropped.items():
+        assert relabel(rules, target) is None, why
+
+
+def tfjob_ports() -> list[dict]:
+    from k8s import manifests
+
+    job = manifests.tfjob(settings(), "cnn")
+    return job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"]
 
 
 def test_the_names_up_checks_are_the_objects_it_applies() -> None:
@@ -195,9 +224,10 @@ def test_promtool_accepts_the_config_with_its_rules(tmp_path: Path) -> None:
     data = by_kind(s)["ConfigMap"]["data"]
     (tmp_path / stack.RULES_FILE).write_text(data[stack.RULES_FILE])
     config = json.loads(data[stack.CONFIG_FILE].replace(stack.CONFIG_DIR, str(tmp_path)))
-    predictors = config["scrape_configs"][0]
-    del predictors["kubernetes_sd_configs"], predictors["relabel_configs"]
-    predictors["static_configs"] = [{"targets": ["10.0.0.7:8080"]}]
+    for job in config["scrape_configs"]:  # the predictors' and the training workers'
+        if "kubernetes_sd_configs" in job:
+            del job["kubernetes_sd_configs"], job["relabel_configs"]
+            job["static_configs"] = [{"targets": ["10.0.0.7:8080"]}]
     (tmp_path / stack.CONFIG_FILE).write_text(json.dumps(config))
     run = subprocess.run(
         [PROMTOOL, "check", "config", str(tmp_path / stack.CONFIG_FILE)],
@@ -221,9 +251,26 @@ def test_the_pod_rolls_when_the_rules_change(monkeypatch: pytest.MonkeyPatch) ->
 def test_keda_is_scraped_by_its_service_in_standard_mode_only() -> None:
     standard = stack.prometheus_config(settings(serving_mode="standard"))["scrape_configs"]
     knative = stack.prometheus_config(settings(serving_mode="knative"))["scrape_configs"]
-    assert [j["job_name"] for j in knative] == [contract_metrics.SCRAPE_JOB]
-    assert [j["job_name"] for j in standard] == [contract_metrics.SCRAPE_JOB, stack.KEDA_JOB]
+    both = [contract_metrics.SCRAPE_JOB, stack.TRAINING_JOB, stack.OPERATOR_JOB]
+    assert [j["job_name"] for j in knative] == both
+    assert [j["job_name"] for j in standard] == [*both, stack.KEDA_JOB]
     # A static target: no discovery, so no right in KEDA's namespace; KEDA's own
     # `namespace` label (the ScaledObject's) is not overwritten by a target label.
-    assert standard[1]["static_configs"] == [{"targets": ["keda-operator.keda.svc:8080"]}]
-    assert "relabel_configs" not in standard[1]
+    keda = standard[-1]
+    assert keda["static_configs"] == [{"targets": ["keda-operator.keda.svc:8080"]}]
+    assert "relabel_configs" not in keda
+    # The training operator alike, by its Service (training-operator v1.9.0: port 8080).
+    operator = standard[2]
+    assert operator["static_configs"] == [{"targets": ["training-operator.kubeflow.svc:8080"]}]
+
+
+def test_the_operator_s_service_serves_port_8080_as_scraped() -> None:
+    from k8s.install import versions
+    from tests.support.upstream import objects
+
+    found = objects(versions.TRAINING_OPERATOR_KUSTOMIZE)
+    (svc,) = [
+        o for o in found if o["kind"] == "Service" and o["metadata"]["name"] == "training-operator"
+    ]
+    assert svc["metadata"]["namespace"] == "kubeflow"
+    assert stack.OPERATOR_METRICS_PORT in [p["port"] for p in svc["spec"]["ports"]]
