@@ -5,8 +5,10 @@ show, checked against the real Prometheus on the cluster (Grafana cannot run her
   grafana/distml-dashboard.json``), its ``$namespace``, ``$isvc``, ``$__rate_interval``
   and ``$__range`` substituted, returns data; every series a panel reads exists for this
   service; each template variable lists this service's value. Exit 1 naming each empty
-  one. ``--training``: the training row's panels too (but the scaling efficiency, which
-  needs a one-worker baseline run).
+  one. ``--training``: the training row's panels too (but those rightly empty until
+  something else happened: the scaling efficiency, the restarts), every TFJob worker pod
+  of the namespace seen as an up target of the training job in the last hour, and the
+  training operator's target up.
 - ``--targets``: Prometheus scrapes every ready predictor pod, and finds it up (waited for,
   with a deadline: a new pod is discovered and scraped within a few seconds). The
   dashboard's replicas panel and the load test's server count are only right so.
@@ -31,7 +33,7 @@ from common.errors import DistmlError
 from common.poll import Done, Pending, poll
 from integration.kind_run import NAMESPACE, context
 from k8s.client.objects import name_of, pod_ready, predictor_pods
-from k8s.monitoring import prometheus, scrape
+from k8s.monitoring import prometheus, scrape, stack
 from k8s.monitoring.grafana import dashboard
 from ml.contract import DEFAULT_SERVICE
 
@@ -48,7 +50,8 @@ def check_panels(
     kube: Any, ref: Any, namespace: str, service: str, row: str = dashboard.SERVICE_ROW
 ) -> list[str]:
     """What the dashboard's ``row`` would show empty for ``namespace``/``service`` (none:
-    all fine). A panel that needs a baseline run (NEEDS_BASELINE) is not checked."""
+    all fine). A panel that is rightly empty until something else happened (MAY_BE_EMPTY: a
+    one-worker baseline run, a restarted job) is not checked."""
     board = json.loads(dashboard.PATH.read_text())
     values = _values(kube, ref, namespace, service)
     problems = []
@@ -58,7 +61,7 @@ def check_panels(
         if values[name] not in listed:
             problems.append(f"variable ${name}: {query} does not list {values[name]!r}")
     for title, expr in dashboard.queries(board, row):
-        if title in dashboard.NEEDS_BASELINE:
+        if title in dashboard.MAY_BE_EMPTY:
             continue
         query = dashboard.substitute(expr, values)
         if not prometheus.instant(kube, ref, query):
@@ -67,6 +70,33 @@ def check_panels(
             selector = dashboard.substitute(series, values)
             if not prometheus.instant(kube, ref, f"count({selector})"):
                 problems.append(f"panel {title!r}: no series {selector}")
+    return problems
+
+
+#: The label the training operator puts on a TFJob's pods.
+TFJOB_POD_LABEL = "training.kubeflow.org/job-name"
+
+
+def training_targets(kube: Any, ref: Any, namespace: str, over: str = "1h") -> list[str]:
+    """After the jobs ran: every TFJob worker pod of the namespace was a target of the
+    training job and up at some point within ``over`` (they are gone from the targets once
+    done), and the training operator is a target that is up now; what is not, named."""
+    seen = {
+        labels.get("pod", "")
+        for labels, _ in prometheus.instant(
+            kube, ref,
+            f'max by (pod) (max_over_time(up{{job="{stack.TRAINING_JOB}",'
+            f'namespace="{namespace}"}}[{over}])) == 1',
+        )
+    }  # fmt: skip
+    pods = [name_of(p) for p in kube.list("v1", "Pod", namespace, label_selector=TFJOB_POD_LABEL)]
+    problems = [f"training worker {pod}: never a target that was up" for pod in sorted(pods)
+                if pod not in seen]  # fmt: skip
+    if not pods:
+        problems.append(f"no TFJob pod in {namespace} (did training run?)")
+    operator = prometheus.instant(kube, ref, f'up{{job="{stack.OPERATOR_JOB}"}} == 1')
+    if not operator:
+        problems.append(f"the training operator ({stack.OPERATOR_JOB}) is not a target that is up")
     return problems
 
 
@@ -158,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 problems += check_panels(
                     kube, ref, args.namespace, args.service, dashboard.TRAINING_ROW
                 )
+                problems += training_targets(kube, ref, args.namespace)
             what = f"every panel of {dashboard.PATH.name} has data"
             nan = [] if problems else nan_panels(kube, ref, args.namespace, args.service)
             if nan:

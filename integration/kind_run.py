@@ -49,7 +49,9 @@ OFFLINE_IMAGE = (
 MONITORING_UP = ["--with-monitoring"]
 MONITORING_DEPLOY = ["--scale-metric", "concurrency"]
 TARGETS_CHECK = ["python", "-m", "integration.dashboard_check", "--targets"]
-DASHBOARD_CHECK = ["python", "-m", "integration.dashboard_check"]
+# After the load: every panel, the training row too (the jobs trained before it), and every
+# training worker seen as an up target while it ran.
+DASHBOARD_CHECK = ["python", "-m", "integration.dashboard_check", "--training"]
 # After the first deploy: a fresh work dir's `invoke down` must keep the run's cluster and
 # its Ready service (only the work dir that made a lab cluster deletes it).
 FOREIGN_DOWN = ["python", "-m", "integration.foreign_down"]

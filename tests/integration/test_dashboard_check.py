@@ -123,3 +123,47 @@ def test_the_command_fails_when_prometheus_cannot_be_read(monkeypatch, capsys):
 def test_a_named_prometheus_is_read_instead_of_distml_s(cluster, capsys):
     assert dc.main(["--prometheus", "monitoring/prom:9091"]) == 1  # nothing serves there
     assert "Prometheus monitoring/prom:9091" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ --training
+class Training(Scripted):
+    """Scripted, and the training workers seen up (pod names) and the operator's target."""
+
+    def __init__(self, kube: FakeKube, seen: list[str], operator_up: bool = True) -> None:
+        super().__init__(kube)
+        self.seen, self.operator_up = seen, operator_up
+
+    def answer(self, path: str, params: dict[str, str]) -> Any:
+        query = params.get("query", "")
+        if 'job="distml-training"' in query and "max_over_time(up" in query:
+            result = [{"metric": {"pod": p}, "value": [0, "1"]} for p in self.seen]
+        elif 'up{job="training-operator"}' in query:
+            result = [{"metric": {}, "value": [0, "1"]}] if self.operator_up else []
+        else:
+            return super().answer(path, params)
+        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+
+def _workers(kube: FakeKube, *names: str) -> None:
+    for name in names:
+        kube.add_pod(NS, name, {dc.TFJOB_POD_LABEL: name.rsplit("-", 2)[0]}, phase="Succeeded")
+
+
+def test_every_worker_pod_must_have_been_an_up_target_and_the_operator_up_now():
+    kube = FakeKube()
+    _workers(kube, "train-cnn-worker-0", "train-cnn-worker-1")
+    Training(kube, seen=["train-cnn-worker-0", "train-cnn-worker-1"])
+    assert dc.training_targets(kube, REF, NS) == []
+    kube = FakeKube()
+    _workers(kube, "train-cnn-worker-0", "train-cnn-worker-1")
+    Training(kube, seen=["train-cnn-worker-0"], operator_up=False)
+    assert dc.training_targets(kube, REF, NS) == [
+        "training worker train-cnn-worker-1: never a target that was up",
+        "the training operator (training-operator) is not a target that is up",
+    ]
+
+
+def test_no_training_pod_at_all_is_a_problem_not_a_pass():
+    kube = FakeKube()
+    Training(kube, seen=[])
+    assert dc.training_targets(kube, REF, NS) == [f"no TFJob pod in {NS} (did training run?)"]

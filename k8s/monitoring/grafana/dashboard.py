@@ -219,8 +219,11 @@ def render() -> str:
 
 #: The rows: the service's panels come first, under no row header; then "Training".
 SERVICE_ROW, TRAINING_ROW = "Service", "Training"
-#: Panels that are empty until something else ran (a one-worker baseline job).
-NEEDS_BASELINE = ("Scaling efficiency: throughput(N) / (N x throughput(1))",)
+#: Panels that are rightly empty until something else happened: title -> what.
+MAY_BE_EMPTY = {
+    "Scaling efficiency: throughput(N) / (N x throughput(1))": "a one-worker baseline job ran",
+    "TFJob restarts (training operator)": "the operator restarted a job (its counter's first)",
+}
 
 
 def queries(board: dict[str, Any], row: str | None = None) -> list[tuple[str, str]]:
