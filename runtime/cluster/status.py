@@ -28,7 +28,7 @@ from k8s.monitoring import prometheus, scrape
 from k8s.monitoring import stack as monitoring_objects
 from ml import contract_metrics
 from ml.contract import model_card, read_publish, serving_record
-from runtime.cluster import alerts, lab_owner
+from runtime.cluster import alerts, lab_owner, training_view
 from runtime.cluster.access_check import TASK as ACCESS_TASK
 from runtime.cluster.context import ClusterContext
 from runtime.cluster.volume import Volume
@@ -72,7 +72,8 @@ def status(cx: ClusterContext) -> int:
         if state.deployed and not theirs:  # the service under its name is not someone else's
             rows += _scaling(cx, state)
             rows += live(cx)
-        if not theirs:  # the training's alerts too, before any deploy
+        if not theirs:  # training's live figures and alerts too, before any deploy
+            rows += training_view.rows(cx)
             rows += alerts.rows(cx)
         if state.deployed and not theirs:
             rows += serving_card(cx)
