@@ -52,6 +52,8 @@ TARGETS_CHECK = ["python", "-m", "integration.dashboard_check", "--targets"]
 # After the load: every panel, the training row too (the jobs trained before it), and every
 # training worker seen as an up target while it ran.
 DASHBOARD_CHECK = ["python", "-m", "integration.dashboard_check", "--training"]
+# Then a deliberate fault: every predictor stopped, its alert must fire and clear.
+ALERT_FAULT = ["python", "-m", "integration.alert_fault"]
 # After the first deploy: a fresh work dir's `invoke down` must keep the run's cluster and
 # its Ready service (only the work dir that made a lab cluster deletes it).
 FOREIGN_DOWN = ["python", "-m", "integration.foreign_down"]
@@ -88,7 +90,7 @@ def steps(
     # Scale-out is judged after the load too: an HPA's new pods turn ready after it.
     load = ["invoke", "loadtest", "--concurrency", "5", "--duration", "60s", "--expect-scale-out"]
     # With monitoring: every predictor scraped before the load, every panel after it.
-    before, after = ([TARGETS_CHECK], [DASHBOARD_CHECK]) if monitoring else ([], [])
+    before, after = ([TARGETS_CHECK], [DASHBOARD_CHECK, ALERT_FAULT]) if monitoring else ([], [])
     if argo:  # ingest -> TFJobs in parallel -> select -> serve, watched to the end
         workflow = ["invoke", "workflow", "--watch", *BUDGET]
         return [[*up, "--with-argo"], workflow, *before, load, *after]

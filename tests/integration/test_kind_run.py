@@ -83,6 +83,7 @@ def test_monitoring_scales_on_concurrency_and_checks_targets_the_count_and_the_d
         # every panel has data, right after the load; the training row and the workers'
         # targets too (train-all ran before it)
         "dashboard_check --training",
+        "alert_fault",  # every predictor stopped: its alert fires, then clears
         "recovery delete-pod",
         "recovery sigterm",
         "deploy",
@@ -104,7 +105,7 @@ def test_without_monitoring_the_plan_is_as_before():
     unwatched = [
         [a for a in s if a not in (*kind_run.MONITORING_UP, *kind_run.MONITORING_DEPLOY)]
         for s in watched
-        if s[:3] != ["python", "-m", "integration.dashboard_check"]
+        if s[:3] not in (kind_run.DASHBOARD_CHECK[:3], kind_run.ALERT_FAULT)
     ]
     assert unwatched == plain
     assert not any("monitoring" in " ".join(s) or "dashboard" in " ".join(s) for s in plain)
@@ -113,7 +114,7 @@ def test_without_monitoring_the_plan_is_as_before():
 def test_the_argo_run_with_monitoring_checks_around_the_same_load():
     plan = kind_run.steps("standard", None, argo=True, monitoring=True)
     assert _names(plan) == ["up", "workflow", "dashboard_check --targets", "loadtest",
-                            "dashboard_check --training"]  # fmt: skip
+                            "dashboard_check --training", "alert_fault"]  # fmt: skip
     assert {"--with-argo", "--with-monitoring"} <= set(plan[0])
 
 
@@ -122,7 +123,7 @@ def test_the_monitoring_steps_name_modules_and_a_service_that_exist():
 
     from k8s.monitoring import prometheus
 
-    for step in (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK):
+    for step in (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK, kind_run.ALERT_FAULT):
         assert importlib.util.find_spec(step[2]) is not None, step
     own = f"services/{prometheus.OWN_SERVICE}:{prometheus.PORT}/proxy/{prometheus.TARGETS_PATH}"
     assert kind_run.PROMETHEUS_TARGETS.endswith(own)

@@ -1,0 +1,122 @@
+"""``python -m integration.alert_fault``: a deliberate fault makes its alert fire within its
+``for:`` and clear after the fault ends, on the run's real Prometheus with distml's rules.
+
+The fault: every predictor server of the run's cluster stopped with SIGSTOP, from this
+machine (a kind node's processes are this machine's: a container's PID 1 ignores a
+SIGSTOP sent from inside it). Their scrapes time out, ``up`` turns 0, and
+``DistmlPredictorDown`` (every pod of the service down, ``for: 2m``) must turn firing
+within its ``for:`` plus a few evaluations; then SIGCONT (always, whatever happened), and
+it must be gone within a few scrapes. Waited for as conditions with deadlines, not sleeps.
+Run by ``nox -s integration -- ... --with-monitoring`` after the dashboard's check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from common.errors import DistmlError
+from common.poll import Done, Pending, poll
+from integration.kind_run import NAMESPACE, context
+from k8s.client.kube import Kube
+from k8s.monitoring import prometheus
+from ml.contract import DEFAULT_SERVICE
+
+ALERT = "DistmlPredictorDown"
+FOR_S = 120  # the rule's `for:` (k8s/monitoring/rules.py)
+#: How late past its `for:` the alert may turn firing: a scrape's timeout, and a few of
+#: the 5 s evaluations the rule's pending state needs to be seen.
+FIRE_SLACK_S = 60
+CLEAR_TIMEOUT_S = 90
+#: A predictor's command names the model directory KServe mounts (ml/contract.py serve).
+PREDICTOR_MARKS = ("ml.serve", "/mnt/models")
+
+
+def predictor_pids(proc: Path = Path("/proc")) -> list[int]:
+    """This machine's processes that are predictor servers (their command line says so)."""
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # gone, or not ours to read
+        if all(mark in cmdline for mark in PREDICTOR_MARKS):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _firing(kube: Kube, ref: prometheus.PrometheusRef, namespace: str, service: str) -> bool:
+    return any(
+        a.name == ALERT
+        and a.firing
+        and a.labels.get("namespace") == namespace
+        and a.labels.get("isvc") == service
+        for a in prometheus.alerts(kube, ref)
+    )
+
+
+def _until(what: str, condition: Callable[[], bool], timeout: float) -> float:
+    """Seconds until ``condition()`` holds; DistmlError at the deadline."""
+    started = time.monotonic()
+    verdict = poll(
+        condition,
+        lambda held: Done() if held else Pending(what),
+        timeout=timeout,
+        interval=2.0,
+        retry_on=(DistmlError,),
+    )
+    if not isinstance(verdict, Done):
+        raise DistmlError(f"{what}: not within {timeout:.0f} s")
+    return time.monotonic() - started
+
+
+def run(kube: Kube, ref: prometheus.PrometheusRef, namespace: str, service: str) -> str:
+    pids = predictor_pids()
+    if not pids:
+        raise DistmlError("no predictor server process on this machine (is the service up?)")
+    if _firing(kube, ref, namespace, service):
+        raise DistmlError(f"{ALERT} already fires before the fault: nothing would be shown")
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        fired = _until(f"{ALERT} firing", lambda: _firing(kube, ref, namespace, service),
+                       FOR_S + FIRE_SLACK_S)  # fmt: skip
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    cleared = _until(f"{ALERT} gone", lambda: not _firing(kube, ref, namespace, service),
+                     CLEAR_TIMEOUT_S)  # fmt: skip
+    return (
+        f"alert fault: {len(pids)} predictor server(s) stopped; {ALERT} fired after "
+        f"{fired:.0f} s (for: {FOR_S} s) and was gone {cleared:.0f} s after they went on"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from k8s.client.kube import ApiKube
+    from k8s.providers.settings import Settings
+
+    p = argparse.ArgumentParser(prog="python -m integration.alert_fault", description=__doc__)
+    p.add_argument("--context", default=context())
+    p.add_argument("--namespace", default=NAMESPACE)
+    p.add_argument("--service", default=DEFAULT_SERVICE)
+    args = p.parse_args(argv)
+    ref = prometheus.ref(Settings(image="-", namespace=args.namespace, with_monitoring=True))
+    assert ref is not None
+    try:
+        print(run(ApiKube(args.context), ref, args.namespace, args.service))
+    except DistmlError as e:
+        print(f"alert fault: FAILED: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""integration/alert_fault.py without a cluster: it finds predictor servers by their command
+line, stops them, waits for the alert to fire, always lets them go on, and waits for the
+alert to clear; a real stand-in process, and a Prometheus whose alert follows that
+process's real state (stopped: firing), scripted behind FakeKube's service proxy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.errors import DistmlError
+from integration import alert_fault as af
+from k8s.monitoring import prometheus
+from k8s.monitoring.prometheus import PrometheusRef
+from tests.support.fakekube import FakeKube
+
+NS, SVC = "kubeflow", "tf-mnist"
+REF = PrometheusRef(NS, prometheus.OWN_SERVICE, prometheus.PORT)
+# A process whose command line reads like a predictor's (ml/contract.py serve).
+STAND_IN = [sys.executable, "-c", "import time; time.sleep(600)", "ml.serve", "/mnt/models"]
+
+
+def stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def serve_alerts(kube: FakeKube, pid: int, *, always: bool = False) -> None:
+    def answer(path: str, params: dict) -> bytes:
+        alerts = []
+        if always or stopped(pid):
+            alerts.append({"labels": {"alertname": af.ALERT, "namespace": NS, "isvc": SVC},
+                           "annotations": {}, "state": "firing",
+                           "activeAt": "2026-12-05T09:00:00Z", "value": "0e+00"})  # fmt: skip
+        return json.dumps({"status": "success", "data": {"alerts": alerts}}).encode()
+
+    kube.serve_proxy(REF.namespace, REF.service, REF.port, answer)
+
+
+@pytest.fixture
+def stand_in():
+    proc = subprocess.Popen(STAND_IN)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_the_predictors_are_found_by_their_command_line(stand_in, tmp_path):
+    assert stand_in.pid in af.predictor_pids()
+    fake_proc = tmp_path / "proc"
+    for pid, cmd in {"7": b"python\0-m\0ml.serve\0/mnt/models\0", "8": b"python\0-m\0ml.train\0",
+                     "self": b"x"}.items():  # fmt: skip
+        (fake_proc / pid).mkdir(parents=True)
+        (fake_proc / pid / "cmdline").write_bytes(cmd)
+    assert af.predictor_pids(fake_proc) == [7]
+
+
+def test_stopped_the_alert_fires_and_let_go_it_clears(stand_in, monkeypatch):
+    monkeypatch.setattr(af, "predictor_pids", lambda: [stand_in.pid])
+    kube = FakeKube()
+    serve_alerts(kube, stand_in.pid)
+    said = af.run(kube, REF, NS, SVC)
+    assert said.startswith(f"alert fault: 1 predictor server(s) stopped; {af.ALERT} fired")
+    assert not stopped(stand_in.pid)  # let go
+
+
+def test_an_alert_that_never_clears_fails_and_the_process_is_let_go_all_the_same(
+    stand_in, monkeypatch
+):
+    monkeypatch.setattr(af, "predictor_pids", lambda: [stand_in.pid])
+    monkeypatch.setattr(af, "CLEAR_TIMEOUT_S", 3)
+    kube2 = FakeKube()
+    fired = {"n": 0}
+
+    def answer(path: str, params: dict) -> bytes:  # fires once stopped, then never clears
+        fired["n"] += stopped(stand_in.pid)
+        alerts = [
+            {
+                "labels": {"alertname": af.ALERT, "namespace": NS, "isvc": SVC},
+                "annotations": {},
+                "state": "firing",
+                "activeAt": "2026-12-05T09:00:00Z",
+            }
+        ]
+        return json.dumps({"status": "success",
+                           "data": {"alerts": alerts if fired["n"] else []}}).encode()  # fmt: skip
+
+    kube2.serve_proxy(REF.namespace, REF.service, REF.port, answer)
+    with pytest.raises(DistmlError, match=f"{af.ALERT} gone: not within 3 s"):
+        af.run(kube2, REF, NS, SVC)
+    assert not stopped(stand_in.pid)
+
+
+def test_an_alert_firing_before_the_fault_proves_nothing(stand_in, monkeypatch):
+    monkeypatch.setattr(af, "predictor_pids", lambda: [stand_in.pid])
+    kube = FakeKube()
+    serve_alerts(kube, stand_in.pid, always=True)
+    with pytest.raises(DistmlError, match="already fires before the fault"):
+        af.run(kube, REF, NS, SVC)
+    assert not stopped(stand_in.pid)
+
+
+def test_no_predictor_is_a_failure_not_a_pass(monkeypatch):
+    monkeypatch.setattr(af, "predictor_pids", lambda: [])
+    with pytest.raises(DistmlError, match="no predictor server process"):
+        af.run(FakeKube(), REF, NS, SVC)
