@@ -35,6 +35,7 @@ from integration.kind_run import NAMESPACE, context
 from k8s.client.objects import name_of, pod_ready, predictor_pods
 from k8s.monitoring import prometheus, scrape, stack
 from k8s.monitoring.grafana import dashboard
+from ml import contract_train_metrics as tmx
 from ml.contract import DEFAULT_SERVICE
 
 TARGETS_TIMEOUT_S = 120.0
@@ -46,12 +47,27 @@ def _values(kube: Any, ref: Any, namespace: str, service: str) -> dict[str, str]
     return dashboard.values(namespace, service, every)
 
 
+def last_training(kube: Any, ref: Any, namespace: str, over: str = "1h") -> float | None:
+    """When a training worker of the namespace was last scraped training (within ``over``):
+    the moment the training row is read at (its series go stale once the workers are done)."""
+    sel = tmx.selector(namespace)
+    training = f"timestamp({tmx.TRAINING}{{{sel}}} == 1)"
+    found = prometheus.instant(kube, ref, f"max(max_over_time({training}[{over}:5s]))")
+    return found[0][1] if found else None
+
+
 def check_panels(
-    kube: Any, ref: Any, namespace: str, service: str, row: str = dashboard.SERVICE_ROW
+    kube: Any,
+    ref: Any,
+    namespace: str,
+    service: str,
+    row: str = dashboard.SERVICE_ROW,
+    at: float | None = None,
 ) -> list[str]:
     """What the dashboard's ``row`` would show empty for ``namespace``/``service`` (none:
-    all fine). A panel that is rightly empty until something else happened (MAY_BE_EMPTY: a
-    one-worker baseline run, a restarted job) is not checked."""
+    all fine), its panels read now or ``at`` (a moment in the time shown). A panel that is
+    rightly empty until something else happened (MAY_BE_EMPTY: a one-worker baseline run,
+    a restarted job) is not checked."""
     board = json.loads(dashboard.PATH.read_text())
     values = _values(kube, ref, namespace, service)
     problems = []
@@ -64,11 +80,11 @@ def check_panels(
         if title in dashboard.MAY_BE_EMPTY:
             continue
         query = dashboard.substitute(expr, values)
-        if not prometheus.instant(kube, ref, query):
+        if not prometheus.instant(kube, ref, query, at=at):
             problems.append(f"panel {title!r}: no data from {query}")
         for series in dashboard.series_read(expr):
             selector = dashboard.substitute(series, values)
-            if not prometheus.instant(kube, ref, f"count({selector})"):
+            if not prometheus.instant(kube, ref, f"count({selector})", at=at):
                 problems.append(f"panel {title!r}: no series {selector}")
     return problems
 
@@ -98,6 +114,19 @@ def training_targets(kube: Any, ref: Any, namespace: str, over: str = "1h") -> l
     if not operator:
         problems.append(f"the training operator ({stack.OPERATOR_JOB}) is not a target that is up")
     return problems
+
+
+def check_training(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
+    """The training row read at the last moment a worker was scraped (the jobs ran before
+    the check: their series are stale now, as a dashboard's time range shows them), and the
+    workers' and the operator's targets."""
+    at = last_training(kube, ref, namespace)
+    if at is None:
+        return [f"no training worker of {namespace} scraped in the last hour"]
+    row = dashboard.TRAINING_ROW
+    return check_panels(kube, ref, namespace, service, row, at) + training_targets(
+        kube, ref, namespace
+    )
 
 
 def nan_panels(kube: Any, ref: Any, namespace: str, service: str) -> list[str]:
@@ -185,10 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             problems = check_panels(kube, ref, args.namespace, args.service)
             if args.training:
-                problems += check_panels(
-                    kube, ref, args.namespace, args.service, dashboard.TRAINING_ROW
-                )
-                problems += training_targets(kube, ref, args.namespace)
+                problems += check_training(kube, ref, args.namespace, args.service)
             what = f"every panel of {dashboard.PATH.name} has data"
             nan = [] if problems else nan_panels(kube, ref, args.namespace, args.service)
             if nan:

@@ -328,10 +328,17 @@ def _refusal(r: PrometheusRef, e: ProxyError, kubectl: Kubectl) -> str:
 
 
 def instant(
-    kube: Kube, r: PrometheusRef, promql: str, *, kubectl: Kubectl = unnamed_context
+    kube: Kube,
+    r: PrometheusRef,
+    promql: str,
+    *,
+    kubectl: Kubectl = unnamed_context,
+    at: float | None = None,
 ) -> list[Sample]:
-    """An instant query, now: (labels, value) per series."""
-    body = get(kube, r, QUERY_PATH, {"query": promql}, kubectl)
+    """An instant query, now (or ``at``, seconds since the epoch): (labels, value) per
+    series."""
+    params = {"query": promql} if at is None else {"query": promql, "time": f"{at:.3f}"}
+    body = get(kube, r, QUERY_PATH, params, kubectl)
     try:
         return parse_query(body)
     except PrometheusError as e:

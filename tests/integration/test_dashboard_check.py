@@ -167,3 +167,43 @@ def test_no_training_pod_at_all_is_a_problem_not_a_pass():
     kube = FakeKube()
     Training(kube, seen=[])
     assert dc.training_targets(kube, REF, NS) == [f"no TFJob pod in {NS} (did training run?)"]
+
+
+class Later(Training):
+    """Training, done: its series answer only when asked at the moment it last ran."""
+
+    LAST = 1796460000.0
+
+    def __init__(self, kube: FakeKube, ran: bool = True) -> None:
+        super().__init__(kube, seen=["train-cnn-worker-0"])
+        self.ran = ran
+        self.asked_at: list[str | None] = []
+
+    def answer(self, path: str, params: dict[str, str]) -> Any:
+        query = params.get("query", "")
+        if query.startswith("max(max_over_time(timestamp(distml_train_running"):
+            result = [{"metric": {}, "value": [0, str(self.LAST)]}] if self.ran else []
+            return json.dumps({"status": "success",
+                               "data": {"resultType": "vector", "result": result}})  # fmt: skip
+        if "distml_train" in query and "max_over_time(up" not in query:
+            self.asked_at.append(params.get("time"))
+            if params.get("time") != f"{self.LAST:.3f}":  # stale now
+                return json.dumps({"status": "success",
+                                   "data": {"resultType": "vector", "result": []}})  # fmt: skip
+        return super().answer(path, params)
+
+
+def test_the_training_row_is_read_at_the_moment_a_worker_was_last_scraped():
+    kube = FakeKube()
+    _workers(kube, "train-cnn-worker-0")
+    prom = Later(kube)
+    assert dc.check_training(kube, REF, NS, SVC) == []
+    assert prom.asked_at and set(prom.asked_at) == {f"{Later.LAST:.3f}"}
+
+
+def test_no_training_scraped_in_the_last_hour_is_said():
+    kube = FakeKube()
+    Later(kube, ran=False)
+    assert dc.check_training(kube, REF, NS, SVC) == [
+        f"no training worker of {NS} scraped in the last hour"
+    ]
