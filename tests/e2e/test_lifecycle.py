@@ -370,4 +370,4 @@ def test_status_during_train_all_shows_each_job_s_live_figures(tmp_path, data_di
     for line in rows.values():
         assert "2 worker(s) read" in line and " loss " in line and " step " in line, line
     after = invoke(wd, "status").stdout
-    assert not [line for line in after.splitlines() if line.startswith("training ")]
+    assert not [line for line in after.splitlines() if "worker(s) read" in line]
