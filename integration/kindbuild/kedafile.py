@@ -14,10 +14,8 @@ finds it when the mirror it is given (``DISTML_UPSTREAM_DIR``, read-only here) l
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from integration.kindbuild import cache, gomodule, pins
@@ -90,18 +88,6 @@ def _render(out: Path, tool: Path, p: upstream_files.Pin) -> None:
         raise BuildError(why)
 
 
-def _into_upstream_cache(p: upstream_files.Pin, made: Path) -> Path:
-    """The verified file in the pinned files' cache (copied there atomically if missing)."""
-    cached = upstream_files.cached_copy(p)
-    if not cached.is_file():
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=cached.parent, prefix=f".{cached.name}.")
-        os.close(fd)
-        shutil.copyfile(made, name)
-        os.replace(name, cached)
-    return cached
-
-
 def ensure() -> cache.Result:
     """``<cache>/keda-manifest-<version>-<recipe>/<pinned name>``, also in the pinned files'
     cache; a file that is not the pinned one fails the step, saying both checksums."""
@@ -114,5 +100,5 @@ def ensure() -> cache.Result:
     made = result.path / p.name
     if why := mismatch(p, made):  # changed since it was built
         raise BuildError(why)
-    print(f"= {p.name}: in the pinned files' cache, {_into_upstream_cache(p, made)}", flush=True)
+    print(f"= {p.name}: in the pinned files' cache, {upstream_files.store(p, made)}", flush=True)
     return result

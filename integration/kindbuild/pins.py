@@ -97,6 +97,17 @@ KEDA_IMAGES = {
 }
 # The kustomize KEDA's release target runs (its go.mod's), which makes its install file.
 KUSTOMIZE_MODULE, KUSTOMIZE = "sigs.k8s.io/kustomize/kustomize/v5", "v5.8.1"
+# The Prometheus Operator's PodMonitor and PrometheusRule CRDs (`render --prometheus-operator`):
+# the proxy refuses its main module, which holds the CRD files (v0.86.0 and v0.95.2, asked
+# once each, 2026-12-05), and serves its API module (pkg/apis/monitoring v0.92.1 - v0.95.2),
+# whose Go types they are generated from, by the controller-gen its scripts/go.mod pins at
+# the tag (integration/kindbuild/operatorcrds.py). v0.93.0: its generated files were compared
+# with the ones committed at the tag, and are the same bytes.
+PROMETHEUS_OPERATOR_APIS_MODULE = (
+    "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring"
+)
+PROMETHEUS_OPERATOR = "v0.93.0"
+CONTROLLER_TOOLS_MODULE, CONTROLLER_TOOLS = "sigs.k8s.io/controller-tools", "v0.21.0"
 # minikube (`nox -s integration -- minikube ...`): the proxy served v1.36.0 (asked once,
 # 2026-12-03). Its default and newest Kubernetes is v1.33.1 (KUBERNETES) and its
 # metrics-server add-on v0.7.2 (METRICS_SERVER); the storage-provisioner it runs is its

@@ -12,10 +12,12 @@ Where a file comes from, in order:
    (:data:`TIMEOUT` to connect and per chunk), verified, then moved into the cache
    atomically.
 
-A pin with ``made`` is of a file rebuilt from its source, not of the published bytes (which
-could not be had): ``made`` says how, and what makes it again (for KEDA's install file,
-``python -m integration.kindbuild keda-manifest``, which puts it in the cache), so an
-offline machine whose mirror lacks it finds it in the cache.
+A pin with ``made`` is of a file this machine makes from source, as the published one cannot
+be downloaded here: ``made`` says how, whether the pin is of the published bytes, and what
+makes it again (``python -m integration.kindbuild keda-manifest`` for KEDA's install file,
+rebuilt; ``... operator-crds`` for the Prometheus Operator's CRDs, the published bytes), which
+puts it in the cache (:func:`store`), so an offline machine whose mirror lacks it finds it
+there.
 
 Every copy is checked against its sha256 before it is used. A file that cannot be had raises
 :class:`Unavailable` (one line: what to set); a file with the wrong bytes raises
@@ -31,6 +33,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import tempfile
 import urllib.error
 import urllib.parse
@@ -62,8 +65,8 @@ class Unavailable(UpstreamError):
 class Pin:
     """One pinned file. ``name``: its path in the mirror directory; ``url``: where it is
     published (with ``kustomize``, a kustomize ref built by ``kubectl kustomize``, not a
-    download); ``group``/``kind``: a CRD's, else empty; ``made``: how the pinned bytes were
-    rebuilt from source when the published file could not be had, else empty."""
+    download); ``group``/``kind``: a CRD's, else empty; ``made``: how this machine makes the
+    file from source, as the published one cannot be had here, else empty."""
 
     name: str
     url: str
@@ -208,8 +211,29 @@ def cached_copy(pin: Pin) -> Path:
 
 
 def _rebuilt(pin: Pin) -> str:
-    """What a message adds for a pin of a rebuilt file: how it was made."""
-    return f"; the pin is not of the published bytes: {pin.made}" if pin.made else ""
+    """What a message adds for a pin of a file made from source: how it is made."""
+    return f"; {pin.made}" if pin.made else ""
+
+
+def store(pin: Pin, made: Path) -> Path:
+    """``made``, a copy of ``pin``'s file made here, verified and put into the cache (copied
+    atomically, unless the cache has it already); its path there.
+
+    Raises:
+        UpstreamError: ``made`` is missing or not the pinned file (the message says both sums).
+    """
+    if not made.is_file():
+        raise UpstreamError(f"{made}: not made (the pin is {pin.name})")
+    if why := _wrong_bytes(pin, made):
+        raise UpstreamError(f"{made} is not the pinned {pin.name}: {why}")
+    cached = cached_copy(pin)
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=cached.parent, prefix=f".{cached.name}.")
+        os.close(fd)
+        shutil.copyfile(made, name)
+        os.replace(name, cached)
+    return cached
 
 
 def _verified_in(pin: Pin, mirror: Path, named_by: str) -> Path:

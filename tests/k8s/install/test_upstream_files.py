@@ -131,14 +131,14 @@ def test_a_named_mirror_lacking_a_file_falls_back_to_the_cache_never_a_download(
 ):
     """What the offline run needs for a file the kind build rebuilt (KEDA's): the mirror
     lacks it, the cache holds it verified; a damaged cached copy is deleted, not used."""
-    pin = pin_of(BODY, dead_url + "file.yaml", made="rebuilt from its module by X")
+    pin = pin_of(BODY, dead_url + "file.yaml", made="not the published bytes: rebuilt by X")
     (tmp_path / "mirror").mkdir()
     monkeypatch.setenv("DISTML_UPSTREAM_DIR", str(tmp_path / "mirror"))
     with pytest.raises(uf.Unavailable) as e:
         uf.path(pin)
     message = str(e.value)
     assert "\n" not in message and "nor in the cache" in message
-    assert message.endswith("the pin is not of the published bytes: rebuilt from its module by X")
+    assert message.endswith("add it there; not the published bytes: rebuilt by X")
     saved = isolated / pin.sha256 / "file.yaml"
     saved.parent.mkdir(parents=True)
     saved.write_bytes(BODY)
@@ -152,16 +152,34 @@ def test_a_named_mirror_lacking_a_file_falls_back_to_the_cache_never_a_download(
 def test_the_wrong_download_of_a_rebuilt_file_says_the_pin_is_a_rebuild(isolated, tmp_path):
     source = tmp_path / "published.yaml"
     source.write_bytes(BODY + b"# published with other bytes\n")
-    pin = pin_of(BODY, source.as_uri(), made="rebuilt from its module by X")
-    with pytest.raises(uf.UpstreamError, match="not of the published bytes: rebuilt from its"):
+    pin = pin_of(BODY, source.as_uri(), made="not the published bytes: rebuilt by X")
+    with pytest.raises(uf.UpstreamError, match="not cached; not the published bytes: rebuilt by"):
         uf.path(pin)
     assert cached_files(isolated) == []
 
 
-def test_every_rebuilt_pin_says_what_makes_it_again():
-    made = [p for p in uf.pins() if p.made]
-    assert [p.url for p in made] == [versions.KEDA_URL]
-    assert all("python -m integration.kindbuild" in p.made for p in made)
+def test_every_pin_made_here_says_what_makes_it_again_and_whether_it_is_the_published_file():
+    made = {p.url: p.made for p in uf.pins() if p.made}
+    assert [*made] == [versions.KEDA_URL, *versions.PROMETHEUS_OPERATOR_CRDS.values()]
+    assert all("python -m integration.kindbuild" in m for m in made.values())
+    assert made[versions.KEDA_URL].startswith("not the published bytes: ")
+    for url in versions.PROMETHEUS_OPERATOR_CRDS.values():
+        assert made[url].startswith("the published file, ") and "operator-crds" in made[url]
+
+
+def test_a_file_made_here_is_stored_in_the_cache_only_when_it_is_the_pinned_one(isolated, tmp_path):
+    pin = pin_of(BODY, "https://example.invalid/file.yaml", made="made by X")
+    made = tmp_path / "made.yaml"
+    with pytest.raises(uf.UpstreamError, match="not made"):
+        uf.store(pin, made)
+    made.write_bytes(BODY + b"!")
+    with pytest.raises(uf.UpstreamError, match=r"is not the pinned demo/file\.yaml: "):
+        uf.store(pin, made)
+    assert cached_files(isolated) == []
+    made.write_bytes(BODY)
+    assert uf.store(pin, made) == isolated / pin.sha256 / "file.yaml"
+    assert uf.path(pin).read_bytes() == BODY  # found there, never downloaded
+    assert uf.store(pin, made) == isolated / pin.sha256 / "file.yaml"  # again: unchanged
 
 
 def test_a_local_copy_is_the_named_mirrors_else_the_pins_own(tmp_path, monkeypatch, dead_url):

@@ -56,3 +56,9 @@ def test_the_offline_node_holds_the_monitoring_images_the_manifests_name():
     assert versions.PROMETHEUS_IMAGE.endswith(":" + versions.PROMETHEUS_VERSION)
     assert pins.KEDA == "v" + versions.KEDA_VERSION and pins.KEDA_TAG == versions.KEDA_VERSION
     assert f"/v{versions.KEDA_VERSION}/keda-{versions.KEDA_VERSION}.yaml" in versions.KEDA_URL
+
+
+def test_the_operator_crds_are_made_from_the_release_they_are_pinned_at():
+    assert pins.PROMETHEUS_OPERATOR == versions.PROMETHEUS_OPERATOR_VERSION
+    for url in versions.PROMETHEUS_OPERATOR_CRDS.values():
+        assert f"/prometheus-operator/{versions.PROMETHEUS_OPERATOR_VERSION}/" in url
