@@ -6,7 +6,6 @@ here the way Prometheus runs it: keep, and replace with its defaults)."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +19,7 @@ from k8s.monitoring import prometheus, rules, stack
 from k8s.providers.settings import Settings
 from ml import contract_metrics
 from tests.support import k8s_schemas
+from tests.support.relabel import relabel, sd_target
 from tests.support.upstream import selector_matches
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -99,43 +99,6 @@ def test_the_config_map_holds_the_config_as_prometheus_reads_it() -> None:
 
 
 # ------------------------------------------------------------------ the relabelling, run
-
-
-def relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
-    """Prometheus's relabelling for the actions the config uses (keep; replace with its
-    defaults: separator ';', regex '(.*)' anchored, replacement '$1'); None: dropped."""
-    labels = dict(labels)
-    for rule in rules:
-        value = ";".join(labels.get(n, "") for n in rule.get("source_labels", []))
-        match = re.fullmatch(rule.get("regex", "(.*)"), value)
-        action = rule.get("action", "replace")
-        if action == "keep":
-            if not match:
-                return None
-        elif action == "replace":
-            if match:
-                labels[rule["target_label"]] = match.expand(
-                    rule.get("replacement", "$1").replace("$1", r"\1")
-                )
-        else:
-            raise AssertionError(f"action {action} is not modelled here")
-    return {k: v for k, v in labels.items() if not k.startswith("__")}
-
-
-def sd_target(pod: str, *, port: str = "", labels: dict[str, str], **meta: str) -> dict[str, str]:
-    """What role: pod discovery makes of one container port (Prometheus's pod.go)."""
-    target = {
-        "__address__": f"10.0.0.7:{port or 80}",
-        "__meta_kubernetes_namespace": "team-a",
-        "__meta_kubernetes_pod_name": pod,
-        "__meta_kubernetes_pod_phase": meta.get("phase", "Running"),
-        "__meta_kubernetes_pod_container_port_number": port,
-        "__meta_kubernetes_pod_container_port_name": meta.get("port_name", ""),
-        "__meta_kubernetes_pod_container_init": meta.get("init", "false"),
-    }
-    for k, v in labels.items():
-        target["__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", k)] = v
-    return target
 
 
 def test_only_the_predictors_server_port_is_scraped_labelled_as_the_queries_select() -> None:
