@@ -57,7 +57,7 @@ RBAC_API = "rbac.authorization.k8s.io/v1"
 SELECTOR = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": COMPONENT}
 
 
-def _meta_label(label: str) -> str:
+def meta_label(label: str) -> str:
     """Prometheus's meta label of a pod label (every character not [a-zA-Z0-9_] as '_')."""
     return "__meta_kubernetes_pod_label_" + "".join(
         c if c.isalnum() or c == "_" else "_" for c in label
@@ -66,7 +66,7 @@ def _meta_label(label: str) -> str:
 
 def scrape_config(s: Settings) -> dict[str, Any]:
     """The predictor pods' scrape job."""
-    isvc = _meta_label(ISVC_POD_LABEL)
+    isvc = meta_label(ISVC_POD_LABEL)
     return {
         "job_name": contract_metrics.SCRAPE_JOB,
         "scrape_interval": f"{contract_metrics.SCRAPE_INTERVAL_S}s",

@@ -73,6 +73,8 @@ HEAVY: frozenset[str] = frozenset(
         "ml/test_contract_metrics.py::test_every_query_is_promql_prometheus_accepts",
         "ml/test_contract_metrics.py::test_prometheus_refuses_a_query_with_a_syntax_error",
         "k8s/monitoring/grafana/test_dashboard_prometheus.py",  # the real server and Prometheus
+        # makes the Prometheus Operator's CRDs with Go where the cache lacks them (once)
+        "k8s/monitoring/test_prometheus_operator_crds.py",
         "ml/server/test_metrics_http.py",  # real servers
         "ml/server/test_clients.py",
         "loadtest/test_prometheus_view.py::"

@@ -1,0 +1,191 @@
+"""k8s.monitoring.prometheus_operator: the PodMonitors keep exactly the pods and ports distml's
+own scrape jobs keep, labelled as ml.contract_metrics's and ml.contract_train_metrics's
+queries select them, once the Prometheus Operator has turned them into scrape jobs (its
+relabelling, transcribed in tests/support/relabel.py, run here); the PrometheusRule is
+distml's rules. Strict validation against the Operator's CRDs: test_prometheus_operator_crds.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from k8s import manifests
+from k8s.manifests.names import ISVC_POD_LABEL, PREDICTOR_PORT, is_ours
+from k8s.monitoring import prometheus_operator as po
+from k8s.monitoring import rules, stack
+from k8s.providers.settings import Settings
+from ml import contract_metrics
+from ml import contract_train_metrics as train_metrics
+from tests.support.relabel import pod_monitor_relabelings, relabel, sd_target
+from tests.support.upstream import selector_matches
+
+NS = "team-a"
+KSERVE_CONTAINER = "kserve-container"
+ISVC = {ISVC_POD_LABEL: "tf-mnist"}
+#: What a scrape gives every series beside its target's labels.
+SCRAPE_LABELS = {"instance", "job"}
+
+
+def settings(**changes: Any) -> Settings:
+    return Settings(image="distml:0123456789ab", namespace=NS, **changes)
+
+
+def by_name() -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in po.operator_objects(settings())}
+
+
+def predictor_target(**kw: Any) -> dict[str, str]:
+    kw.setdefault("labels", ISVC)
+    kw.setdefault("port", str(PREDICTOR_PORT))
+    kw.setdefault("container", KSERVE_CONTAINER)
+    return sd_target("tf-mnist-predictor-1", **kw)
+
+
+def worker_pod_labels() -> dict[str, str]:
+    """A TFJob worker pod's labels: the template's, and the training operator's."""
+    job = manifests.tfjob(settings(), "cnn")
+    template = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    operator = {"training.kubeflow.org/job-name": "train-cnn",
+                "training.kubeflow.org/replica-type": "worker",
+                "training.kubeflow.org/replica-index": "0"}  # fmt: skip
+    return {**template["metadata"]["labels"], **operator}
+
+
+def worker_ports() -> dict[str, str]:
+    job = manifests.tfjob(settings(), "cnn")
+    container = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    return {p["name"]: str(p["containerPort"]) for p in container["ports"]}
+
+
+def worker_target(port_name: str = train_metrics.PORT_NAME, **kw: Any) -> dict[str, str]:
+    kw.setdefault("labels", worker_pod_labels())
+    kw.setdefault("container", manifests.TFJOB_CONTAINER)
+    return sd_target("train-cnn-worker-0", port=worker_ports()[port_name], port_name=port_name,
+                     **kw)  # fmt: skip
+
+
+def assert_no_label_is_renamed(kept: dict[str, str], series_labels: tuple[str, ...]) -> None:
+    """A series label that is also a target label is renamed ``exported_<name>`` (no
+    honorLabels): none of the series' own labels may be one."""
+    assert not set(series_labels) & (set(kept) | SCRAPE_LABELS), sorted(kept)
+
+
+# ------------------------------------------------------------------ the predictors
+
+
+def test_a_predictor_s_server_port_is_scraped_with_the_labels_the_queries_select() -> None:
+    monitor = by_name()[po.PREDICTOR]
+    kept = relabel(pod_monitor_relabelings(monitor), predictor_target())
+    assert kept == {
+        "namespace": NS,
+        "isvc": "tf-mnist",
+        "pod": "tf-mnist-predictor-1",
+        "container": KSERVE_CONTAINER,
+        "job": f"{NS}/{po.PREDICTOR}",  # the Operator's; distml never selects on it
+    }
+    for matcher in contract_metrics.selector(NS, "tf-mnist").split(","):
+        name, value = matcher.split("=", 1)
+        assert kept[name] == json.loads(value)
+    assert "job=" not in contract_metrics.selector(NS, "tf-mnist")
+    assert_no_label_is_renamed(kept, contract_metrics.REQUEST_LABELS)
+
+
+def test_the_predictors_labels_are_those_distml_s_own_prometheus_gives_them() -> None:
+    own = relabel(stack.scrape_config(settings())["relabel_configs"], predictor_target())
+    operator = relabel(pod_monitor_relabelings(by_name()[po.PREDICTOR]), predictor_target())
+    assert own is not None and operator is not None
+    assert {k: operator[k] for k in own} == own
+
+
+def test_only_running_predictor_server_ports_are_scraped() -> None:
+    rules_ = pod_monitor_relabelings(by_name()[po.PREDICTOR])
+    dropped = {
+        "the storage initializer (an init container, no port)": predictor_target(
+            port="", container="storage-initializer", init="true"
+        ),
+        "queue-proxy's metrics port (Knative)": predictor_target(
+            port="9091", container="queue-proxy", port_name="http-usermetric"
+        ),
+        "a pod of no InferenceService": sd_target("web", port="8080", labels={"app": "web"}),
+        "a predictor not running yet": predictor_target(phase="Pending"),
+        "a predictor that is done": predictor_target(phase="Succeeded"),
+    }
+    for why, target in dropped.items():
+        assert relabel(rules_, target) is None, why
+    own = stack.scrape_config(settings())["relabel_configs"]
+    for why, target in dropped.items():  # the same ones distml's own job drops
+        assert relabel(own, target) is None, why
+
+
+def test_the_port_scraped_is_the_serving_runtime_s_server_port() -> None:
+    (container,) = manifests.serving_runtime(settings())["spec"]["containers"]
+    endpoint = by_name()[po.PREDICTOR]["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["portNumber"] in [p["containerPort"] for p in container["ports"]]
+    assert endpoint["path"] == "/metrics" and "interval" not in endpoint
+
+
+# ------------------------------------------------------------------ the training workers
+
+
+def test_a_training_worker_s_metrics_port_is_scraped_with_namespace_and_pod() -> None:
+    kept = relabel(pod_monitor_relabelings(by_name()[po.TRAINING]), worker_target())
+    assert kept == {
+        "namespace": NS,
+        "pod": "train-cnn-worker-0",
+        "container": manifests.TFJOB_CONTAINER,
+        "job": f"{NS}/{po.TRAINING}",
+        "endpoint": train_metrics.PORT_NAME,
+    }
+    # The series carry their own tfjob, model and replica, kept as they are.
+    assert_no_label_is_renamed(kept, train_metrics.LABELS)
+    own = relabel(stack.training_scrape_config(settings())["relabel_configs"], worker_target())
+    assert own is not None and {k: kept[k] for k in own} == own
+
+
+def test_nothing_but_running_workers_metrics_ports_is_scraped() -> None:
+    rules_ = pod_monitor_relabelings(by_name()[po.TRAINING])
+    dropped = {
+        "the TF gRPC port": worker_target(manifests.TFJOB_PORT_NAME),
+        "a worker that is done": worker_target(phase="Succeeded"),
+        "a worker not started": worker_target(phase="Pending"),
+        "a predictor": predictor_target(),
+        "another app's port named metrics": sd_target(
+            "web", port="9464", port_name="metrics", labels={"app": "web"}
+        ),
+    }
+    for why, target in dropped.items():
+        assert relabel(rules_, target) is None, why
+
+
+def test_the_training_selector_is_what_every_tfjob_pod_carries() -> None:
+    selector = by_name()[po.TRAINING]["spec"]["selector"]
+    assert selector_matches(selector, worker_pod_labels())
+    for model in ("cnn", "cnn_dropout"):
+        job = manifests.tfjob(settings(), model)
+        labels = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
+        assert selector_matches(selector, labels), model
+    assert by_name()[po.TRAINING]["spec"]["podMetricsEndpoints"][0]["port"] in worker_ports()
+
+
+# ------------------------------------------------------------------ the rules and the objects
+
+
+def test_the_rule_holds_distml_s_rule_groups_as_the_file_has_them() -> None:
+    rule = by_name()[po.RULES]
+    assert rule["spec"] == {"groups": rules.groups()}
+    assert rule["spec"]["groups"] == yaml.safe_load(rules.PATH.read_text())["groups"]
+
+
+def test_every_object_is_distml_s_in_its_namespace_in_the_operator_s_group() -> None:
+    objects = po.operator_objects(settings())
+    assert [o["kind"] for o in objects] == ["PodMonitor", "PodMonitor", "PrometheusRule"]
+    for obj in objects:
+        assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+        assert obj["metadata"]["namespace"] == NS
+        assert is_ours(obj), obj["metadata"]["name"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == stack.COMPONENT
+    assert objects == po.operator_objects(settings())  # fresh dicts, the same each time
+    assert objects[0] is not po.operator_objects(settings())[0]
