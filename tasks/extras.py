@@ -91,6 +91,8 @@ def tensorboard(c, runtime=None, port=None):
         "predictor": "kserve (default) or tfserving",
         "source-dir": "render the loader pod and the offline ingest (as `up --source-dir`)",
         "with-monitoring": "render distml's own Prometheus too (as `up --with-monitoring`)",
+        "prometheus-operator": "also write, in prometheus-operator/, PodMonitors and a "
+        "PrometheusRule for a Prometheus the Prometheus Operator runs (you apply them)",
     },
     iterable=["model_type"],
 )
@@ -103,6 +105,7 @@ def render(
     predictor="kserve",
     source_dir=False,
     with_monitoring=False,
+    prometheus_operator=False,
 ):
     """Write every manifest up/train-all/deploy/workflow apply, as YAML, in order (no cluster)."""
     name = runtime or str(c.config.runtime)
@@ -120,15 +123,16 @@ def render(
             predictor=predictor,
             source_dir=bool(source_dir),
             with_monitoring=bool(with_monitoring),
+            prometheus_operator=bool(prometheus_operator),
         )
     except DistmlError as e:
         raise Exit(f"error: {e}", code=2) from e
     for path in written:
         print(path)
-    print(
-        f"{len(written)} files in {target} ({name}); apply order = file order; "
-        "workflow/ holds what `invoke workflow` applies instead of train-all + deploy"
-    )
+    note = "workflow/ holds what `invoke workflow` applies instead of train-all + deploy"
+    if prometheus_operator:
+        note += "; prometheus-operator/ what you apply where the Prometheus Operator runs"
+    print(f"{len(written)} files in {target} ({name}); apply order = file order; {note}")
 
 
 def _image_call(fn, *args, **kwargs):

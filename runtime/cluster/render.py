@@ -1,7 +1,10 @@
 """`invoke render`: every object up/train-all/deploy apply, as numbered YAML files in apply
 order; in ``workflow/``, numbered the same way, what `invoke workflow` applies instead of
-train-all + deploy; and ``00-operators.sh``: the cluster and operator installs `invoke up`
-runs on an empty machine, recorded from the same installer instead of written twice."""
+train-all + deploy; with ``prometheus_operator``, in ``prometheus-operator/``, the PodMonitors
+and the PrometheusRule for a Prometheus the Prometheus Operator runs (nothing applies them:
+the user does, ``k8s.monitoring.prometheus_operator``); and ``00-operators.sh``: the cluster
+and operator installs `invoke up` runs on an empty machine, recorded from the same installer
+instead of written twice."""
 
 from __future__ import annotations
 
@@ -16,8 +19,12 @@ from k8s import manifests
 from k8s.client.drykube import DryKube
 from k8s.install.operators import Installer
 from k8s.monitoring import stack
+from k8s.monitoring.prometheus_operator import operator_objects as prometheus_operator_objects
 from k8s.providers.settings import Settings
 from runtime.cluster.context import ClusterContext
+
+#: The folder (and step name) of the Prometheus Operator's objects.
+OPERATOR_FLOW = "prometheus-operator"
 
 
 def render(
@@ -28,15 +35,21 @@ def render(
     serving_mode: str,
     predictor: str,
     source_dir: bool,
+    prometheus_operator: bool = False,
     **changes: Any,
 ) -> list[Path]:
     """Write the objects and the install script into ``out_dir``; the paths, script first."""
     import yaml
 
     s = cx.settings(serving_mode=serving_mode, predictor=predictor, **changes)
-    flows = {"chain": out_dir, manifests.WORKFLOW_STEP: out_dir / manifests.WORKFLOW_STEP}
-    for folder in flows.values():
-        folder.mkdir(parents=True, exist_ok=True)
+    flows = {
+        "chain": out_dir,
+        manifests.WORKFLOW_STEP: out_dir / manifests.WORKFLOW_STEP,
+        OPERATOR_FLOW: out_dir / OPERATOR_FLOW,
+    }
+    for flow, folder in flows.items():
+        if flow != OPERATOR_FLOW or prometheus_operator:
+            folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("[0-9][0-9]-*.yaml"):
             old.unlink()
     written: list[Path] = []
@@ -44,10 +57,13 @@ def render(
     objects = manifests.cluster_objects(s, models=list(models), source_dir=source_dir)
     if s.with_monitoring and not s.prometheus:  # `up` applies them after the namespace
         objects[1:1] = [("up", obj) for obj in stack.prometheus_objects(s)]
+    if prometheus_operator:
+        objects += [(OPERATOR_FLOW, obj) for obj in prometheus_operator_objects(s)]
     for step, obj in objects:
         # The workflow's objects are the alternative to train-all + deploy, not a sequel:
-        # they go in a folder of their own, numbered in their own apply order.
-        flow = manifests.WORKFLOW_STEP if step == manifests.WORKFLOW_STEP else "chain"
+        # they go in a folder of their own, numbered in their own apply order; so do the
+        # Prometheus Operator's, which only a cluster with its CRDs accepts.
+        flow = step if step in (manifests.WORKFLOW_STEP, OPERATOR_FLOW) else "chain"
         numbers[flow] += 1
         name = f"{numbers[flow]:02d}-{step}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
         path = flows[flow] / name

@@ -1,6 +1,6 @@
 """tasks/extras.py through the real ``invoke`` CLI: `invoke workflow` is refused on the local
 runtime, checks its flags before a runtime is chosen, and under --dry prints its objects
-and touches nothing."""
+and touches nothing; `invoke render --prometheus-operator` writes the Operator's objects."""
 
 from __future__ import annotations
 
@@ -58,3 +58,20 @@ def test_workflow_values_are_checked_before_a_runtime_is_chosen(wd, args, messag
     assert r.returncode == 2
     assert message in r.stderr
     assert "runtime:" not in r.stdout
+
+
+def test_render_prometheus_operator_writes_and_names_the_operator_s_objects(wd):
+    out = wd / "m"
+    r = invoke(wd, "render", "--runtime", "kind", "--out", str(out), "--prometheus-operator")
+    assert r.returncode == 0, r.stderr
+    folder = out / "prometheus-operator"
+    names = sorted(p.name for p in folder.glob("*.yaml"))
+    assert [n.split("-", 3)[3] for n in names] == [
+        "podmonitor-distml-predictor.yaml",
+        "podmonitor-distml-training.yaml",
+        "prometheusrule-distml-rules.yaml",
+    ]
+    assert all(str(folder / n) in r.stdout for n in names)
+    assert "prometheus-operator/ what you apply where the Prometheus Operator runs" in r.stdout
+    helped = invoke(wd, "--help", "render")
+    assert "--prometheus-operator" in helped.stdout and "PodMonitors" in helped.stdout

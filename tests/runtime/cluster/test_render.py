@@ -73,3 +73,31 @@ def test_render_with_monitoring_writes_distml_s_prometheus_where_up_applies_it(t
     assert objects[1 + len(ours)]["kind"] == "PersistentVolumeClaim"
     without = rt.render(tmp_path / "plain", serving_mode="standard")
     assert len(without) == len(written) - len(ours)
+
+
+def test_render_prometheus_operator_writes_its_objects_in_a_folder_of_their_own(tmp_path, fake):
+    import yaml
+
+    from k8s.monitoring import prometheus_operator
+
+    wd = Workdir.at(tmp_path / "wd")
+    rt = ClusterRuntime(make_ctx(fake, {}), "kind", wd, REPO, out=lambda _: None)
+    out = tmp_path / "out"
+    plain = rt.render(out, serving_mode="standard")
+    written = rt.render(out, serving_mode="standard", prometheus_operator=True)
+    folder = [p for p in written if p.parent.name == "prometheus-operator"]
+    assert [p for p in written if p not in folder] == plain  # the rest as without it
+    assert [p.name for p in folder] == [
+        "01-prometheus-operator-podmonitor-distml-predictor.yaml",
+        "02-prometheus-operator-podmonitor-distml-training.yaml",
+        "03-prometheus-operator-prometheusrule-distml-rules.yaml",
+    ]
+    s = rt.cx.settings(serving_mode="standard")
+    expected = prometheus_operator.operator_objects(s)
+    assert [yaml.safe_load(p.read_text()) for p in folder] == expected
+    assert expected[0]["metadata"]["namespace"] == s.namespace
+    rt.render(out, serving_mode="standard")  # without it again: none left behind
+    assert list((out / "prometheus-operator").glob("*.yaml")) == []
+    assert not (tmp_path / "never").exists()
+    rt.render(tmp_path / "never", serving_mode="standard")
+    assert not (tmp_path / "never" / "prometheus-operator").exists()
