@@ -16,7 +16,6 @@ ones are built from ``ml.contract_train_metrics``'s names. Pure: no I/O but ``ma
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from common import generated_file
 from ml import contract_metrics as sm
 from ml import contract_train_metrics as tm
 
@@ -335,19 +335,7 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m k8s.monitoring.rules", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if (PATH.read_text() if PATH.is_file() else "") != text:
-            print(f"{PATH} is stale: run `python -m k8s.monitoring.rules`", file=sys.stderr)
-            return 1
-        print(f"{PATH} is up to date")
-        return 0
-    PATH.write_text(text)
-    print(f"wrote {PATH}")
-    return 0
+    return generated_file.main(PATH, render(), "python -m k8s.monitoring.rules", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -123,17 +123,10 @@ class LoopbackPrometheus:
 
 
 @contextlib.contextmanager
-def loopback_prometheus(
-    workdir: Path,
-    targets: dict[str, str],
-    namespace: str,
-    service: str,
-    interval: str = "1s",
-    job: str = sm.SCRAPE_JOB,
-) -> Iterator[LoopbackPrometheus]:
-    """A started, ready Prometheus scraping ``targets`` (pod -> host:port) every
-    ``interval`` as job ``job``; stopped after."""
-    prom = LoopbackPrometheus(workdir, targets, namespace, service, interval, job)
+def loopback_prometheus(*args: Any, **kwargs: Any) -> Iterator[LoopbackPrometheus]:
+    """A started, ready :class:`LoopbackPrometheus` (its arguments: the targets, pod ->
+    host:port, scraped every ``interval`` as job ``job``); stopped after."""
+    prom = LoopbackPrometheus(*args, **kwargs)
     try:
         prom.wait_for("readiness", lambda: prom.get("-/ready"))
         yield prom

@@ -15,7 +15,6 @@ Pure: no I/O but ``main``'s.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -23,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from common import generated_file
 from ml import contract_metrics as sm
 from ml import contract_train_metrics as tm
 
@@ -298,25 +298,8 @@ def series_read(expr: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m k8s.monitoring.grafana.dashboard", description=__doc__
-    )
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = PATH.read_text() if PATH.is_file() else ""
-        if current != text:
-            print(
-                f"{PATH} is stale: run `python -m k8s.monitoring.grafana.dashboard`",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{PATH} is up to date")
-        return 0
-    PATH.write_text(text)
-    print(f"wrote {PATH}")
-    return 0
+    prog = "python -m k8s.monitoring.grafana.dashboard"
+    return generated_file.main(PATH, render(), prog, __doc__, argv)
 
 
 if __name__ == "__main__":
