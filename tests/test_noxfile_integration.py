@@ -227,7 +227,8 @@ def test_with_monitoring_the_run_installs_scales_and_checks_it(machine):
     assert (
         ran.index("-m integration.dashboard_check --targets")
         < ran.index("loadtest --concurrency 5 --duration 60s --expect-scale-out")
-        < ran.index("-m integration.dashboard_check")
+        < ran.index("-m integration.dashboard_check --training")
+        < ran.index("-m integration.alert_fault")
     )
     assert ran[-1] == "down"
 
