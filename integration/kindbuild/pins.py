@@ -86,6 +86,11 @@ MIRROR_REGISTRY_DEB = "2.8.2+ds1-1"
 # it is built without the `builtinassets` tag (controllers.prometheus says what that leaves).
 PROMETHEUS_MODULE, PROMETHEUS = "github.com/prometheus/prometheus", "v0.316.0"
 PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.16.0"
+# Alertmanager: the proxy served v0.28.1 (asked once, 2026-12-05), its module version the
+# release's. Its web UI is in the module (asset/assets_vfsdata.go, generated and committed),
+# so the image has it.
+ALERTMANAGER_MODULE, ALERTMANAGER = "github.com/prometheus/alertmanager", "v0.28.1"
+ALERTMANAGER_IMAGE = f"quay.io/prometheus/alertmanager:{ALERTMANAGER}"
 # KEDA: the proxy served v2.20.2 (asked once, 2026-12-03); the tested window of KEDA 2.20 is
 # Kubernetes 1.33 - 1.35 (keda.sh's compatibility table; its go.mod pins k8s.io to v0.35.5),
 # the nearest to KServe 0.20's tested 2.18.0 that holds KUBERNETES (2.21: 1.34 - 1.36;

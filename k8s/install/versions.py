@@ -7,10 +7,11 @@ with the standard-mode controllers pinned below and Argo inside its node (Argo's
 v4.0.5's under ``ARGO_WORKFLOWS_VERSION``'s tags: integration/kindbuild/pins.py says
 why), and ``nox -s integration -- standard --offline`` and ``nox -s integration_existing
 -- --offline`` run distml on it. The monitoring stack's images (``PROMETHEUS_IMAGE``,
-KEDA's three) are in that node too, and KEDA's install file, which cannot be downloaded
-there, is made from KEDA's module by the same build and pinned by that rebuild's sha256
-(k8s/install/upstream.lock.json's ``made``; docs/testing.md). minikube (``MINIKUBE_VERSION``) runs
-on a node the same build makes (``nox -s integration -- minikube standard --offline``).
+``ALERTMANAGER_IMAGE``, KEDA's three) are in that node too, and KEDA's install file, which
+cannot be downloaded there, is made from KEDA's module by the same build and pinned by
+that rebuild's sha256 (k8s/install/upstream.lock.json's ``made``; docs/testing.md).
+minikube (``MINIKUBE_VERSION``) runs on a node the same build makes (``nox -s integration
+-- minikube standard --offline``).
 Not run here: k3d (k3s cannot be built here), Knative mode (docs/cluster.md). Change a
 pin here, and the kind build's in integration/kindbuild/pins.py with it
 (tests/k8s/install/test_versions.py holds them equal), then run both sessions.
@@ -109,6 +110,10 @@ ARGO_WORKFLOWS_URL = (
 # Prometheus: distml's own manifests (k8s/monitoring/stack.py) run the upstream image, this tag.
 PROMETHEUS_VERSION = "v3.16.0"
 PROMETHEUS_IMAGE = f"quay.io/prometheus/prometheus:{PROMETHEUS_VERSION}"
+# Alertmanager: routes the alerts distml's Prometheus fires; distml's own manifests run the
+# upstream image, this tag (its Go module is versioned as the release: v0.28.1).
+ALERTMANAGER_VERSION = "v0.28.1"
+ALERTMANAGER_IMAGE = f"quay.io/prometheus/alertmanager:{ALERTMANAGER_VERSION}"
 # KEDA: KServe 0.20 is tested with 2.18.0; 2.20.2 is the nearest release whose tested
 # window (KEDA's docs: v1.33 - v1.35) holds KUBERNETES_VERSION and that the offline kind
 # build can be made from (integration/kindbuild/pins.py). Its release install file; the

@@ -54,6 +54,9 @@ def test_the_offline_node_holds_the_controllers_at_these_versions():
 def test_the_offline_node_holds_the_monitoring_images_the_manifests_name():
     assert pins.PROMETHEUS_IMAGE == versions.PROMETHEUS_IMAGE
     assert versions.PROMETHEUS_IMAGE.endswith(":" + versions.PROMETHEUS_VERSION)
+    assert pins.ALERTMANAGER_IMAGE == versions.ALERTMANAGER_IMAGE
+    assert pins.ALERTMANAGER == versions.ALERTMANAGER_VERSION  # its module is the release
+    assert versions.ALERTMANAGER_IMAGE.endswith(":" + versions.ALERTMANAGER_VERSION)
     assert pins.KEDA == "v" + versions.KEDA_VERSION and pins.KEDA_TAG == versions.KEDA_VERSION
     assert f"/v{versions.KEDA_VERSION}/keda-{versions.KEDA_VERSION}.yaml" in versions.KEDA_URL
 
