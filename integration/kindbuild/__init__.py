@@ -12,7 +12,7 @@ wall time); a second run finds it and builds nothing. Heavy commands run under
 
 The controllers the standard-mode stack's release manifests run (training operator,
 cert-manager, metrics-server, KServe, kube-rbac-proxy; Argo for ``up --with-argo``;
-Prometheus and KEDA for ``up --with-monitoring``) are built the same way
+Prometheus, Alertmanager and KEDA for ``up --with-monitoring``) are built the same way
 (:mod:`integration.kindbuild.controllers`), tagged exactly as those manifests name them,
 and baked into the offline node (:mod:`integration.kindbuild.stacknode`, with a mirror
 inside for the ones a manifest pulls ``Always``). KEDA's install file, which cannot be

@@ -2,10 +2,11 @@
 order, and print what each took. With no step: the offline node (``node-stack``) and
 everything in it: kind's node image, the standard-mode controllers' images
 (``controllers``), Argo's (``argo-images``) and the monitoring stack's (``monitoring-images``:
-Prometheus, KEDA); and KEDA's install file (``keda-manifest``). ``minikube-node`` builds
-minikube's offline node instead (``nox -s integration -- minikube ... --offline``): the
-minikube CLI and everything that node holds. ``--prune`` then deletes every cache entry the
-full kind build did not use (older versions, interrupted builds, the minikube entries).
+Prometheus, Alertmanager, KEDA); and KEDA's install file (``keda-manifest``).
+``minikube-node`` builds minikube's offline node instead (``nox -s integration -- minikube
+... --offline``): the minikube CLI and everything that node holds. ``--prune`` then
+deletes every cache entry the full kind build did not use (older versions, interrupted
+builds, the minikube entries).
 Before the first step it checks the machine's packages (``sysdeps``) and its free disk
 (``diskspace``), and builds nothing when either falls short. ``operator-crds`` (not in the
 default build, and needing Go only: no check) makes the Prometheus Operator's CRDs the unit

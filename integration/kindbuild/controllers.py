@@ -1,8 +1,8 @@
 """The upstream controllers the standard-mode stack applies (training operator, KServe and
 its kube-rbac-proxy, cert-manager, metrics-server; Argo Workflows for ``up --with-argo``;
-Prometheus and KEDA for ``up --with-monitoring``), built from their Go modules and tagged
-exactly as the release manifests (and, for Prometheus, distml's own) name them, so those
-manifests apply unchanged on a cluster with no registry.
+Prometheus, Alertmanager and KEDA for ``up --with-monitoring``), built from their Go modules
+and tagged exactly as the release manifests (and, for Prometheus and Alertmanager, distml's
+own) name them, so those manifests apply unchanged on a cluster with no registry.
 
 Each image is ``FROM`` a small local base (``/etc/passwd`` with the numeric users the
 images run as, ``/tmp``, CA certificates) and holds one static binary at the path the
@@ -48,24 +48,32 @@ KEDA_LDFLAGS = (
     "-s -w -X github.com/kedacore/keda/v2/version.GitCommit={commit}"
     f" -X github.com/kedacore/keda/v2/version.Version={pins.KEDA_TAG}"
 )
-# Prometheus' .promu.yml: its VERSION file's version, the commit, the branch, who, when
-# (the commit's time, so a rebuild links the same bytes).
-PROMETHEUS_LDFLAGS = " ".join(
-    f"-X github.com/prometheus/common/version.{k}={v}"
-    for k, v in (
-        ("Version", pins.PROMETHEUS_IMAGE.rsplit(":v", 1)[1]),
-        ("Revision", "{commit}"),
-        ("Branch", "HEAD"),
-        ("BuildUser", "distml-kindbuild"),
-        ("BuildDate", "{date}"),
-    )
-)
 ARGO_LDFLAGS = (
     "-s -w -X github.com/argoproj/argo-workflows/v4.version={version}"
     " -X github.com/argoproj/argo-workflows/v4.gitCommit={commit}"
     " -X github.com/argoproj/argo-workflows/v4.gitTag={version}"
     " -X github.com/argoproj/argo-workflows/v4.gitTreeState=clean"
 )
+
+
+def promu_ldflags(image: str) -> str:
+    """The version flags of a Prometheus project's .promu.yml (Prometheus', Alertmanager's):
+    its VERSION file's version (the image tag without "v"), the commit, the branch, who,
+    when (the commit's time, so a rebuild links the same bytes)."""
+    return " ".join(
+        f"-X github.com/prometheus/common/version.{k}={v}"
+        for k, v in (
+            ("Version", image.rsplit(":v", 1)[1]),
+            ("Revision", "{commit}"),
+            ("Branch", "HEAD"),
+            ("BuildUser", "distml-kindbuild"),
+            ("BuildDate", "{date}"),
+        )
+    )
+
+
+PROMETHEUS_LDFLAGS = promu_ldflags(pins.PROMETHEUS_IMAGE)
+ALERTMANAGER_LDFLAGS = promu_ldflags(pins.ALERTMANAGER_IMAGE)
 
 
 @dataclass(frozen=True)
@@ -211,6 +219,43 @@ def prometheus() -> Controller:
     )
 
 
+def alertmanager() -> Controller:
+    """Its Dockerfile at the tag: /bin/alertmanager and /bin/amtool, the example config
+    (examples/ha/alertmanager.yml) at /etc/alertmanager/alertmanager.yml, /alertmanager
+    (the data, the working directory) owned by nobody, the same ENTRYPOINT and CMD.
+    Upstream's base is busybox; this one has no shell, and /alertmanager is mode 775, not
+    755 (an empty context directory: see prometheus). Its web UI is in the module
+    (asset/assets_vfsdata.go), so nothing is left out."""
+    module, nobody = pins.ALERTMANAGER_MODULE, "65534:65534"
+    return Controller(
+        name="alertmanager",
+        image=pins.ALERTMANAGER_IMAGE,
+        manifest="",  # distml's own, beside Prometheus
+        module=module,
+        version=pins.ALERTMANAGER,
+        package=f"{module}/cmd/alertmanager",
+        entrypoint="/bin/alertmanager",
+        user=nobody,
+        ldflags=f"-s -w {ALERTMANAGER_LDFLAGS}",
+        group="monitoring",
+        tags="netgo",
+        also=((f"{module}/cmd/amtool", "/bin/amtool"),),
+        files=(
+            ("etc-alertmanager/alertmanager.yml", "examples/ha/alertmanager.yml"),
+            ("data/alertmanager", ""),
+        ),
+        extra=(
+            f"COPY --chown={nobody} etc-alertmanager/ /etc/alertmanager/",
+            f"COPY --chown={nobody} data/ /",
+            "EXPOSE 9093",
+            'VOLUME ["/alertmanager"]',
+            "WORKDIR /alertmanager",
+            'CMD ["--config.file=/etc/alertmanager/alertmanager.yml",'
+            ' "--storage.path=/alertmanager"]',
+        ),
+    )
+
+
 def controllers() -> tuple[Controller, ...]:
     """Every image, in the order `up` applies their manifests."""
     component_version = "k8s.io/component-base/version"
@@ -260,6 +305,7 @@ def controllers() -> tuple[Controller, ...]:
         # Its Linux signal handling is signal_linux.go, a symlink to signal_darwin.go.
         argo("argoexec", "argoexec", "argoexec", "0:0", links=(ARGO_SIGNAL_LINK,)),
         prometheus(),
+        alertmanager(),
         keda("keda-operator", "operator", "keda"),
         keda("keda-metrics-apiserver", "adapter", "keda-adapter"),
         keda("keda-admission-webhooks", "webhooks", "keda-admission-webhooks"),

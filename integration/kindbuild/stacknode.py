@@ -3,10 +3,10 @@
 On a machine with no registry, ``up --serving-mode standard`` (and ``--with-argo``)
 applies the release manifests unchanged, and their pods name images by tag. This image is
 :mod:`integration.kindbuild.nodeimage`'s node with every controller image built here
-(:mod:`integration.kindbuild.controllers`: the standard-mode stack and Argo) imported into
-containerd and pinned, and the ones a manifest pulls ``Always`` also in a registry mirror
-inside the node (:mod:`integration.kindbuild.mirror`). A cluster made from it
-(``cluster.node_image``) needs no load step and leaves nothing behind when deleted.
+(:mod:`integration.kindbuild.controllers`: the standard-mode stack, Argo and the monitoring
+stack) imported into containerd and pinned, and the ones a manifest pulls ``Always`` also
+in a registry mirror inside the node (:mod:`integration.kindbuild.mirror`). A cluster made
+from it (``cluster.node_image``) needs no load step and leaves nothing behind when deleted.
 
 One more unit is for these machines' network: their egress answers *any* outbound TCP
 443, even to a Service's ClusterIP. A connection the API server opens to a Service

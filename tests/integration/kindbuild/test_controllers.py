@@ -103,11 +103,19 @@ def test_each_image_is_named_by_the_manifest_it_says():
         assert spec.image in {c["image"] for _, _, c in containers(url)}, spec.name
 
 
-def test_prometheus_is_the_one_image_distmls_own_manifests_name():
-    """k8s/monitoring/stack.py runs versions.PROMETHEUS_IMAGE; its module version is the
-    release's (3.16.0 is v0.316.0) and the image tag is that release."""
-    (own,) = [c for c in SPECS if not c.manifest]
-    assert own.image == versions.PROMETHEUS_IMAGE and own.group == "monitoring"
+def test_prometheus_and_alertmanager_are_the_images_distmls_own_manifests_name():
+    """distml's own monitoring manifests run versions.PROMETHEUS_IMAGE and
+    versions.ALERTMANAGER_IMAGE; no upstream manifest names either."""
+    own = {c.image: c for c in SPECS if not c.manifest}
+    assert set(own) == {versions.PROMETHEUS_IMAGE, versions.ALERTMANAGER_IMAGE}
+    assert {c.group for c in own.values()} == {"monitoring"}
+
+
+def test_prometheus_is_built_from_its_module_version_of_the_release():
+    """Its module version is the release's (3.16.0 is v0.316.0); the image tag is that
+    release."""
+    own = controllers.by_name()["prometheus"]
+    assert own.image == versions.PROMETHEUS_IMAGE
     major, minor, patch = map(int, versions.PROMETHEUS_VERSION.removeprefix("v").split("."))
     assert own.version == f"v0.{major * 100 + minor}.{patch}"
     assert f"common/version.Version={major}.{minor}.{patch} " in own.ldflags
@@ -126,6 +134,39 @@ def test_prometheus_image_is_laid_out_as_upstreams_dockerfile():
     context = dict(spec.files)
     assert context["etc-prometheus/prometheus.yml"] == "documentation/examples/prometheus.yml"
     assert context["data/prometheus"] == ""  # an empty directory
+
+
+def test_alertmanager_is_built_from_the_release_with_promus_version_flags():
+    """Its module is versioned as the release; the linked version is its VERSION file's
+    (the tag without "v"), and its UI needs no build tag (the assets are Go source)."""
+    spec = controllers.by_name()["alertmanager"]
+    assert spec.image == versions.ALERTMANAGER_IMAGE
+    assert spec.version == versions.ALERTMANAGER_VERSION
+    version = versions.ALERTMANAGER_VERSION.removeprefix("v")
+    assert f"common/version.Version={version} " in spec.ldflags
+    assert spec.tags == "netgo"
+
+
+def test_alertmanager_image_is_laid_out_as_upstreams_dockerfile():
+    spec = controllers.by_name()["alertmanager"]
+    dockerfile = controllers.dockerfile(spec, "base")
+    assert "COPY alertmanager /bin/alertmanager\nCOPY amtool /bin/amtool\n" in dockerfile
+    assert 'ENTRYPOINT ["/bin/alertmanager"]' in dockerfile and "USER 65534:65534" in dockerfile
+    assert "COPY --chown=65534:65534 etc-alertmanager/ /etc/alertmanager/\n" in dockerfile
+    assert "COPY --chown=65534:65534 data/ /\n" in dockerfile  # /alertmanager, nobody's
+    assert "WORKDIR /alertmanager" in dockerfile and "EXPOSE 9093" in dockerfile
+    assert 'VOLUME ["/alertmanager"]' in dockerfile
+    cmd = '"--config.file=/etc/alertmanager/alertmanager.yml", "--storage.path=/alertmanager"'
+    assert f"CMD [{cmd}]" in dockerfile
+    context = dict(spec.files)
+    assert context["etc-alertmanager/alertmanager.yml"] == "examples/ha/alertmanager.yml"
+    assert context["data/alertmanager"] == ""  # an empty directory
+
+
+def test_promu_version_flags_name_the_release_without_its_v():
+    flags = controllers.promu_ldflags("quay.io/prometheus/alertmanager:v0.28.1")
+    assert flags.startswith("-X github.com/prometheus/common/version.Version=0.28.1 ")
+    assert "version.Revision={commit} " in flags and flags.endswith("version.BuildDate={date}")
 
 
 def test_the_build_date_is_the_commits_time_as_promu_writes_it():
@@ -186,6 +227,13 @@ def test_the_keys_of_the_images_built_before_monitoring_stay_the_same():
     assert controllers.recipe_key(spec, "distml-kind/static:0123456789") == "3eb53dad"
 
 
+def test_prometheus_key_stays_the_same_with_alertmanager_beside_it():
+    """Its version flags are now made by promu_ldflags, shared with Alertmanager: the same
+    string, so a warm cache keeps its Prometheus (about 8 minutes to build again)."""
+    spec = controllers.by_name()["prometheus"]
+    assert controllers.recipe_key(spec, "distml-kind/static:0123456789") == "b91747f6"
+
+
 def test_cert_managers_mains_are_ours_and_named_inside_its_import_path():
     """Its cmd modules are not on the proxy; ours import its internal/ packages, which Go
     allows only below github.com/cert-manager/cert-manager."""
@@ -208,6 +256,7 @@ def test_group_steps_expand_into_their_images_once():
     ]
     assert cli.plan(["monitoring-images"]) == [
         "prometheus",
+        "alertmanager",
         "keda-operator",
         "keda-metrics-apiserver",
         "keda-admission-webhooks",
