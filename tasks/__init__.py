@@ -79,6 +79,9 @@ ns.configure(
             # A Prometheus of yours for `status` and `deploy --scale-metric` (KEDA's trigger):
             # NAMESPACE/SERVICE:PORT ("": distml's own, `up --with-monitoring`)
             "prometheus": "",
+            # Where distml's Alertmanager sends the alerts (`up --with-monitoring`): an
+            # http(s) URL that takes Alertmanager's webhook JSON ("": nowhere; `status`)
+            "alert_webhook": "",
             **dict.fromkeys(CPU_REQUEST_SETTINGS, ""),  # "": the built-in requests
         },
     }

@@ -119,6 +119,7 @@ def cluster_runtime(c, name, wd, *, for_up=False, for_down=False, context=None):
             image_pull_secret=str(cluster.get("image_pull_secret") or ""),
             istio_gateway_type=str(cluster.get("istio_gateway_type") or ""),
             prometheus=_prometheus(cluster),
+            alert_webhook=_alert_webhook(cluster),
             out=out,
         )
     except ValueError as e:  # a setting this provider cannot honour
@@ -202,6 +203,16 @@ def _prometheus(cluster):
         return ""
     try:
         return str(parse_ref(value))
+    except ValueError as e:
+        raise Exit(f"error: {e}", code=2) from e
+
+
+def _alert_webhook(cluster):
+    """``cluster.alert_webhook`` (an http(s) URL), checked ("" when unset)."""
+    from k8s.monitoring.alertmanager import parse_webhook
+
+    try:
+        return parse_webhook(str(cluster.get("alert_webhook") or ""))
     except ValueError as e:
         raise Exit(f"error: {e}", code=2) from e
 

@@ -20,7 +20,7 @@ from decimal import ROUND_CEILING, Decimal
 
 from k8s.install import versions
 from k8s.install.operators import components
-from k8s.monitoring import stack
+from k8s.monitoring import alertmanager, stack
 from k8s.providers.settings import PROVIDERS, SERVING_MODES, Resources, Settings, quantity
 from ml.contract import MODEL_TYPES
 
@@ -160,8 +160,9 @@ KUBELET_EVICTION_MI = 100
 
 def monitoring_pods() -> tuple[Pods, ...]:
     """distml's own Prometheus (``up --with-monitoring``, k8s.monitoring.stack), in its
-    namespace."""
-    return (Pods(f"(distml's namespace)/{stack.NAME}", request_of(stack.RESOURCES)),)
+    namespace: one pod, with Alertmanager beside Prometheus."""
+    need = request_of(stack.RESOURCES) + request_of(alertmanager.RESOURCES)
+    return (Pods(f"(distml's namespace)/{stack.NAME}", need),)
 
 
 def stack_pods(

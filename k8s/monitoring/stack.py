@@ -34,7 +34,7 @@ from k8s.install import versions
 from k8s.install.operator_check import PROBES
 from k8s.manifests.names import ISVC_POD_LABEL, NO_ISTIO_SIDECAR, PREDICTOR_PORT
 from k8s.manifests.pods import container_security_context, meta
-from k8s.monitoring import rules
+from k8s.monitoring import alertmanager, rules
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT
 from k8s.providers.settings import Resources, Settings
 from ml import contract_metrics
@@ -158,11 +158,13 @@ def prometheus_config(s: Settings) -> dict[str, Any]:
     and its rules."""
     interval = f"{contract_metrics.SCRAPE_INTERVAL_S}s"
     jobs = [scrape_config(s), training_scrape_config(s), operator_scrape_config()]
+    jobs.append(alertmanager.scrape_config())
     if s.serving_mode == "standard":
         jobs.append(keda_scrape_config())
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [f"{CONFIG_DIR}/{RULES_FILE}"],
+        "alerting": alertmanager.prometheus_alerting(),
         "scrape_configs": jobs,
     }
 
@@ -246,8 +248,10 @@ def _container(s: Settings) -> dict[str, Any]:
 
 
 def deployment(s: Settings) -> dict[str, Any]:
-    """One replica; its pod rolls when prometheus.yml or the rules change (their hash)."""
-    digest = hashlib.sha256((config_text(s) + rules.render()).encode()).hexdigest()[:16]
+    """One replica, Alertmanager beside Prometheus; its pod rolls when prometheus.yml, the
+    rules or Alertmanager's configuration change (their hash)."""
+    text = config_text(s) + rules.render() + alertmanager.digest(s)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     pod_meta = {
         "labels": meta(NAME, None, COMPONENT, extra_labels=SELECTOR)["labels"],
         "annotations": {**NO_ISTIO_SIDECAR, CONFIG_HASH_ANNOTATION: digest},
@@ -258,10 +262,11 @@ def deployment(s: Settings) -> dict[str, Any]:
             "fsGroup": PROMETHEUS_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [_container(s)],
+        "containers": [_container(s), alertmanager.container()],
         "volumes": [
             {"name": "config", "configMap": {"name": NAME}},
             {"name": "data", "emptyDir": {}},
+            *alertmanager.volumes(),
         ],
     }
     return {
@@ -291,7 +296,7 @@ def service(s: Settings) -> dict[str, Any]:
 
 def prometheus_objects(s: Settings) -> list[dict[str, Any]]:
     """Every object of distml's own Prometheus, in apply order."""
-    return [*rbac(s), config_map(s), deployment(s), service(s)]
+    return [*rbac(s), config_map(s), alertmanager.secret(s), deployment(s), service(s)]
 
 
 def written_names() -> list[tuple[str, str, str]]:

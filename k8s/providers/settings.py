@@ -105,6 +105,9 @@ class Settings:
     # ``cluster.prometheus``: a Prometheus of the user's, "NAMESPACE/SERVICE:PORT"
     # (k8s.monitoring.prometheus).
     prometheus: str = ""
+    # ``cluster.alert_webhook``: where distml's Alertmanager sends the alerts, an http(s) URL
+    # ("": nowhere; `status` lists them) (k8s.monitoring.alertmanager).
+    alert_webhook: str = ""
     # Training.
     workers: int = contract.DEFAULT_WORKERS
     profile: str = contract.DEFAULT_PROFILE

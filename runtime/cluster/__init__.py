@@ -91,18 +91,17 @@ class ClusterRuntime:
         manifest_mirror: str = "",
         kube_context: str = "",
         registry: str = "",
-        storage_class: str = "",
-        volume_access: str = "",
-        image_pull_secret: str = "",
-        istio_gateway_type: str = "",
-        prometheus: str = "",
         out: Out = print,
         kube: Kube | None = None,
         clock: Any = time,
         preflight: Callable[..., Any] | None = None,
         port_free: Callable[[int], bool] | None = None,
+        **cluster_settings: str,
     ) -> None:
-        docker = docker or "docker"
+        """``cluster_settings``: the ``cluster.*`` strings ClusterContext keeps by name
+        (storage_class, volume_access, image_pull_secret, istio_gateway_type, prometheus,
+        alert_webhook)."""
+        docker = docker or "docker"  # the engine's CLI; the cluster.* settings pass on
         self.cx = ClusterContext(
             c=c,
             wd=workdir,
@@ -125,14 +124,9 @@ class ClusterRuntime:
             given_kube=kube,
             cpu_requests=dict(cpu_requests or {}),
             manifest_mirror=manifest_mirror,
-            storage_class=storage_class,
-            volume_access=volume_access,
-            image_pull_secret=image_pull_secret,
-            istio_gateway_type=istio_gateway_type,
-            prometheus=prometheus,
+            **cluster_settings,
         )
-        self.name = provider_name
-        self.registry = registry
+        self.name, self.registry = provider_name, registry
         self._preflight, self._port_free = preflight, port_free
 
     @cached_property

@@ -60,6 +60,7 @@ class ClusterContext:
     image_pull_secret: str = ""  # cluster.image_pull_secret
     istio_gateway_type: str = ""  # cluster.istio_gateway_type ("": ClusterIP)
     prometheus: str = ""  # cluster.prometheus: the user's Prometheus, NAMESPACE/SERVICE:PORT
+    alert_webhook: str = ""  # cluster.alert_webhook: where distml's Alertmanager sends alerts
     _kube: Kube | None = field(default=None, init=False, repr=False)
     _volume_checked: bool = field(default=False, init=False, repr=False)
 
@@ -117,6 +118,7 @@ class ClusterContext:
             with_argo=state.argo,
             with_monitoring=state.monitoring,
             prometheus=self.prometheus,
+            alert_webhook=self.alert_webhook,
             ingress_node_port=self.provider.ingress_node_port,
             manifest_mirror=self.manifest_mirror,
             # What `up` made the volume with wins (a claim's spec cannot change), when it

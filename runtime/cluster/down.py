@@ -36,6 +36,7 @@ OURS: tuple[tuple[str, str], ...] = (
     (DEPLOYMENT_API, "Deployment"),
     ("v1", "Service"),
     ("v1", "ConfigMap"),  # distml's Prometheus's configuration (up --with-monitoring)
+    ("v1", "Secret"),  # its Alertmanager's configuration (up --with-monitoring)
 )
 PVC_DELETE_TIMEOUT_S = 300
 # What `up` recorded of the cluster it set up and the volume it made there (None: cleared).

@@ -13,7 +13,7 @@ from k8s.client.objects import JOB_API, is_true
 from k8s.client.ownership import new_instance
 from k8s.install import versions
 from k8s.install.operators import Installer, components
-from k8s.monitoring import prometheus, stack
+from k8s.monitoring import alertmanager, prometheus, stack
 from k8s.providers.lab import Minikube
 from k8s.providers.settings import SERVING_MODES, Settings
 from k8s.waits.cluster_poll import WaitError
@@ -119,8 +119,17 @@ def _monitoring(cx: ClusterContext, s: Settings) -> None:
     ``cluster.prometheus`` names the user's."""
     if s.prometheus:
         cx.out(f"== monitoring: your Prometheus {s.prometheus} ({prometheus.SETTING})")
+        if s.alert_webhook:
+            cx.out(
+                f"note: {alertmanager.SETTING} is for distml's own Alertmanager: your "
+                "Prometheus's alerts go where its Alertmanager routes them (the rules: "
+                "`invoke render --prometheus-operator`, or k8s/monitoring/distml-rules.yaml)"
+            )
         return
-    cx.out(f"== monitoring (Prometheus {versions.PROMETHEUS_VERSION} in {s.namespace})")
+    cx.out(
+        f"== monitoring (Prometheus {versions.PROMETHEUS_VERSION} and Alertmanager "
+        f"{versions.ALERTMANAGER_VERSION} in {s.namespace})"
+    )
     for obj in stack.prometheus_objects(s):
         apply_reporting(cx, obj)
     if cx.dry:
@@ -142,6 +151,8 @@ def _monitoring(cx: ClusterContext, s: Settings) -> None:
         f"Prometheus: ready at {ref.address if ref else '?'}; it scrapes the predictor pods "
         f"every {contract_metrics.SCRAPE_INTERVAL_S} s (`invoke status` reads it)"
     )
+    where = s.alert_webhook or f"nowhere ({alertmanager.SETTING} is not set)"
+    cx.out(f"Alertmanager: beside it, on its loopback; alerts are sent to {where}")
 
 
 def _volume(cx: ClusterContext, s: Settings, storage_class: str | None) -> Settings:

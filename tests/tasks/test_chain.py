@@ -128,6 +128,20 @@ def test_a_bad_prometheus_setting_stops_a_cluster_task_with_its_form(wd):
     assert "NAMESPACE/SERVICE:PORT" in r.stderr
 
 
+def test_a_bad_alert_webhook_stops_a_cluster_task_and_a_good_one_reaches_its_secret(wd):
+    r = invoke(wd, "--dry", "up", "--runtime", "kind", INVOKE_CLUSTER_ALERT_WEBHOOK="sink:80/x")
+    assert r.returncode == 2
+    assert "cluster.alert_webhook (INVOKE_CLUSTER_ALERT_WEBHOOK) 'sink:80/x'" in r.stderr
+    url = "https://hooks.example.com/distml"
+    r = invoke(
+        wd, "--dry", "up", "--runtime", "kind", "--with-monitoring",
+        INVOKE_CLUSTER_ALERT_WEBHOOK=url,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "would apply Secret kubeflow/distml-alertmanager" in r.stdout
+    assert url in r.stdout  # the dry run shows what would be applied
+
+
 def test_dry_up_with_monitoring_prints_keda_and_prometheus_in_order(wd):
     r = invoke(
         wd, "--dry", "up", "--runtime", "kind", "--serving-mode", "standard", "--with-monitoring"

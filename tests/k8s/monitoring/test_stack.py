@@ -15,7 +15,7 @@ import pytest
 
 from k8s.install import versions
 from k8s.manifests import ISVC_POD_LABEL, PREDICTOR_PORT
-from k8s.monitoring import prometheus, rules, stack
+from k8s.monitoring import alertmanager, prometheus, rules, stack
 from k8s.providers.settings import Settings
 from ml import contract_metrics
 from tests.support import k8s_schemas
@@ -42,7 +42,7 @@ def test_every_object_is_strictly_valid(provider: str) -> None:
 def test_its_rights_are_read_only_and_end_at_its_namespace() -> None:
     objs = stack.prometheus_objects(settings())
     assert {o["kind"] for o in objs} == {
-        "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service",
+        "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret", "Deployment", "Service",
     }  # fmt: skip
     assert all(o["metadata"]["namespace"] == "team-a" for o in objs)
     kinds = by_kind(settings())
@@ -70,8 +70,9 @@ def test_the_deployment_runs_the_pinned_image_ready_on_its_api_and_rolls_on_a_ne
     kinds = by_kind(settings())
     deployment, service = kinds["Deployment"], kinds["Service"]
     template = deployment["spec"]["template"]
-    (container,) = template["spec"]["containers"]
+    container, beside = template["spec"]["containers"]
     assert container["image"] == versions.PROMETHEUS_IMAGE
+    assert beside["image"] == versions.ALERTMANAGER_IMAGE
     assert container["readinessProbe"]["httpGet"] == {"path": "/-/ready", "port": prometheus.PORT}
     assert f"--storage.tsdb.retention.time={stack.RETENTION}" in container["args"]
     assert {"name": "data", "emptyDir": {}} in template["spec"]["volumes"]
@@ -170,7 +171,7 @@ def test_the_config_map_holds_the_generated_rules_and_prometheus_yml_loads_them(
     assert data[stack.RULES_FILE] == rules.render() == rules.PATH.read_text()
     config = stack.prometheus_config(s)
     assert config["rule_files"] == [f"{stack.CONFIG_DIR}/{stack.RULES_FILE}"]
-    (container,) = by_kind(s)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    container = by_kind(s)["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mount["config"] == stack.CONFIG_DIR  # every key of the ConfigMap is a file there
     assert config["global"]["evaluation_interval"] == "5s"
@@ -214,7 +215,12 @@ def test_the_pod_rolls_when_the_rules_change(monkeypatch: pytest.MonkeyPatch) ->
 def test_keda_is_scraped_by_its_service_in_standard_mode_only() -> None:
     standard = stack.prometheus_config(settings(serving_mode="standard"))["scrape_configs"]
     knative = stack.prometheus_config(settings(serving_mode="knative"))["scrape_configs"]
-    both = [contract_metrics.SCRAPE_JOB, stack.TRAINING_JOB, stack.OPERATOR_JOB]
+    both = [
+        contract_metrics.SCRAPE_JOB,
+        stack.TRAINING_JOB,
+        stack.OPERATOR_JOB,
+        alertmanager.SCRAPE_JOB,
+    ]
     assert [j["job_name"] for j in knative] == both
     assert [j["job_name"] for j in standard] == [*both, stack.KEDA_JOB]
     # A static target: no discovery, so no right in KEDA's namespace; KEDA's own
