@@ -5,14 +5,17 @@
 An alert is this work dir's when its ``namespace`` label is the work dir's namespace and,
 when it names an InferenceService (``isvc``), that is the work dir's service: a TFJob's
 or a training worker's alert carries the namespace only. One row per firing alert, page
-first; "none firing"; or one row saying why Prometheus could not be read.
+first; "none firing"; or one row saying why Prometheus could not be read. With distml's
+own Prometheus, one more row: where its Alertmanager sends them
+(``k8s.monitoring.alertmanager``), and how many notifications went and failed in the
+last hour — a wrong ``cluster.alert_webhook`` shows here.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from k8s.monitoring import prometheus
+from k8s.monitoring import alertmanager, prometheus
 from k8s.monitoring.prometheus import Alert, PrometheusError
 from runtime.cluster.context import ClusterContext
 from runtime.tables import one_line
@@ -22,6 +25,12 @@ LABEL = "alerts"
 #: Labels that say which one of several alerts of a name this is, shown beside its name.
 WHICH = ("pod", "tfjob", "replica", "long", "short")
 SEVERITY_ORDER = ("page", "ticket")
+NOTIFICATIONS = "notifications"
+#: Alertmanager's own counters (its ``notify`` package), by integration, over an hour.
+SENT, FAILED = (
+    f'sum(increase(alertmanager_notifications{kind}_total{{integration="webhook"}}[1h]))'
+    for kind in ("", "_failed")
+)
 
 
 def rows(cx: ClusterContext, now: datetime | None = None) -> list[Row]:
@@ -36,10 +45,31 @@ def rows(cx: ClusterContext, now: datetime | None = None) -> list[Row]:
     except PrometheusError as e:
         return [(LABEL, f"not read: {one_line(str(e))}")]
     mine = firing_here(found, cx.namespace, cx.service)
+    notified = [notifications(cx, ref)] if ref.own else []
     if not mine:
-        return [(LABEL, f"none firing ({ref})")]
+        return [(LABEL, f"none firing ({ref})"), *notified]
     when = now or datetime.now(UTC)
-    return [row(a, when) for a in mine]
+    return [*(row(a, when) for a in mine), *notified]
+
+
+def notifications(cx: ClusterContext, ref: prometheus.PrometheusRef) -> Row:
+    """Where distml's Alertmanager sends the alerts, and how that went in the last hour."""
+    webhook = cx.settings().alert_webhook
+    if not webhook:
+        return NOTIFICATIONS, f"none sent: {alertmanager.SETTING} is not set"
+    try:
+        sent, failed = (
+            sum(v for _, v in prometheus.instant(cx.kube, ref, q, kubectl=cx.provider.kubectl))
+            for q in (SENT, FAILED)
+        )
+    except PrometheusError as e:
+        return NOTIFICATIONS, f"to {webhook}: not read: {one_line(str(e))}"
+    text = f"to {webhook}: {sent:.0f} sent, {failed:.0f} failed in the last hour"
+    if failed:
+        text += (
+            " (Alertmanager's log says why: kubectl logs deploy/distml-prometheus -c alertmanager)"
+        )
+    return NOTIFICATIONS, text
 
 
 def firing_here(alerts: list[Alert], namespace: str, service: str) -> list[Alert]:
