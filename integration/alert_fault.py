@@ -7,6 +7,11 @@ SIGSTOP sent from inside it). Their scrapes time out, ``up`` turns 0, and
 ``DistmlPredictorDown`` (every pod of the service down, ``for: 2m``) must turn firing
 within its ``for:`` plus a few evaluations; then SIGCONT (always, whatever happened), and
 it must be gone within a few scrapes. Waited for as conditions with deadlines, not sleeps.
+
+Notifications: the run's ``up`` named ``integration.alert_sink``'s URL as
+``cluster.alert_webhook``; the sink is started before the fault, and Alertmanager must
+deliver the alert to it firing (within its group wait after the alert fires) and resolved
+(within a group interval after it clears), with the service's labels.
 Run by ``nox -s integration -- ... --with-monitoring`` after the dashboard's check.
 """
 
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from common.errors import DistmlError
 from common.poll import Done, Pending, poll
+from integration import alert_sink
 from integration.kind_run import NAMESPACE, context
 from k8s.client.kube import Kube
 from k8s.monitoring import prometheus
@@ -33,6 +39,8 @@ FOR_S = 120  # the rule's `for:` (k8s/monitoring/rules.py)
 #: the 5 s evaluations the rule's pending state needs to be seen.
 FIRE_SLACK_S = 60
 CLEAR_TIMEOUT_S = 90
+#: Alertmanager's group wait (10 s) or group interval (1 m), and its webhook's retries.
+NOTIFY_TIMEOUT_S = 120
 #: A predictor's command names the model directory KServe mounts (ml/contract.py serve).
 PREDICTOR_MARKS = ("ml.serve", "/mnt/models")
 
@@ -99,6 +107,33 @@ def run(kube: Kube, ref: prometheus.PrometheusRef, namespace: str, service: str)
     )
 
 
+def delivered(read: Callable[[], list[alert_sink.Notification]], status: str,
+              namespace: str, service: str) -> bool:  # fmt: skip
+    """The sink has had ``ALERT`` about the service with ``status`` (firing, resolved)."""
+    return any(
+        n.status == status and ALERT in n.names(namespace=namespace, isvc=service) for n in read()
+    )
+
+
+def notified(kube_context: str, namespace: str, service: str) -> str:
+    """Both notifications reached the sink, each within :data:`NOTIFY_TIMEOUT_S`."""
+
+    def read() -> list[alert_sink.Notification]:
+        return alert_sink.notifications(kube_context, namespace)
+
+    waited = []
+    for status in ("firing", "resolved"):
+
+        def arrived(status: str = status) -> bool:
+            return delivered(read, status, namespace, service)
+
+        waited.append(_until(f"{ALERT} {status} at the webhook", arrived, NOTIFY_TIMEOUT_S))
+    return (
+        f"webhook {alert_sink.url(namespace)}: {ALERT} firing and resolved reached it "
+        f"({len(read())} notification(s); the resolved one {waited[1]:.0f} s after the check)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from k8s.client.kube import ApiKube
     from k8s.providers.settings import Settings
@@ -111,10 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ref = prometheus.ref(Settings(image="-", namespace=args.namespace, with_monitoring=True))
     assert ref is not None
     try:
+        alert_sink.start(args.context, args.namespace)
         print(run(ApiKube(args.context), ref, args.namespace, args.service))
-    except DistmlError as e:
+        print(notified(args.context, args.namespace, args.service))
+    except (DistmlError, RuntimeError) as e:
         print(f"alert fault: FAILED: {e}", file=sys.stderr)
         return 1
+    finally:
+        alert_sink.stop(args.context, args.namespace)
     return 0
 
 

@@ -54,6 +54,9 @@ TARGETS_CHECK = ["python", "-m", "integration.dashboard_check", "--targets"]
 DASHBOARD_CHECK = ["python", "-m", "integration.dashboard_check", "--training"]
 # Then a deliberate fault: every predictor stopped, its alert must fire and clear.
 ALERT_FAULT = ["python", "-m", "integration.alert_fault"]
+# Last, the same deploy, load test and status against a Prometheus set up as the Prometheus
+# Operator sets one up (job <namespace>/<PodMonitor>, a 30 s scrape), named by cluster.prometheus.
+OPERATOR_LIFECYCLE = ["python", "-m", "integration.operator_prometheus"]
 # After the first deploy: a fresh work dir's `invoke down` must keep the run's cluster and
 # its Ready service (only the work dir that made a lab cluster deletes it).
 FOREIGN_DOWN = ["python", "-m", "integration.foreign_down"]
@@ -108,6 +111,7 @@ def steps(
         deploy,  # the recovered models trained longest: a new version
         ["invoke", "rollback"],  # and back to the first one
         ["invoke", "status"],
+        *([OPERATOR_LIFECYCLE] if monitoring else []),
     ]
 
 
@@ -125,6 +129,9 @@ def env(
         "INVOKE_CLUSTER_INGRESS_PORT": INGRESS_PORT,
         "INVOKE_CLUSTER_WORKER_CPU": CPU_REQUEST,
         "INVOKE_CLUSTER_PREDICTOR_CPU": CPU_REQUEST,
+        # --with-monitoring: where Alertmanager sends the alerts (integration.alert_sink,
+        # started by the alert fault's check); unused without distml's Prometheus.
+        "INVOKE_CLUSTER_ALERT_WEBHOOK": f"http://distml-alert-sink.{NAMESPACE}.svc:8080/alerts",
     }
     if data_dir:
         out["DISTML_DATA_DIR"] = data_dir

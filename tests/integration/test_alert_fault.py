@@ -107,3 +107,19 @@ def test_no_predictor_is_a_failure_not_a_pass(monkeypatch):
     monkeypatch.setattr(af, "predictor_pids", lambda: [])
     with pytest.raises(DistmlError, match="no predictor server process"):
         af.run(FakeKube(), REF, NS, SVC)
+
+
+def test_delivered_needs_the_alert_about_this_service_with_that_status() -> None:
+    from integration.alert_sink import Notification
+
+    here = {"alertname": af.ALERT, "namespace": NS, "isvc": SVC}
+    log = [
+        Notification("firing", [{"labels": {**here, "isvc": "other"}}]),
+        Notification("firing", [{"labels": {"alertname": "Else", "namespace": NS, "isvc": SVC}}]),
+        Notification("resolved", [{"labels": here}]),
+    ]
+    assert af.delivered(lambda: log, "resolved", NS, SVC)
+    assert not af.delivered(lambda: log, "firing", NS, SVC)
+    assert af.delivered(
+        lambda: [*log, Notification("firing", [{"labels": here}])], "firing", NS, SVC
+    )
