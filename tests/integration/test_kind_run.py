@@ -89,6 +89,8 @@ def test_monitoring_scales_on_concurrency_and_checks_targets_the_count_and_the_d
         "deploy",
         "rollback",
         "status",
+        # deploy, loadtest and status again, against an Operator-style Prometheus
+        "operator_prometheus",
     ]
     assert plan[0][-1] == "--with-monitoring" and "--base" in plan[0]
     deploys = [s for s in plan if s[:2] == ["invoke", "deploy"]]
@@ -105,7 +107,8 @@ def test_without_monitoring_the_plan_is_as_before():
     unwatched = [
         [a for a in s if a not in (*kind_run.MONITORING_UP, *kind_run.MONITORING_DEPLOY)]
         for s in watched
-        if s[:3] not in (kind_run.DASHBOARD_CHECK[:3], kind_run.ALERT_FAULT)
+        if s[:3]
+        not in (kind_run.DASHBOARD_CHECK[:3], kind_run.ALERT_FAULT, kind_run.OPERATOR_LIFECYCLE)
     ]
     assert unwatched == plain
     assert not any("monitoring" in " ".join(s) or "dashboard" in " ".join(s) for s in plain)
@@ -123,7 +126,9 @@ def test_the_monitoring_steps_name_modules_and_a_service_that_exist():
 
     from k8s.monitoring import prometheus
 
-    for step in (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK, kind_run.ALERT_FAULT):
+    steps = (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK, kind_run.ALERT_FAULT,
+             kind_run.OPERATOR_LIFECYCLE)  # fmt: skip
+    for step in steps:
         assert importlib.util.find_spec(step[2]) is not None, step
     own = f"services/{prometheus.OWN_SERVICE}:{prometheus.PORT}/proxy/{prometheus.TARGETS_PATH}"
     assert kind_run.PROMETHEUS_TARGETS.endswith(own)
