@@ -50,7 +50,7 @@ RETENTION = "3d"  # the ticket alert's longest window (k8s.monitoring.rules.WIND
 # The upstream image's user (its Dockerfile: USER nobody).
 PROMETHEUS_UID = 65534
 # What the scheduler counts (k8s.install.capacity adds it up): a Prometheus of a few hundred series.
-RESOURCES = Resources("50m", "1", "128Mi", "512Mi")
+RESOURCES = Resources("40m", "1", "128Mi", "512Mi")
 CONFIG_HASH_ANNOTATION = "distml/prometheus-config"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 # The pod's labels, and the Deployment's and Service's selector.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from integration import kind_run
+from k8s.install import capacity
+from k8s.providers.settings import Settings, with_cpu_requests
 from ml.contract import MODEL_TYPES
 
 
@@ -24,6 +26,19 @@ def test_the_run_asks_for_small_cpu_requests_and_passes_local_copies_on(monkeypa
     # --offline's own node image wins over the variable.
     built = kind_run.env(None, "distml-kind/node:v1.33.1-stack")
     assert built["INVOKE_CLUSTER_NODE_IMAGE"] == "distml-kind/node:v1.33.1-stack"
+
+
+@pytest.mark.parametrize("monitoring", [False, True])
+def test_the_runs_requests_fit_this_machines_two_cpus_with_or_without_monitoring(monitoring):
+    # What `up`'s preflight asks of a one-node kind cluster on 2 CPUs (the CI machine):
+    # the stack, monitoring's pods and one job beside a predictor, at the run's requests.
+    settings = with_cpu_requests(
+        Settings(
+            image="distml:x", provider="kind", serving_mode="standard", with_monitoring=monitoring
+        ),
+        {"worker_cpu": kind_run.CPU_REQUEST, "predictor_cpu": kind_run.CPU_REQUEST},
+    )
+    assert capacity.requirement(settings, 1).fits(capacity.Need(2000, 23 * 1024))
 
 
 def test_the_chain_trains_serves_loads_recovers_and_rolls_back_in_that_order():

@@ -76,7 +76,7 @@ def test_the_deployment_runs_the_pinned_image_ready_on_its_api_and_rolls_on_a_ne
     assert container["readinessProbe"]["httpGet"] == {"path": "/-/ready", "port": prometheus.PORT}
     assert f"--storage.tsdb.retention.time={stack.RETENTION}" in container["args"]
     assert {"name": "data", "emptyDir": {}} in template["spec"]["volumes"]
-    assert container["resources"]["requests"] == {"cpu": "50m", "memory": "128Mi"}
+    assert container["resources"]["requests"] == {"cpu": "40m", "memory": "128Mi"}
     labels = template["metadata"]["labels"]
     assert selector_matches(deployment["spec"]["selector"], labels)
     assert all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
