@@ -1,0 +1,158 @@
+"""The canary's loop: set the weight, measure every interval, print the gates, act.
+
+The runtime supplies how the traffic is split (``Split``: the local server's weights, or
+the cluster's replicas) and how an interval is measured (``measure``: the server's
+``/metrics`` or Prometheus, plus the labelled sample sent to each version). This module
+only sequences them, on a ``Clock`` (``time``, or a fake one in tests), and guarantees the
+ending: whatever stops the loop before a promotion (a rollback decision, ``abort`` from the
+control, Ctrl-C, SIGTERM, an error in the loop itself) rolls back, and the record says why.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from common.errors import DistmlError
+from common.poll import Clock
+from runtime.canary.gates import Figures, Gate, Thresholds, judge, overall
+from runtime.canary.policy import Action, Canary, Decision, Policy
+
+#: How often a wait between measurements looks at the manual control.
+CONTROL_EVERY_S = 1.0
+
+
+class MeasurementError(DistmlError):
+    """An interval could not be measured (Prometheus or the server did not answer)."""
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM during the canary: unwinds as Ctrl-C does, so the canary rolls back."""
+
+
+class Split(Protocol):
+    def set_weight(self, weight: int) -> None:
+        """Send ``weight`` % of the traffic to the canary; return once it is so."""
+
+    def promote(self) -> None:
+        """All traffic on the new version, as the stable; the canary's objects gone."""
+
+    def rollback(self) -> None:
+        """The canary gone; the stable, untouched, takes all traffic again."""
+
+
+#: Figures of (stable, canary) over the last ``seconds``; raises MeasurementError.
+Measure = Callable[[float], tuple[Figures, Figures]]
+#: The manual control: "promote", "abort", or None to let the analysis decide.
+Control = Callable[[], str | None]
+
+
+@dataclass(frozen=True)
+class Interval:
+    weight: int
+    stable: Figures | None
+    canary: Figures | None
+    gates: tuple[Gate, ...]
+    decision: Decision
+    error: str = ""
+
+    def line(self, number: int) -> str:
+        """One live line: the step's weight, every gate's figures, the decision."""
+        what = ", ".join(map(str, self.gates)) or f"no figures: {self.error}"
+        d = self.decision
+        return f"[{number}] canary {self.weight}%: {what} -> {d.action.value} ({d.reason})"
+
+
+@dataclass
+class Result:
+    decision: Decision
+    intervals: list[Interval] = field(default_factory=list)
+
+    @property
+    def promoted(self) -> bool:
+        return self.decision.action is Action.PROMOTE
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM raises Stopped while the canary runs (the main thread only)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _wait(seconds: float, clock: Clock, control: Control) -> str | None:
+    """Wait ``seconds``, looking at the control every CONTROL_EVERY_S; its word, if any."""
+    deadline = clock.monotonic() + seconds
+    while (left := deadline - clock.monotonic()) > 0:
+        clock.sleep(min(CONTROL_EVERY_S, left))
+        if word := control():
+            return word
+    return None
+
+
+def _measure(canary: Canary, measure: Measure, t: Thresholds, interval_s: float) -> Interval:
+    weight = canary.weight
+    try:
+        stable, new = measure(interval_s)
+    except MeasurementError as e:
+        return Interval(weight, None, None, (), canary.record(None), str(e))
+    gates = judge(stable, new, t)
+    return Interval(weight, stable, new, gates, canary.record(overall(gates)))
+
+
+def _manual(word: str) -> Decision:
+    if word == "promote":
+        return Decision(Action.PROMOTE, 100, "promoted by hand")
+    return Decision(Action.ROLLBACK, 0, "aborted by hand")
+
+
+def analyse(
+    policy: Policy,
+    thresholds: Thresholds,
+    split: Split,
+    measure: Measure,
+    control: Control,
+    clock: Clock,
+    out: Callable[[str], None],
+) -> Result:
+    """Run the canary to its end: promoted, or rolled back (then re-raises what stopped
+    it, if it was not a decision)."""
+    canary = Canary(policy)
+    result = Result(Decision(Action.HOLD, canary.weight, "starting"))
+    try:
+        with sigterm_unwinds():
+            split.set_weight(canary.weight)
+            while result.decision.action not in (Action.PROMOTE, Action.ROLLBACK):
+                if word := _wait(policy.interval_s, clock, control):
+                    result.decision = _manual(word)
+                    break
+                interval = _measure(canary, measure, thresholds, policy.interval_s)
+                result.intervals.append(interval)
+                result.decision = interval.decision
+                out(interval.line(len(result.intervals)))
+                if interval.decision.action is Action.STEP:
+                    split.set_weight(interval.decision.weight)
+            if result.promoted:
+                split.promote()
+                return result
+    except BaseException as e:
+        result.decision = Decision(Action.ROLLBACK, 0, f"stopped: {type(e).__name__} {e}")
+        out(f"canary stopped ({result.decision.reason}): rolling back")
+        split.rollback()
+        raise
+    split.rollback()
+    return result

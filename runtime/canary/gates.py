@@ -1,0 +1,140 @@
+"""The canary's gates: one interval's figures for both versions, judged.
+
+Each interval the analysis reads, for the stable version and the canary apart, the
+predict/infer requests they answered (never probes), how many were server errors, their
+p99 latency, and their accuracy on the same labelled sample. Four gates judge them:
+
+- ``traffic``: the canary answered at least ``min_requests``; fewer is Inconclusive (Argo
+  Rollouts' word: not a failure, not a pass), and so are the two gates below that need it.
+- ``errors``: the canary's server-error ratio is at most the stable's plus ``error_margin``.
+- ``latency``: the canary's p99 is within the latency objective, or at most
+  ``latency_factor`` times the stable's (Flagger's request-duration check, with the
+  stable as its reference).
+- ``accuracy``: the model gate no peer has; the canary's accuracy on the labelled sample
+  is at most ``accuracy_margin`` below the stable's on the same images.
+
+A failed gate fails the measurement even when another is Inconclusive: a canary that
+answers every request it got with an error is not waited for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ml.contract_metrics import LATENCY_OBJECTIVE_S
+
+
+class Outcome(Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One version over one interval. ``p99_s`` is None with no request; ``accuracy`` is
+    None when the labelled sample could not be scored."""
+
+    requests: int
+    errors: int
+    p99_s: float | None = None
+    accuracy: float | None = None
+
+    @property
+    def error_ratio(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """What the gates allow. Defaults: a canary at 10 % of 5 users' load answers a few
+    hundred requests per 30 s interval, so 50 is reached in every step."""
+
+    min_requests: int = 50
+    error_margin: float = 0.01
+    latency_objective_s: float = LATENCY_OBJECTIVE_S
+    latency_factor: float = 1.5
+    accuracy_margin: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.min_requests < 1:
+            raise ValueError(f"min_requests must be at least 1, not {self.min_requests}")
+        for name in ("error_margin", "accuracy_margin"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be within [0, 1], not {getattr(self, name)}")
+        if self.latency_objective_s <= 0 or self.latency_factor < 1:
+            raise ValueError("the latency objective must be > 0 and the factor at least 1")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate's outcome, and the figures behind it as one short phrase."""
+
+    name: str
+    outcome: Outcome
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.outcome.value} ({self.detail})"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1000:.0f} ms"
+
+
+def traffic(canary: Figures, t: Thresholds) -> Gate:
+    enough = canary.requests >= t.min_requests
+    outcome = Outcome.PASS if enough else Outcome.INCONCLUSIVE
+    return Gate("traffic", outcome, f"{canary.requests} of {t.min_requests} requests")
+
+
+def errors(stable: Figures, canary: Figures, t: Thresholds, enough: bool) -> Gate:
+    allowed = stable.error_ratio + t.error_margin
+    detail = f"{_pct(canary.error_ratio)} vs {_pct(stable.error_ratio)} + {_pct(t.error_margin)}"
+    if canary.error_ratio > allowed and (enough or canary.errors > t.min_requests * allowed):
+        # Too many errors to pass whatever the rest of the interval's requests would be.
+        return Gate("errors", Outcome.FAIL, detail)
+    return Gate("errors", Outcome.PASS if enough else Outcome.INCONCLUSIVE, detail)
+
+
+def latency(stable: Figures, canary: Figures, t: Thresholds, enough: bool) -> Gate:
+    p99, ref = canary.p99_s, stable.p99_s
+    bound = max(t.latency_objective_s, t.latency_factor * ref if ref is not None else 0.0)
+    detail = f"p99 {_ms(p99)}, at most {_ms(bound)}"
+    if not enough or p99 is None:
+        return Gate("latency", Outcome.INCONCLUSIVE, detail)
+    return Gate("latency", Outcome.PASS if p99 <= bound else Outcome.FAIL, detail)
+
+
+def accuracy(stable: Figures, canary: Figures, t: Thresholds) -> Gate:
+    if stable.accuracy is None or canary.accuracy is None:
+        return Gate("accuracy", Outcome.INCONCLUSIVE, "sample not scored")
+    detail = f"{_pct(canary.accuracy)} vs {_pct(stable.accuracy)} - {_pct(t.accuracy_margin)}"
+    ok = canary.accuracy >= stable.accuracy - t.accuracy_margin
+    return Gate("accuracy", Outcome.PASS if ok else Outcome.FAIL, detail)
+
+
+def judge(stable: Figures, canary: Figures, t: Thresholds) -> tuple[Gate, ...]:
+    """Every gate, in the order they are printed."""
+    count = traffic(canary, t)
+    enough = count.outcome is Outcome.PASS
+    return (
+        count,
+        errors(stable, canary, t, enough),
+        latency(stable, canary, t, enough),
+        accuracy(stable, canary, t),
+    )
+
+
+def overall(gates: tuple[Gate, ...]) -> Outcome:
+    """Fail if any gate fails, else Inconclusive if any is, else Pass."""
+    outcomes = {g.outcome for g in gates}
+    for worst in (Outcome.FAIL, Outcome.INCONCLUSIVE):
+        if worst in outcomes:
+            return worst
+    return Outcome.PASS

@@ -1,0 +1,143 @@
+"""The canary's loop on a fake clock: what it sets, when it measures, how it ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from runtime.canary.gates import Figures, Thresholds
+from runtime.canary.policy import Action, Policy
+from runtime.canary.analysis import MeasurementError, Stopped, analyse
+from tests.support.fakekube import FakeClock
+
+STABLE = Figures(400, 0, 0.02, 0.90)
+GOOD = Figures(100, 0, 0.02, 0.90)
+BAD = Figures(100, 20, 0.02, 0.90)
+FEW = Figures(3, 0, 0.02, 0.90)
+POLICY = Policy(steps=(10, 50), interval_s=30, count=2, failure_limit=0)
+
+
+class RecordingSplit:
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.calls: list[tuple[float, str]] = []
+
+    def set_weight(self, weight: int) -> None:
+        self.calls.append((self.clock.now, f"weight {weight}"))
+
+    def promote(self) -> None:
+        self.calls.append((self.clock.now, "promote"))
+
+    def rollback(self) -> None:
+        self.calls.append((self.clock.now, "rollback"))
+
+
+def measures(*figures):
+    """A measure that answers the stable's figures beside each canary figure in turn
+    (an exception instance is raised instead)."""
+    it = iter(figures)
+    asked = []
+
+    def measure(seconds):
+        asked.append(seconds)
+        canary = next(it)
+        if isinstance(canary, BaseException):
+            raise canary
+        return STABLE, canary
+
+    measure.asked = asked
+    return measure
+
+
+def go(measure, control=lambda: None, policy=POLICY):
+    clock = FakeClock()
+    split, lines = RecordingSplit(clock), []
+    result = analyse(policy, Thresholds(), split, measure, control, clock, lines.append)
+    return result, split.calls, lines
+
+
+def test_a_good_canary_steps_up_every_count_intervals_then_is_promoted():
+    measure = measures(GOOD, GOOD, GOOD, GOOD)
+    result, calls, lines = go(measure)
+    assert result.promoted
+    assert calls == [(0, "weight 10"), (60, "weight 50"), (120, "promote")]
+    assert measure.asked == [30] * 4  # each measurement reads its own interval
+    assert len(lines) == 4
+    assert lines[1] == (
+        "[2] canary 10%: traffic pass (100 of 50 requests), errors pass (0.0% vs 0.0% + 1.0%), "
+        "latency pass (p99 20 ms, at most 100 ms), accuracy pass (90.0% vs 90.0% - 2.0%) "
+        "-> step (step 2 of 2)"
+    )
+
+
+def test_a_bad_canary_is_rolled_back_at_its_first_failure():
+    result, calls, lines = go(measures(GOOD, GOOD, BAD))
+    assert result.decision.action is Action.ROLLBACK
+    assert calls == [(0, "weight 10"), (60, "weight 50"), (90, "rollback")]
+    assert lines[-1].startswith("[3] canary 50%: ") and "errors fail (20.0%" in lines[-1]
+
+
+def test_measurement_errors_hold_then_roll_back_past_the_limit():
+    errors = [MeasurementError("Prometheus did not answer")] * 5
+    result, calls, lines = go(measures(*errors))
+    assert calls[-1] == (150, "rollback")
+    assert result.decision.reason == "5 errors in a row"
+    assert lines[0] == (
+        "[1] canary 10%: no figures: Prometheus did not answer -> hold (measurement error 1)"
+    )
+
+
+def test_too_few_requests_hold_then_roll_back():
+    result, _, _ = go(measures(FEW, FEW, FEW, FEW))
+    assert (result.decision.action, result.decision.reason) == (
+        Action.ROLLBACK,
+        "inconclusive 4 times in a row",
+    )
+
+
+@pytest.mark.parametrize(
+    "word,action,last",
+    [("promote", Action.PROMOTE, "promote"), ("abort", Action.ROLLBACK, "rollback")],
+)
+def test_the_manual_control_acts_within_a_second(word, action, last):
+    clock_reads = []
+
+    def control():
+        clock_reads.append(1)
+        return word if len(clock_reads) == 45 else None  # 15 s into the second interval
+
+    result, calls, _ = go(measures(GOOD), control)
+    assert result.decision.action is action
+    assert calls == [(0, "weight 10"), (45, last)]
+
+
+def test_an_error_in_the_loop_rolls_back_and_is_raised():
+    with pytest.raises(ZeroDivisionError):
+        go(measures(GOOD, ZeroDivisionError("bug")))
+
+
+def test_ctrl_c_rolls_back_and_is_raised():
+    clock = FakeClock()
+    split = RecordingSplit(clock)
+
+    def interrupt(now):
+        if now >= 40:
+            raise KeyboardInterrupt
+
+    clock.hooks.append(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        analyse(POLICY, Thresholds(), split, measures(GOOD, GOOD), lambda: None, clock, print)
+    assert split.calls == [(0, "weight 10"), (40, "rollback")]
+
+
+def test_sigterm_rolls_back_and_the_handler_is_restored():
+    clock = FakeClock()
+    split = RecordingSplit(clock)
+    clock.hooks.append(lambda now: now == 10 and os.kill(os.getpid(), signal.SIGTERM))
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Stopped):
+        analyse(POLICY, Thresholds(), split, measures(GOOD), lambda: None, clock, print)
+    assert split.calls == [(0, "weight 10"), (10, "rollback")]
+    assert signal.getsignal(signal.SIGTERM) == before
