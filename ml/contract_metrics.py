@@ -23,7 +23,8 @@ import math
 #: Counter (exposed as ``distml_requests_total``): labels :data:`REQUEST_LABELS`.
 REQUESTS = "distml_requests"
 REQUESTS_TOTAL = f"{REQUESTS}_total"
-#: Histogram of seconds from the request's first byte to its answer's last: ``model``, ``route``.
+#: Histogram of seconds from the request's first byte to its answer's last: ``model``,
+#: ``route``, ``version`` (the version the request was routed to; ``""`` when none was).
 LATENCY = "distml_request_duration_seconds"
 #: Gauge: requests being answered now, ``model``.
 IN_FLIGHT = "distml_requests_in_flight"
@@ -31,6 +32,9 @@ IN_FLIGHT = "distml_requests_in_flight"
 MODEL_INFO = "distml_model"
 #: Histogram of the images per model call where the server batches requests: ``model``.
 BATCH_SIZE = "distml_batch_size"
+#: Gauge: percent of requests a canary version answers, ``model``, ``version`` (the canary's);
+#: absent without a canary release.
+CANARY_WEIGHT = "distml_canary_weight"
 
 REQUEST_LABELS = ("model", "route", "code", "version")
 #: The route label of any path the server does not serve (keeps the label set bounded).

@@ -1,7 +1,7 @@
 """Serve the newest published model version over KServe's V1 REST protocol.
 
-    python -m ml.serve --model-dir V/serving/S --model-name S [--host 127.0.0.1]
-        [--http-port 8080] [--poll-interval 2.0] [--request-header-timeout 10]
+    python -m ml.serve --model-dir V/serving/S --model-name S [--canary-dir V/canary/S]
+        [--host 127.0.0.1] [--http-port 8080] [--poll-interval 2.0] [--request-header-timeout 10]
         [--max-instances 256] [--max-body-bytes 8388608] [--max-image-pixels 4096x4096]
         [--max-request-pixels 8192x8192] [KServe's server flags]
 
@@ -130,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of integer version subdirectories (TF Serving layout), e.g. "
         "V/serving/tf-mnist; the newest one is served; it may be empty or missing at start",
     )
+    p.add_argument(
+        "--canary-dir",
+        help="a canary release's directory (V/canary/<name>): its newest version answers the "
+        "share of requests its weight.json gives, beside the served one (ml/server/canary.py)",
+    )
     p.add_argument("--model-name", help="model name in the URL: /v1/models/<name>:predict")
     p.add_argument(
         "--host",
@@ -205,9 +210,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         )
     if args.enable_grpc:
         parser.error("--enable_grpc: ml.serve serves the V1 REST protocol only")
-    model_dir = Path(args.model_dir)
-    if model_dir.exists() and not model_dir.is_dir():
-        parser.error(f"--model-dir {model_dir} exists and is not a directory")
+    for flag, path in (("--model-dir", args.model_dir), ("--canary-dir", args.canary_dir)):
+        if path and Path(path).exists() and not Path(path).is_dir():
+            parser.error(f"{flag} {path} exists and is not a directory")
     return args
 
 
@@ -237,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     from ml.server.watcher import VersionWatcher
 
-    watcher = VersionWatcher(args.model_dir)
+    watcher = VersionWatcher(args.model_dir, canary_dir=args.canary_dir)
     model = adapter.FashionMnistModel(
         args.model_name,
         watcher,

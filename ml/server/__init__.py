@@ -12,6 +12,7 @@
     errors           ClientError: a refused request, answered with its 4xx and why
     batcher          one model call for the requests that wait together
     watcher          serves the newest loadable version under the model directory
+    canary           a canary version beside it, answering its weight's share of requests
     body_limit       ASGI: 413 for bodies over --max-body-bytes, before they are held
     fast_predict     ASGI: the V1 predict route answered in front of the web framework
     header_timeout   uvicorn's HTTP protocol with a deadline for request headers

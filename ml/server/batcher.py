@@ -21,8 +21,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-#: ``call(signature_name, inputs) -> (version, rows)``, rows in the order of ``inputs``.
-ModelCall = Callable[[str, Any], tuple[int, np.ndarray]]
+#: ``call(signature_name, inputs, target) -> (version, rows)``, rows in the order of
+#: ``inputs``; ``target`` is the model version the requests were routed to (opaque here:
+#: requests for different targets never share a call).
+ModelCall = Callable[[str, Any, Any], tuple[int, np.ndarray]]
 #: ``on_call(requests, images)``: told of each model call made (the batch-size metric).
 OnCall = Callable[[int, int], None]
 
@@ -36,6 +38,7 @@ class _Waiting(NamedTuple):
     inputs: Any  # list[bytes] or np.ndarray [N, ...]
     pixels: int
     answer: asyncio.Future
+    target: Any = None
 
 
 class Batcher:
@@ -52,14 +55,17 @@ class Batcher:
         self._waiting: deque[_Waiting] = deque()
         self._running = False
 
-    async def predict(self, signature_name: str, inputs: Any, pixels: int) -> tuple[int, Any]:
-        """This request's (version, rows), called alone or with others waiting with it.
+    async def predict(
+        self, signature_name: str, inputs: Any, pixels: int, target: Any = None
+    ) -> tuple[int, Any]:
+        """This request's (version, rows), called alone or with others waiting with it
+        for the same ``target``.
 
         Raises:
             Exception: whatever ``call`` raised for this request alone.
         """
         answer = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Waiting(signature_name, inputs, pixels, answer))
+        self._waiting.append(_Waiting(signature_name, inputs, pixels, answer, target))
         if not self._running:
             self._running = True
             asyncio.get_running_loop().create_task(self._drain())
@@ -73,7 +79,8 @@ class Batcher:
             self._running = False
 
     def _next_batch(self) -> list[_Waiting]:
-        """The oldest request and those after it of the same signature, within the limits."""
+        """The oldest request and those after it of the same signature and target, within
+        the limits."""
         first = self._waiting.popleft()
         batch, instances, pixels = [first], len(first.inputs), first.pixels
         kept: deque[_Waiting] = deque()
@@ -82,6 +89,7 @@ class Batcher:
             more = instances + len(item.inputs)
             if (
                 item.signature_name == first.signature_name
+                and item.target is first.target
                 and more <= self.max_instances
                 and pixels + item.pixels <= self.max_pixels
             ):
@@ -97,7 +105,7 @@ class Batcher:
         self.on_call(len(batch), sum(len(item.inputs) for item in batch))
         try:
             version, rows = await loop.run_in_executor(
-                None, self.call, batch[0].signature_name, _joined(batch)
+                None, self.call, batch[0].signature_name, _joined(batch), batch[0].target
             )
         except Exception as e:
             if len(batch) == 1:

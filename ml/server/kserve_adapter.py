@@ -34,6 +34,7 @@ from kserve.protocol.rest.server import RESTServer
 from ml.export import OUTPUT
 from ml.server.batcher import Batcher
 from ml.server.body_limit import BodyLimitMiddleware
+from ml.server.canary import requested_version
 from ml.server.client_error import ClientError
 from ml.server.fast_predict import FastPredictRoute
 from ml.server.header_timeout import header_timeout_protocol
@@ -73,6 +74,13 @@ class FashionMnistModel(kserve.Model):
         current = self.watcher.current
         return current.version if current is not None else None
 
+    def canary_weight(self) -> tuple[int, int] | None:
+        """(version, percent of requests) of a loaded canary, else None."""
+        canary = self.watcher.canary
+        if canary is None or canary.current is None:
+            return None
+        return canary.current.version, canary.split.weight
+
     def not_ready_reason(self) -> str:
         return f"No version loaded yet from {self.watcher.model_dir} (waiting for one)."
 
@@ -99,8 +107,11 @@ class FashionMnistModel(kserve.Model):
     async def predict(  # type: ignore[override]  # takes preprocess's result: KServe passes it on
         self, payload: ParsedRequest, headers: Any = None
     ) -> Any:
+        target = self.watcher.route(requested_version())  # the stable, or the canary
+        if target is not None:
+            answered_by(target.version)  # its failures count against it too
         version, probabilities = await self.batcher.predict(
-            payload.signature_name, payload.inputs, payload.pixels
+            payload.signature_name, payload.inputs, payload.pixels, target
         )
         answered_by(version)
         if payload.form == "v2":  # as JSON or binary data, as asked (KServe's to_rest)
@@ -166,7 +177,7 @@ class BoundRESTServer(RESTServer):
         **kw: Any,
     ) -> None:
         super().__init__(*a, **kw)
-        self.metrics = ServerMetrics(model.name, model.served_version)
+        self.metrics = ServerMetrics(model.name, model.served_version, model.canary_weight)
         model.batcher.on_call = self.metrics.observe_batch
         configure_uvicorn(self, host, request_header_timeout, self.metrics)
         self.max_body_bytes = max_body_bytes

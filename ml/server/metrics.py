@@ -7,20 +7,23 @@ process, as in tests, count apart):
 
 - ``distml_requests_total{model, route, code, version}``: every answered request but
   ``GET /metrics`` and the health probes (``UNCOUNTED_PATHS``);
-- ``distml_request_duration_seconds{model, route}``: from the request's first byte (when the
-  HTTP protocol says, ``header_timeout.FIRST_BYTE``; else from reaching this middleware) to
-  its answer's last byte being handed to the server (or the answer being given up);
+- ``distml_request_duration_seconds{model, route, version}``: from the request's first byte
+  (when the HTTP protocol says, ``header_timeout.FIRST_BYTE``; else from reaching this
+  middleware) to its answer's last byte being handed to the server (or the answer being given up);
 - ``distml_requests_in_flight{model}``: requests being answered now;
 - ``distml_model_info{model, version}``: the version served now (``""`` before one loads),
   read from the server when scraped, so it cannot lag behind the swap;
-- ``distml_batch_size{model}``: images per model call (``ml/server/batcher.py``).
+- ``distml_batch_size{model}``: images per model call (``ml/server/batcher.py``);
+- ``distml_canary_weight{model, version}``: during a canary release, the percent of requests
+  the canary ``version`` answers (``ml/server/canary.py``); absent without a canary.
 
 ``route`` is the route template the path matched (``/v1/models/{model_name}:predict``), else
 ``other``; ``model`` is the served model's name when the path names it, else ``""``; so
 neither grows with what clients send. ``code`` is the status answered; ``499`` when the
 client went away before an answer started (nginx's code for it), ``500`` when the app
-raised before answering. ``version`` is the version whose call answered (the model reports
-it: :func:`answered_by`), ``""`` when no model call answered (a refusal, an error).
+raised before answering. ``version`` is the version the request was routed to, whose call
+answered or failed (the model reports it: :func:`answered_by`), ``""`` when no version was
+(a refusal before the model): a canary's own errors and latency count against it.
 
 The exposition (:meth:`ServerMetrics.exposition`) also holds what the process's default
 registry holds: KServe's own histograms (``request_predict_seconds`` ...) and the process
@@ -37,11 +40,12 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import InfoMetricFamily, Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, Metric
 
 from ml.contract_metrics import (
     BATCH_BUCKETS,
     BATCH_SIZE,
+    CANARY_WEIGHT,
     IN_FLIGHT,
     LATENCY,
     LATENCY_BUCKETS,
@@ -113,7 +117,12 @@ class ServerMetrics:
     ``served_version()`` is the version served now (None before one loads).
     """
 
-    def __init__(self, model_name: str, served_version: Callable[[], int | None]) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        served_version: Callable[[], int | None],
+        canary: Callable[[], tuple[int, int] | None] = lambda: None,
+    ) -> None:
         self.model_name = model_name
         self.registry = CollectorRegistry()
         r = self.registry
@@ -121,7 +130,7 @@ class ServerMetrics:
         self.latency = Histogram(
             LATENCY,
             "Seconds from a request's first byte to its answer's last.",
-            ("model", "route"),
+            ("model", "route", "version"),
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -131,12 +140,13 @@ class ServerMetrics:
         )
         self.in_flight.labels(model_name)  # 0 from the start, not absent
         r.register(_ModelInfo(model_name, served_version))
+        r.register(_CanaryWeight(model_name, canary))
         r.register(_Registry(REGISTRY))  # KServe's histograms, process and Python metrics
 
     def count(self, model: str, route: str, code: int, version: str, seconds: float) -> None:
         """One answered request."""
         self.requests.labels(model, route, str(code), version).inc()
-        self.latency.labels(model, route).observe(seconds)
+        self.latency.labels(model, route, version).observe(seconds)
 
     def refused_early(self, code: int, seconds: float) -> None:
         """A request the HTTP protocol answered itself (408: its headers came too late; 400:
@@ -165,6 +175,26 @@ class _ModelInfo:
         info = InfoMetricFamily(MODEL_INFO, "The model version served now.", labels=["model"])
         info.add_metric([self.model_name], {"version": "" if version is None else str(version)})
         yield info
+
+    def describe(self) -> Iterator[Metric]:
+        return self.collect()
+
+
+class _CanaryWeight:
+    """``distml_canary_weight{model, version}`` from ``canary()`` ((version, weight) or None)."""
+
+    def __init__(self, model_name: str, canary: Callable[[], tuple[int, int] | None]) -> None:
+        self.model_name = model_name
+        self.canary = canary
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            CANARY_WEIGHT, "Percent of requests the canary answers.", labels=["model", "version"]
+        )
+        now = self.canary()
+        if now is not None:
+            family.add_metric([self.model_name, str(now[0])], now[1])
+        yield family
 
     def describe(self) -> Iterator[Metric]:
         return self.collect()

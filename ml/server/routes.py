@@ -7,9 +7,10 @@ the model repository extension: one unauthenticated ``POST
 watcher, so readiness answered 404 from then on. :func:`mount_documented_routes` replaces
 KServe's routes with :data:`ROUTES`, served by KServe's own endpoint handlers: V1 predict
 and readiness, and the Open Inference Protocol's (KServe V2 REST) required routes, none of
-which changes anything, plus ``GET /metrics`` (``ml/server/metrics.py``). Any other URL
-gets a 404 (405: a served path with another method) naming the routes that are served, and
-a V2 URL naming a model version a 404 saying which version is served and the URL without it.
+which changes anything, plus ``GET /metrics`` (``ml/server/metrics.py``). A V2 infer may
+name the loaded version to answer it (the stable's, or a canary's during a release). Any
+other URL gets a 404 (405: a served path with another method) naming the routes that are
+served, and a V2 ready or metadata URL naming a version a 404 giving the URL without it.
 V2 infer bodies are decoded in one place, :func:`decode_v2_body`: any body that is not a V2
 request is a 400 saying why.
 """
@@ -32,9 +33,13 @@ from kserve.protocol.rest.v2_endpoints import V2Endpoints
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
+from ml.server.canary import request_version
 from ml.server.client_error import ClientError
 from ml.server.v2 import V2_HINT
 
+#: A V2 infer that names the version to answer: the protocol's route, served for the versions
+#: loaded (the stable and, during a canary release, the canary: ``ml/server/canary.py``).
+VERSIONED_INFER = "/v2/models/{model_name}/versions/{model_version}/infer"
 #: (method, path, what it is): every route this server answers (docs/serving.md, "Serving").
 ROUTES = (
     ("GET", "/", "liveness"),
@@ -46,6 +51,7 @@ ROUTES = (
     ("GET", "/v2/models/{model_name}", "V2 model metadata"),
     ("GET", "/v2/models/{model_name}/ready", "V2 model readiness"),
     ("POST", "/v2/models/{model_name}/infer", "V2 infer"),
+    ("POST", VERSIONED_INFER, "V2 infer by one loaded version (the stable's or the canary's)"),
     ("GET", "/metrics", "Prometheus metrics"),
 )
 #: FastAPI's API pages, served only with KServe's ``--enable_docs_url true``.
@@ -123,6 +129,7 @@ def _v2_handlers(dataplane: DataPlane, served_version: Callable[[], int | None])
         "/v2/models/{model_name}": model_metadata,
         "/v2/models/{model_name}/ready": model_ready,
         "/v2/models/{model_name}/infer": _v2_infer(v2),
+        VERSIONED_INFER: _v2_versioned_infer(v2),
     }
 
 
@@ -162,6 +169,21 @@ def _v2_infer(v2: V2Endpoints) -> Any:
         )
 
     return v2_infer
+
+
+def _v2_versioned_infer(v2: V2Endpoints) -> Any:
+    """:func:`_v2_infer`, answered by the version the URL names (404 if it is not loaded)."""
+    infer = _v2_infer(v2)
+
+    async def v2_versioned_infer(
+        raw_request: Request, raw_response: Response, model_name: str, model_version: str
+    ) -> Any:
+        if not model_version.isdigit():
+            raise ClientError(404, f"version {model_version!r} is not a version number")
+        request_version(int(model_version))
+        return await infer(raw_request, raw_response, model_name)
+
+    return v2_versioned_infer
 
 
 def decode_v2_body(body: bytes, headers: Mapping[str, str], model_name: str) -> InferRequest:
@@ -242,16 +264,16 @@ def _binary_request(body: bytes, length: int, model_name: str) -> InferRequest:
 def served_routes(model_name: str) -> str:
     """The served routes for ``model_name``, as a client would type them."""
     return "; ".join(
-        f"{method} {path.format(model_name=model_name)} ({what})" for method, path, what in ROUTES
+        f"{method} {path.format(model_name=model_name, model_version='<N>')} ({what})"
+        for method, path, what in ROUTES
     )
 
 
 def versioned_url_message(path: str, model_name: str, version: int | None) -> str | None:
-    """What to say about a V2 infer, ready or metadata URL naming a model version, else None.
+    """What to say about a V2 ready or metadata URL naming a model version, else None.
 
-    Such URLs answer 404 (not KServe's 501): the server serves one version, the newest
-    published, and a version in the URL cannot be honoured, as TF Serving answers 404 for
-    a version it does not serve.
+    Such URLs answer 404 (not KServe's 501): readiness and metadata are the model's, whatever
+    version answers; only infer takes a version (:data:`VERSIONED_INFER`).
     """
     match = _VERSIONED.fullmatch(path)
     if not match:
@@ -259,15 +281,13 @@ def versioned_url_message(path: str, model_name: str, version: int | None) -> st
     name, named, rest = match["name"], match["version"], match["rest"]
     now = f"now version {version}" if version is not None else "none loaded yet"
     return (
-        f"versions are not addressable: this server serves only the newest published version "
-        f"of {model_name} ({now}); send the request without /versions/{named}: "
-        f"/v2/models/{name}{rest} (the answer's model_version says which version answered)"
+        f"only infer is addressable by version; readiness and metadata are the model's: "
+        f"send the request without /versions/{named}: /v2/models/{name}{rest} "
+        f"(the served version of {model_name} is {now})"
     )
 
 
-_VERSIONED = re.compile(
-    r"/v2/models/(?P<name>[^/]+)/versions/(?P<version>[^/]+)(?P<rest>/infer|/ready|)"
-)
+_VERSIONED = re.compile(r"/v2/models/(?P<name>[^/]+)/versions/(?P<version>[^/]+)(?P<rest>/ready|)")
 
 
 def add_route_error_handler(

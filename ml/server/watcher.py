@@ -22,6 +22,7 @@ import numpy as np
 from ml.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
 from ml.models import INPUT_SHAPE, NUM_CLASSES
 from ml.select import serving_versions
+from ml.server.canary import CanaryDir
 from ml.server.client_error import ClientError
 from ml.server.instances import SIGNATURE_INPUTS
 
@@ -101,7 +102,9 @@ class VersionWatcher:
     """Serves the newest loadable integer version under ``model_dir``; polls for new ones.
 
     ``current`` is swapped by one reference assignment after the new version is fully
-    loaded; readers take ``current`` once per request and use only that object.
+    loaded; readers take ``current`` once per request and use only that object. With a
+    ``canary_dir``, a canary version is loaded from there beside it and answers its share
+    of the requests (``ml/server/canary.py``): :meth:`route` says which answers a request.
     """
 
     def __init__(
@@ -109,9 +112,11 @@ class VersionWatcher:
         model_dir: str | os.PathLike[str],
         *,
         loader: Callable[[int, Path], Any] = load_version,
+        canary_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.current: LoadedVersion | None = None
+        self.canary = CanaryDir(Path(canary_dir), loader) if canary_dir else None
         self._loader = loader
         self._failed: dict[int, tuple[int, ...] | None] = {}
         self._said_empty = False
@@ -119,7 +124,14 @@ class VersionWatcher:
         self._thread: threading.Thread | None = None
 
     def poll(self) -> bool:
-        """Check the directory once; load and switch to a newer version. True if switched."""
+        """Check the directory once; load and switch to a newer version. True if switched.
+        Then the canary's directory, if any."""
+        switched = self._poll_served()
+        if self.canary is not None:
+            self.canary.poll()
+        return switched
+
+    def _poll_served(self) -> bool:
         versions = serving_versions(self.model_dir)
         current = self.current
         if not versions:
@@ -203,15 +215,41 @@ class VersionWatcher:
     def stop(self) -> None:
         self._stop.set()
 
-    def predict(self, signature_name: str, inputs: Any) -> tuple[int, np.ndarray]:
-        """Run one signature on the version serving now; returns (version, probabilities).
+    def versions(self) -> dict[int, str]:
+        """The versions loaded now, by number: ``{N: "stable"}``, and the canary's."""
+        loaded = {self.current.version: "stable"} if self.current is not None else {}
+        canary = self.canary.current if self.canary is not None else None
+        return {**loaded, canary.version: "canary"} if canary is not None else loaded
+
+    def route(self, version: int | None = None) -> LoadedVersion | None:
+        """Which loaded version answers a request: the one it names (``version``), else
+        the canary for its share of requests, else the stable (None before one loads).
+
+        Raises:
+            ClientError: 404, ``version`` is not loaded here (saying which are).
+        """
+        if version is None:
+            chosen = self.canary.choose() if self.canary is not None else None
+            return chosen if chosen is not None else self.current
+        loaded = [v for v in (self.current, self.canary and self.canary.current) if v]
+        for candidate in loaded:
+            if candidate.version == version:
+                return candidate
+        served = ", ".join(f"{n} ({role})" for n, role in self.versions().items()) or "none yet"
+        raise ClientError(404, f"version {version} is not served here; served: {served}")
+
+    def predict(
+        self, signature_name: str, inputs: Any, loaded: LoadedVersion | None = None
+    ) -> tuple[int, np.ndarray]:
+        """Run one signature on ``loaded`` (default: the version serving now); returns
+        (version, probabilities).
 
         Raises:
             ClientError: the inputs were rejected by the model (an undecodable image).
         """
         import tensorflow as tf
 
-        current = self.current
+        current = loaded if loaded is not None else self.current
         if current is None:
             raise RuntimeError(f"no model version loaded from {self.model_dir} yet")
         dtype = tf.string if signature_name == DEFAULT_SIGNATURE else tf.float32

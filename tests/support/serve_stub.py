@@ -31,8 +31,11 @@ class StubVersions(watcher.VersionWatcher):
         self.current = watcher.LoadedVersion(VERSION, Path(f"/stub/{VERSION}"), {}, None)
         self.stopped = False
 
-    def predict(self, signature_name: str, inputs: Any) -> tuple[int, np.ndarray]:
-        return VERSION, np.full((len(inputs), 10), 0.1, np.float32)
+    def predict(
+        self, signature_name: str, inputs: Any, loaded: Any = None
+    ) -> tuple[int, np.ndarray]:
+        version = loaded.version if loaded is not None else VERSION
+        return version, np.full((len(inputs), 10), 0.1, np.float32)
 
     def stop(self) -> None:
         self.stopped = True

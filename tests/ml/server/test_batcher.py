@@ -23,10 +23,12 @@ class Model:
         self.gate = threading.Event()
         self.entered = threading.Event()
         self.inputs: list[list] = []
+        self.targets: list[object] = []
         self.fail_on = fail_on
 
-    def __call__(self, signature_name: str, inputs):
+    def __call__(self, signature_name: str, inputs, target=None):
         self.inputs.append(list(inputs))
+        self.targets.append(target)
         self.entered.set()
         self.gate.wait(timeout=30)
         if self.fail_on is not None and self.fail_on in list(inputs):
@@ -118,6 +120,29 @@ def test_other_signatures_wait_for_their_own_call_in_order() -> None:
     answers = asyncio.run(main())
     assert [rows[0, 0] for _, rows in answers] == [0, 1, 2, 3, 4]
     assert model.inputs == [[0], [1, 3], [2, 4]]
+
+
+def test_requests_for_another_version_never_share_a_call() -> None:
+    # The canary's requests go to the canary's model, the stable's to the stable's.
+    model = Model()
+    batcher = batcher_of(model)
+    stable, canary = object(), object()
+
+    async def main() -> list:
+        first = asyncio.ensure_future(batcher.predict("a", [0], pixels=1, target=stable))
+        await _entered(model)
+        rest = [
+            asyncio.ensure_future(batcher.predict("a", [x], pixels=1, target=to))
+            for to, x in ((canary, 1), (stable, 2), (canary, 3), (stable, 4))
+        ]
+        await asyncio.sleep(0)
+        model.gate.set()
+        return await asyncio.gather(first, *rest)
+
+    answers = asyncio.run(main())
+    assert [rows[0, 0] for _, rows in answers] == [0, 1, 2, 3, 4]
+    assert model.inputs == [[0], [1, 3], [2, 4]]
+    assert model.targets == [stable, canary, stable]
 
 
 def test_an_error_reaches_only_the_request_that_caused_it() -> None:

@@ -118,7 +118,8 @@ def test_every_request_is_counted_as_answered_and_probes_are_not(servers) -> Non
     assert increase(before, counted(server)) == {
         (MODEL, PREDICT, "200", "1"): 3,
         (MODEL, INFER, "200", "1"): 2,
-        (MODEL, PREDICT, "400", ""): 2,  # no version answered: refused, or its call failed
+        (MODEL, PREDICT, "400", ""): 1,  # refused before reaching a version
+        (MODEL, PREDICT, "400", "1"): 1,  # the undecodable image: the version it went to
         (MODEL, INFER, "400", ""): 1,
         ("", OTHER_ROUTE, "404", ""): 1,
         ("", PREDICT, "404", ""): 1,  # another model's name: not a label value

@@ -25,6 +25,7 @@ DOCUMENTED_ROUTES = [
     ("GET", "/v2/models/{model_name}"),
     ("GET", "/v2/models/{model_name}/ready"),
     ("POST", "/v2/models/{model_name}/infer"),
+    ("POST", "/v2/models/{model_name}/versions/{model_version}/infer"),
     ("GET", "/metrics"),
 ]
 
@@ -131,23 +132,45 @@ def test_a_served_path_with_another_method_is_405_naming_the_method(client) -> N
 @pytest.mark.parametrize(
     ("method", "path", "unversioned"),
     [
-        ("POST", f"/v2/models/{MODEL}/versions/999/infer", f"/v2/models/{MODEL}/infer"),
         ("GET", f"/v2/models/{MODEL}/versions/999/ready", f"/v2/models/{MODEL}/ready"),
         ("GET", f"/v2/models/{MODEL}/versions/999", f"/v2/models/{MODEL}"),
-        ("POST", f"/v2/models/{MODEL}/versions/{VERSION}/infer", f"/v2/models/{MODEL}/infer"),
+        ("GET", f"/v2/models/{MODEL}/versions/{VERSION}", f"/v2/models/{MODEL}"),
     ],
 )
-def test_versioned_v2_urls_are_404_naming_the_served_version(
+def test_versioned_ready_and_metadata_urls_are_404_giving_the_url_without(
     client, method, path, unversioned
 ) -> None:
-    answer = client.request(method, path, json={})
+    answer = client.request(method, path)
     assert answer.status_code == 404, answer.text
-    assert answer.json()["error"].startswith(
-        f"{method} {path}: versions are not addressable: this server serves only the newest "
-        f"published version of {MODEL} (now version {VERSION}); send the request without "
-        f"/versions/"
+    assert answer.json()["error"] == (
+        f"{method} {path}: only infer is addressable by version; readiness and metadata are "
+        f"the model's: send the request without /versions/{path.split('/')[5]}: {unversioned} "
+        f"(the served version of {MODEL} is now version {VERSION})"
     )
-    assert f": {unversioned} (the answer's model_version says" in answer.json()["error"]
+
+
+V2_ZEROS = {
+    "inputs": [{"name": "pixels", "shape": [1, 28, 28, 1], "datatype": "FP32",
+                "data": [0.0] * 784}]
+}  # fmt: skip
+
+
+def test_an_infer_naming_the_served_version_is_answered_by_it(client) -> None:
+    answer = client.post(f"/v2/models/{MODEL}/versions/{VERSION}/infer", json=V2_ZEROS)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model_version"] == str(VERSION)
+
+
+@pytest.mark.parametrize("named", ["999", "x1", "-3"])
+def test_an_infer_naming_another_version_is_404_saying_which_are_served(client, named) -> None:
+    answer = client.post(f"/v2/models/{MODEL}/versions/{named}/infer", json=V2_ZEROS)
+    assert answer.status_code == 404, answer.text
+    if named.isdigit():
+        assert answer.json()["error"] == (
+            f"version {named} is not served here; served: {VERSION} (stable)"
+        )
+    else:
+        assert answer.json()["error"] == f"version {named!r} is not a version number"
 
 
 def v2_binary(header: dict, data: bytes = b"") -> tuple[bytes, dict[str, str]]:
