@@ -44,6 +44,8 @@ def test_its_pod_runs_the_given_image_as_the_project_user_ready_on_its_port() ->
     assert c["readinessProbe"]["tcpSocket"]["port"] == alert_sink.PORT
     assert c["securityContext"]["runAsNonRoot"] is True
     assert service["spec"]["selector"] == pod["metadata"]["labels"]
+    # It schedules beside the predictors' peak on a 2-CPU node: no CPU request.
+    assert "cpu" not in c["resources"]["requests"]
 
 
 @given(st.lists(st.one_of(st.text(max_size=40), st.builds(json.dumps, st.dictionaries(

@@ -45,6 +45,9 @@ def test_it_is_the_cluster_prometheus_it_names_with_rights_in_distmls_namespace_
     (deployment,) = by_kind("Deployment")
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert all(labels[k] == v for k, v in service["spec"]["selector"].items())
+    # It schedules while the earlier steps' predictors hold their peak: no CPU request.
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "cpu" not in container["resources"]["requests"]
     (role,) = by_kind("Role")
     assert role["metadata"]["namespace"] == "kubeflow"
     assert {v for r in role["rules"] for v in r["verbs"]} == {"list", "watch"}
