@@ -15,6 +15,9 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
                                          (`invoke tensorboard` shows V/tensorboard/)
     V/serving/<service>/<version>/       published SavedModels          (ml.select)
     V/serving/<service>/<version>/publish.json   what was published, why, and what made it
+    V/canary/<service>/<version>/        a canary release, beside serving (ml.select --canary)
+    V/canary/<service>/weight.json       the canary's share of requests (the orchestration)
+    V/rejected/<service>/<version>/      ended canaries not promoted    (ml.canary_publish)
     V/reports/selection.json             the selection report           (ml.select)
     V/reports/serving-<service>.json     the serving version's publish.json (ml.select)
     V/serving/.<service>.publish.lock    held by ml.select while it selects and publishes
@@ -159,6 +162,21 @@ def serving_dir(volume: AnyPath, service: str) -> str:
     return _p(volume, "serving", service)
 
 
+def canary_dir(volume: AnyPath, service: str) -> str:
+    """A canary release's version (``<N>/``, serving's layout), served beside the stable."""
+    return _p(volume, "canary", service)
+
+
+def canary_weight_path(volume: AnyPath, service: str) -> str:
+    """The percent of requests the canary answers (``{"weight": W}``; the orchestration)."""
+    return _p(volume, "canary", service, "weight.json")
+
+
+def rejected_dir(volume: AnyPath, service: str) -> str:
+    """Canary versions that were rejected, each with the analysis in its publish.json."""
+    return _p(volume, "rejected", service)
+
+
 def selection_report(volume: AnyPath) -> str:
     return _p(volume, "reports", SELECTION_REPORT)
 
@@ -295,17 +313,29 @@ def select(
     min_accuracy: float = 0.0,
     force: bool = False,
     rollback: bool = False,
+    canary: bool = False,
     code_version: str | None = None,
     python: str = "python",
 ) -> list[str]:
     """``ml.select``: publish the best candidate, or with ``rollback`` the previous one.
     ``code_version`` (the image tag; locally the tag this code builds to) goes into the
-    published version's lineage; a rollback keeps the restored version's own."""
+    published version's lineage; a rollback keeps the restored version's own. ``canary``:
+    publish into :func:`canary_dir` instead, for :func:`canary_end` to promote or reject."""
     argv = [*_module(python, "select"), "--volume", str(volume), "--service", service]
     if rollback:
         return [*argv, "--rollback"]
     argv += ["--min-accuracy", f"{min_accuracy:g}", *(["--force"] if force else [])]
+    argv += ["--canary"] if canary else []
     return argv + (["--code-version", code_version] if code_version else [])
+
+
+def canary_end(
+    volume: AnyPath, service: str, *, promote: bool, record: AnyPath, python: str = "python"
+) -> list[str]:
+    """``ml.canary_publish``: promote the canary into serving, or reject it into
+    :func:`rejected_dir`; ``record`` (a JSON object, the analysis) is kept in its publish.json."""
+    argv = [*_module(python, "canary_publish"), "--volume", str(volume), "--service", service]
+    return [*argv, "--promote" if promote else "--reject", "--record", str(record)]
 
 
 def serve(
