@@ -2,6 +2,7 @@
 
     python -m ml.select --volume V --service S [--min-accuracy A] [--force] [--code-version C]
     python -m ml.select --volume V --service S --rollback
+    python -m ml.select --volume V --service S --canary [--min-accuracy A] [--force] ...
 
 Every candidate in ``V/candidates/*`` is evaluated on the **validation** split and the
 choice is made on those scores alone: the winner is published as ``V/serving/S/<previous
@@ -15,7 +16,8 @@ Publishing copies to a hidden temporary directory beside the target and renames 
 server polling the directory never sees half a model. A selection or rollback holds the
 volume's publish lock (``contract.PUBLISH_LOCK``) from start to end, so two at once take
 turns and never pick the same "latest + 1"; a publish killed mid-copy leaves a hidden
-``.publish-*`` directory, which the next publish removes.
+``.publish-*`` directory, which the next publish removes. With ``--canary`` the same choice
+publishes the winner as a canary, into ``V/canary/S`` (``ml/canary_publish.py``).
 
 Exit codes: 0 published or kept the better serving version; 1 nothing usable or below
 ``--min-accuracy`` (what was serving stays serving); 2 bad arguments or no data; 3 another
@@ -36,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ml import contract
+from ml import canary_publish, contract
 from ml.contract import DEFAULT_SERVICE, PUBLISH_FILE
 from ml.data import DataError
 from ml.data import lineage as data_lineage
@@ -158,6 +160,7 @@ def select(
     *,
     min_accuracy: float = 0.0,
     force: bool = False,
+    canary: bool = False,
     code_version: str = UNKNOWN_CODE_VERSION,
     source_dir: str | None = None,
     log: Any = print,
@@ -176,7 +179,11 @@ def select(
         "winner": None,
         "published": False,
         "version": None,
+        **({"canary": True} if canary else {}),
     }
+    if canary and (refused := canary_publish.refusal(volume, service)):
+        report["reason"] = refused  # before anything is evaluated
+        return _finish(volume, report, 1, log)
     if not names:
         report["reason"] = f"no candidates in {candidates_dir}; run training first"
         return _finish(volume, report, 1, log)
@@ -199,11 +206,24 @@ def select(
     report["test_examples"] = _score_on_test(volume, usable, source_dir, log)
     if why is not None:
         record = _lineage(volume, candidates_dir, winner, why, code_version)
-        version = publish(candidates_dir / winner["model_type"], serving_dir, record)
-        report.update(published=True, version=version, reason=why)
-        _write_serving_record(volume, service, serving_dir / str(version))
-        log(f"published {winner['model_type']} as {serving_dir / str(version)}")
+        target = _publish(volume, service, candidates_dir / winner["model_type"], record, canary)
+        report.update(published=True, version=int(target.name), reason=why)
+        log(f"published {winner['model_type']} as {target}")
     return _finish(volume, report, code, log)
+
+
+def _publish(
+    volume: Path, service: str, source: Path, record: dict[str, Any], canary: bool
+) -> Path:
+    """Publish the winner as the serving version (and copy its record for status), or as
+    the canary; return its directory."""
+    if canary:
+        version = canary_publish.publish_canary(source, volume, service, record)
+        return Path(contract.canary_dir(volume, service)) / str(version)
+    serving_dir = Path(contract.serving_dir(volume, service))
+    version = publish(source, serving_dir, record)
+    _write_serving_record(volume, service, serving_dir / str(version))
+    return serving_dir / str(version)
 
 
 def _candidate_names(candidates_dir: Path) -> list[str]:
@@ -378,6 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="republish the version that served before the current one, then exit",
     )
     p.add_argument(
+        "--canary",
+        action="store_true",
+        help="publish the winner into V/canary/S, beside the serving version, as a canary "
+        "(python -m ml.canary_publish ends it)",
+    )
+    p.add_argument(
         "--code-version",
         default=UNKNOWN_CODE_VERSION,
         help="the code that made the model, recorded in publish.json: the project image's "
@@ -405,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not 0.0 <= args.min_accuracy <= 1.0:
         p.error(f"--min-accuracy must be between 0 and 1 (a fraction), got {args.min_accuracy}")
+    if args.canary and args.rollback:
+        p.error("--canary publishes a new version: it cannot be combined with --rollback")
     volume = Path(args.volume)
     lock = contract.lock_path(volume, args.service, contract.PUBLISH_LOCK)
     try:
@@ -446,6 +474,7 @@ def _run(volume: Path, args: argparse.Namespace) -> int:
             args.service,
             min_accuracy=args.min_accuracy,
             force=args.force,
+            canary=args.canary,
             code_version=args.code_version,
             source_dir=args.source_dir,
         )

@@ -1,6 +1,7 @@
 """ml.select: evaluate every candidate on validation, pick the best, publish atomically with its
 lineage, refuse a worse model unless forced, and roll back through the history; the volume's
-limits (a full disk, killed publishes, a bad service name). The fixtures: conftest.py."""
+limits (a full disk, killed publishes, a bad service name); with --canary, the same choice
+published beside serving. The fixtures: conftest.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ml import contract
+from ml import canary_publish, contract
 from ml import select as sel
 from ml.data import SPLIT_EXAMPLES
 
@@ -219,3 +220,78 @@ def test_min_accuracy_must_be_a_fraction(volume, capsys):
         run(volume, "--min-accuracy", "86")
     assert exit_.value.code == 2
     assert "fraction" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- --canary
+
+
+def test_a_canary_goes_beside_serving_under_a_number_never_used(volume, saved_models, capsys):
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume) == 0  # serving version 1
+    served = contract.read_publish(contract.serving_record(volume, "tf-mnist"))
+    (volume / "rejected" / "tf-mnist" / "2").mkdir(parents=True)  # a rejected canary's number
+    capsys.readouterr()
+    argv = contract.select(volume, canary=True, code_version="distml:0123456789ab")
+    assert sel.main(argv[3:]) == 0
+    canary = Path(contract.canary_dir(volume, "tf-mnist"))
+    assert f"published cnn as {canary / '3'}" in capsys.readouterr().out
+    r = report(volume)
+    assert (r["canary"], r["published"], r["version"]) == (True, True, 3)
+    assert [p.name for p in canary.iterdir()] == ["3"], "no temporary directory is left"
+    record = json.loads((canary / "3" / "publish.json").read_text())
+    missing = [f for f in contract.LINEAGE_FIELDS if record.get(f) in (None, "", {}, [])]
+    assert not missing, f"publish.json lacks {missing}"
+    assert (record["canary"], record["version"], record["previous"]) == (True, 3, 1)
+    assert record["code_version"] == "distml:0123456789ab" and record["reason"] == r["reason"]
+    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1], "serving untouched"
+    assert contract.read_publish(contract.serving_record(volume, "tf-mnist")) == served
+    # Promoted, it serves as version 3; a rollback then goes back to what served before.
+    analysis = volume.parent / "analysis.json"
+    analysis.write_text('{"decision": "promote", "reason": "every gate passed"}')
+    end = contract.canary_end(volume, "tf-mnist", promote=True, record=analysis)
+    assert canary_publish.main(end[3:]) == 0
+    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1, 3]
+    assert contract.read_publish(contract.serving_record(volume, "tf-mnist"))["version"] == 3
+    assert sel.rollback(volume, "tf-mnist") == (1, 4)
+
+
+@pytest.mark.parametrize("in_progress", [True, False], ids=["a canary runs", "nothing serves"])
+def test_a_canary_is_refused_before_anything_is_evaluated(
+    volume, saved_models, in_progress, monkeypatch
+):
+    add_candidate(volume, "cnn", saved_models["good"])
+    if in_progress:
+        (volume / "serving" / "tf-mnist" / "1").mkdir(parents=True)
+        (volume / "canary" / "tf-mnist" / "4").mkdir(parents=True)
+    monkeypatch.setattr(sel, "load_split_arrays", lambda *a, **k: pytest.fail("evaluated"))
+    assert run(volume, "--canary") == 1
+    r = report(volume)
+    assert r["canary"] is True and not r["published"]
+    if in_progress:
+        assert r["reason"] == (
+            f"a canary (version 4) is in progress in {volume / 'canary' / 'tf-mnist'}; let it "
+            "finish, or end it (promote or reject) first"
+        )
+    else:
+        assert r["reason"].startswith("nothing serves yet: a canary needs a serving version")
+        assert r["reason"].endswith("deploy without --canary first")
+    assert sel.serving_versions(volume / "canary" / "tf-mnist") == ([4] if in_progress else [])
+
+
+def test_a_canary_is_judged_as_a_publish_is(volume, saved_models):
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume) == 0
+    shutil.rmtree(volume / "candidates" / "cnn")
+    add_candidate(volume, "cnn", saved_models["bad"])
+    assert run(volume, "--canary") == 0
+    r = report(volume)
+    assert not r["published"] and "kept version 1" in r["reason"]
+    assert not (volume / "canary").exists()
+    assert run(volume, "--canary", "--force") == 0
+    assert sel.serving_versions(volume / "canary" / "tf-mnist") == [2]
+
+
+def test_canary_and_rollback_do_not_mix(volume, capsys):
+    with pytest.raises(SystemExit) as e:
+        run(volume, "--canary", "--rollback")
+    assert e.value.code == 2 and "cannot be combined with --rollback" in capsys.readouterr().err
