@@ -131,7 +131,8 @@ def test_monitoring_adds_prometheus_and_in_standard_mode_keda_and_still_fits(pro
     before, after = capacity.requirement(without), capacity.requirement(with_monitoring)
     need = Need(after.cpu_m - before.cpu_m, after.memory_mi - before.memory_mi)
     assert need == sum((p.total for p in extra), Need())
-    # Prometheus 40m/128Mi and Alertmanager 10m/32Mi (one pod: 50m, as Prometheus alone was); KEDA in standard mode.
+    # Prometheus 40m/128Mi and Alertmanager 10m/32Mi (one pod: 50m, as Prometheus alone
+    # was); KEDA in standard mode.
     assert (need.cpu_m, need.memory_mi) == ((350, 460) if mode == "standard" else (50, 160))
     # The documented engine holds `up` and a job beside the predictor everywhere, and all
     # three jobs at once but on kind in knative mode: 66 MiB short there, so `train-all`
