@@ -44,6 +44,7 @@ from typing import Any
 
 from ml import contract
 from ml.contract import DEFAULT_SERVICE, PUBLISH_FILE
+from ml.contract_volume_lock import LockHeld, volume_lock
 
 # The primitives below (version listing, staged copy, atomic JSON) are ml.select's too:
 # ml.select calls this module, so this module cannot import ml.select (no import circle).
@@ -368,11 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     volume, service = Path(args.volume), args.service
     lock = contract.lock_path(volume, service, contract.PUBLISH_LOCK)
     try:
-        with contract.volume_lock(
-            lock, "ml.canary_publish", wait_s=args.lock_wait, on_wait=_say_waiting
-        ):
+        with volume_lock(lock, "ml.canary_publish", wait_s=args.lock_wait, on_wait=_say_waiting):
             return _end(volume, service, record, promote_it=args.promote)
-    except contract.LockHeld as e:
+    except LockHeld as e:
         print(
             f"error: a selection, rollback or canary end still holds {e.path} after "
             f"{e.waited:.0f} s: {e.holder}; let it finish, or stop it, then run this again",

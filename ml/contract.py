@@ -27,14 +27,9 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
-import os
 import re
-import socket
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
@@ -167,9 +162,12 @@ def canary_dir(volume: AnyPath, service: str) -> str:
     return _p(volume, "canary", service)
 
 
+CANARY_WEIGHT_FILE = "weight.json"
+
+
 def canary_weight_path(volume: AnyPath, service: str) -> str:
     """The percent of requests the canary answers (``{"weight": W}``; the orchestration)."""
-    return _p(volume, "canary", service, "weight.json")
+    return _p(volume, "canary", service, CANARY_WEIGHT_FILE)
 
 
 def rejected_dir(volume: AnyPath, service: str) -> str:
@@ -195,64 +193,6 @@ def lock_path(volume: AnyPath, service: str, name: str) -> str:
     """A service's lock file (``PUBLISH_LOCK`` or ``DEPLOY_LOCK``), hidden beside its
     directory: the directory itself stays pure TF Serving layout."""
     return _p(volume, "serving", f".{service}{name}")
-
-
-class LockHeld(Exception):
-    """Another process held a volume lock for the whole wait; ``holder`` says which."""
-
-    def __init__(self, path: AnyPath, holder: str, waited: float) -> None:
-        super().__init__(f"{path} is held by {holder} (waited {waited:.0f} s)")
-        self.path, self.holder, self.waited = str(path), holder, waited
-
-
-@contextmanager
-def volume_lock(
-    path: AnyPath, what: str, *, wait_s: float, on_wait: Callable[[str], None]
-) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (an flock, created if missing) for the block.
-
-    When another process holds it, ``on_wait(who)`` is called once and the lock is tried
-    every 0.2 s for ``wait_s`` seconds, then :class:`LockHeld`. The kernel releases the lock
-    when its holder exits, however it exits (``kill -9`` included): no stale lock to clear.
-    The holder writes ``what``, its pid and host into the file, for the waiters' message.
-    """
-    Path(str(path)).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        _acquire(fd, path, wait_s, on_wait)
-        holder = f"{what} (pid {os.getpid()} on {socket.gethostname()}, since "
-        holder += time.strftime("%H:%M:%S") + ")"
-        try:  # who holds it is for messages only: a full disk must not stop the lock
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, holder.encode(), 0)
-        except OSError:
-            pass
-        yield
-    finally:
-        os.close(fd)
-
-
-def _acquire(fd: int, path: AnyPath, wait_s: float, on_wait: Callable[[str], None]) -> None:
-    started = time.monotonic()
-    told = False
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-        try:
-            holder = Path(str(path)).read_text().strip()
-        except OSError:
-            holder = ""
-        waited = time.monotonic() - started
-        if waited >= wait_s:
-            raise LockHeld(path, holder or "another process", waited)
-        # A holder writes its name just after it takes the lock: give it a moment to.
-        if not told and (holder or waited >= 1.0):
-            on_wait(holder or "another process")
-            told = True
-        time.sleep(0.2)
 
 
 def _p(volume: AnyPath, *parts: str) -> str:
@@ -338,11 +278,38 @@ def canary_end(
     return [*argv, "--promote" if promote else "--reject", "--record", str(record)]
 
 
-def serve(
-    model_dir: AnyPath, model_name: str, *, host: str, http_port: int, python: str = "python"
+def sample_accuracy(
+    endpoints: Mapping[str, str],
+    source_dir: str | None = None,
+    *,
+    count: int = 1000,
+    batch: int = 100,
+    timeout: float = 30.0,
+    python: str = "python",
 ) -> list[str]:
-    """``ml.serve``: the model server for ``V/serving/<service>`` (V1 protocol)."""
+    """``ml.sample_accuracy``: each endpoint's accuracy (name -> a full V2 infer URL) on the
+    first ``count`` Fashion-MNIST test images, ``batch`` a request. Prints one JSON line:
+    ``{"count": N, "accuracy": {name: fraction}, "model_version": {name: "2"}}``; exit 1: an
+    endpoint failed (its one stderr line says which and what it answered), 2: no data."""
+    argv = [*_module(python, "sample_accuracy")]
+    argv += [f"--endpoint={name}={url}" for name, url in endpoints.items()]
+    argv += ["--count", str(count), "--batch", str(batch), "--timeout", f"{timeout:g}"]
+    return argv + (["--source-dir", str(source_dir)] if source_dir else [])
+
+
+def serve(
+    model_dir: AnyPath,
+    model_name: str,
+    *,
+    host: str,
+    http_port: int,
+    canary_dir: AnyPath | None = None,
+    python: str = "python",
+) -> list[str]:
+    """``ml.serve``: the model server for ``V/serving/<service>`` (V1 protocol); with
+    ``canary_dir`` (:func:`canary_dir`), a canary release's version beside it."""
     argv = [*_module(python, "serve"), "--model-dir", str(model_dir), "--model-name", model_name]
+    argv += ["--canary-dir", str(canary_dir)] if canary_dir else []
     return [*argv, "--host", host, "--http-port", str(http_port)]
 
 

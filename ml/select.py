@@ -40,6 +40,7 @@ from typing import Any
 
 from ml import canary_publish, contract
 from ml.contract import DEFAULT_SERVICE, PUBLISH_FILE
+from ml.contract_volume_lock import LockHeld, volume_lock
 from ml.data import DataError
 from ml.data import lineage as data_lineage
 from ml.evaluate import CandidateError, evaluate_saved_model, load_split_arrays
@@ -436,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     volume = Path(args.volume)
     lock = contract.lock_path(volume, args.service, contract.PUBLISH_LOCK)
     try:
-        with contract.volume_lock(lock, "ml.select", wait_s=args.lock_wait, on_wait=_say_waiting):
+        with volume_lock(lock, "ml.select", wait_s=args.lock_wait, on_wait=_say_waiting):
             return _run(volume, args)
     except OSError as e:
         if e.errno not in contract.DISK_FULL_ERRNOS:
@@ -448,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    except contract.LockHeld as e:
+    except LockHeld as e:
         print(
             f"error: another selection or rollback still holds {e.path} after {e.waited:.0f} "
             f"s: {e.holder}; let it finish, or stop it, then run this again",

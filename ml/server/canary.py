@@ -23,11 +23,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from ml import contract
 from ml.select import serving_versions
 
 log = logging.getLogger("ml.serve")
 
-WEIGHT_FILE = "weight.json"
+WEIGHT_FILE = contract.CANARY_WEIGHT_FILE
 
 #: The version a request's URL names (``/v2/models/<name>/versions/<N>/infer``), set by
 #: that route's handler (``ml/server/routes.py``) for the model to honour; None elsewhere.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from common.poll import Done, Failed, Pending, poll
 from common.process_group import stop_group
 from ml import contract
+from ml.contract_volume_lock import LockHeld, volume_lock
 from runtime.image import code_version
 from runtime.procs import REPO, is_ours, port_is_free, started_at, tail
 from runtime.requests import DeployRequest, LoadtestRequest
@@ -60,9 +61,9 @@ def deploy_lock(rt: LocalRuntime, what: str) -> Iterator[None]:
         rt.out(f"waiting for {holder} to finish first (it holds {path}; Ctrl-C to stop)")
 
     try:
-        with contract.volume_lock(path, what, wait_s=LOCK_WAIT_S, on_wait=waiting):
+        with volume_lock(path, what, wait_s=LOCK_WAIT_S, on_wait=waiting):
             yield
-    except contract.LockHeld as e:
+    except LockHeld as e:
         raise rt.error(
             f"{e.holder} still holds {e.path} after {e.waited:.0f} s; let it finish, "
             "or stop it, then run this again"
@@ -108,7 +109,12 @@ def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> Serv
     check_port(rt, http_port)
     log_path = rt.wd.logs / "serve.log"
     cmd = contract.serve(
-        rt.serving_dir, rt.service, host="127.0.0.1", http_port=http_port, python=rt.python
+        rt.serving_dir,
+        rt.service,
+        host="127.0.0.1",
+        http_port=http_port,
+        canary_dir=contract.canary_dir(rt.wd.volume, rt.service),  # `deploy --canary`
+        python=rt.python,
     )
     proc = rt.ex.background("model server", cmd, log_path)
     if proc is None:
@@ -175,13 +181,15 @@ def wait_for_version(
     )
 
 
-def _select(rt: LocalRuntime, request: DeployRequest) -> int | None:
-    """Run the selection step; the version to serve (None on a dry run)."""
+def select_step(rt: LocalRuntime, request: DeployRequest, canary: bool = False) -> int | None:
+    """Run the selection step; the version to serve (None on a dry run). ``canary``: it
+    is published into the canary directory (``runtime/local/canary.py``)."""
     cmd = contract.select(
         rt.wd.volume,
         rt.service,
         min_accuracy=request.min_accuracy,
         force=request.force,
+        canary=canary,
         code_version=code_version(REPO),  # the code the steps run here: this repository's
         python=rt.python,
     )
@@ -212,7 +220,7 @@ def deploy(rt: LocalRuntime, request: DeployRequest) -> int:
         server = running_server(rt)
         if server is None:
             check_port(rt, request.http_port)  # before anything is published
-        version = _select(rt, request)
+        version = select_step(rt, request)
         if server is None:
             server = start_server(rt, request.http_port, READY_TIMEOUT_S)
         elif rt.ex.act("leave the running model server: it picks up the new version by itself"):

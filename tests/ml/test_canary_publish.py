@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ml import canary_publish as cp
 from ml import contract
+from ml.contract_volume_lock import volume_lock
 
 SERVICE = "tf-mnist"
 RECORD = {"decision": "promote", "reason": "every gate passed", "intervals": [{"weight": 10}]}
@@ -369,7 +370,7 @@ def test_a_full_disk_during_a_reject_changes_nothing(volume, tmp_path, monkeypat
 
 def test_a_held_lock_is_exit_3(volume, tmp_path, capsys):
     lock = contract.lock_path(volume, SERVICE, contract.PUBLISH_LOCK)
-    with contract.volume_lock(lock, "ml.select", wait_s=1, on_wait=print):
+    with volume_lock(lock, "ml.select", wait_s=1, on_wait=print):
         code = cp.main(
             [
                 *contract.canary_end(volume, SERVICE, promote=True, record=record_file(tmp_path))[

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from ml import contract
+from ml.contract_volume_lock import LockHeld, volume_lock
 
 REPO = Path(__file__).resolve().parents[2]
 HOLD = (
     "import sys, time\n"
-    "from ml import contract\n"
-    "with contract.volume_lock(sys.argv[1], 'holder-under-test', wait_s=5, on_wait=print):\n"
+    "from ml.contract_volume_lock import volume_lock\n"
+    "with volume_lock(sys.argv[1], 'holder-under-test', wait_s=5, on_wait=print):\n"
     "    print('held', flush=True)\n"
     "    sys.stdin.read()\n"  # until the test closes stdin, or kills this process
 )
@@ -43,8 +44,8 @@ def test_a_held_lock_says_who_holds_it_then_gives_up_at_the_deadline(holder):
     path, proc = holder
     told = []
     with (
-        pytest.raises(contract.LockHeld) as e,
-        contract.volume_lock(path, "second", wait_s=0.6, on_wait=told.append),
+        pytest.raises(LockHeld) as e,
+        volume_lock(path, "second", wait_s=0.6, on_wait=told.append),
     ):
         pytest.fail("the lock was taken while another process held it")
     assert len(told) == 1 and f"holder-under-test (pid {proc.pid} on " in told[0]
@@ -55,7 +56,7 @@ def test_the_lock_is_taken_as_soon_as_its_holder_ends(holder):
     path, proc = holder
     proc.stdin.close()
     told = []
-    with contract.volume_lock(path, "second", wait_s=30, on_wait=told.append):
+    with volume_lock(path, "second", wait_s=30, on_wait=told.append):
         assert "second (pid" in path.read_text()
     assert proc.wait(timeout=10) == 0
 
@@ -64,7 +65,7 @@ def test_a_holder_killed_with_sigkill_leaves_no_stale_lock(holder):
     path, proc = holder
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    with contract.volume_lock(path, "after the kill", wait_s=0, on_wait=pytest.fail):
+    with volume_lock(path, "after the kill", wait_s=0, on_wait=pytest.fail):
         pass
 
 
