@@ -74,12 +74,13 @@ def _write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-def publish(source: Path, serving_dir: Path, record: dict[str, Any]) -> int:
-    """Copy ``source`` to ``serving_dir/<latest + 1>`` atomically; return the new version."""
+def publish(source: Path, serving_dir: Path, record: dict[str, Any], at_least: int = 1) -> int:
+    """Copy ``source`` to ``serving_dir/<latest + 1>`` (or ``at_least``, if higher: a
+    number a canary took is never reused) atomically; return the new version."""
     serving_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_copies(serving_dir)
     versions = serving_versions(serving_dir)
-    version = (versions[-1] + 1) if versions else 1
+    version = max((versions[-1] + 1) if versions else 1, at_least)
     tmp = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{version}-", dir=serving_dir))
     try:
         staged = tmp / "model"
@@ -144,6 +145,7 @@ def rollback(volume: Path, service: str) -> tuple[int, int]:
         serving_dir / str(previous),
         serving_dir,
         {**restored, "source": f"rollback to version {previous}", "rolled_back_from": current},
+        at_least=canary_publish.next_version(volume, service),
     )
     # The republished copy inherits the restored version's own predecessor, so a second
     # rollback keeps walking back the history instead of toggling.
@@ -222,7 +224,7 @@ def _publish(
         version = canary_publish.publish_canary(source, volume, service, record)
         return Path(contract.canary_dir(volume, service)) / str(version)
     serving_dir = Path(contract.serving_dir(volume, service))
-    version = publish(source, serving_dir, record)
+    version = publish(source, serving_dir, record, canary_publish.next_version(volume, service))
     _write_serving_record(volume, service, serving_dir / str(version))
     return serving_dir / str(version)
 

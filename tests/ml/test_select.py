@@ -102,6 +102,17 @@ def test_each_publish_increments_the_version(volume, saved_models):
     assert report(volume)["serving_before"]["version"] == 1
 
 
+def test_a_plain_publish_and_a_rollback_skip_a_rejected_canarys_number(volume, saved_models):
+    # A number is a version's label on every metric: a rejected canary's is never reused.
+    add_candidate(volume, "cnn", saved_models["good"])
+    assert run(volume) == 0
+    (volume / "rejected" / "tf-mnist" / "2").mkdir(parents=True)
+    assert run(volume) == 0
+    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1, 3]
+    (volume / "canary" / "tf-mnist" / "4").mkdir(parents=True)
+    assert sel.rollback(volume, "tf-mnist") == (1, 5)
+
+
 def test_refuses_a_worse_model_unless_forced(volume, saved_models):
     add_candidate(volume, "cnn", saved_models["good"])
     assert run(volume) == 0
