@@ -15,7 +15,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from common.errors import DistmlError
-from ml.contract_metrics import IN_FLIGHT, LATENCY, MODEL_INFO, PREDICT_ROUTE, REQUESTS_TOTAL
+from ml.contract_metrics import (
+    CANARY_WEIGHT,
+    IN_FLIGHT,
+    INFER_ROUTE,
+    LATENCY,
+    MODEL_INFO,
+    PREDICT_ROUTE,
+    REQUESTS_TOTAL,
+)
 
 METRICS_PATH = "/metrics"
 BUCKETS = f"{LATENCY}_bucket"
@@ -119,9 +127,13 @@ class Page:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
                 yield s
 
-    def counts(self, model: str, route: str | None = PREDICT_ROUTE) -> Counts:
-        """``model``'s requests on ``route`` (None: every route), by code, and their latency."""
+    def counts(
+        self, model: str, route: str | None = PREDICT_ROUTE, version: str | None = None
+    ) -> Counts:
+        """``model``'s requests on ``route`` (None: every route) routed to ``version`` (None:
+        any), by code, and their latency."""
         where = {"model": model, **({"route": route} if route else {})}
+        where |= {"version": version} if version is not None else {}
         by_code: dict[str, float] = {}
         for s in self._of(REQUESTS_TOTAL, **where):
             code = s.labels.get("code", "")
@@ -135,6 +147,18 @@ class Page:
     def in_flight(self, model: str) -> float | None:
         values = [s.value for s in self._of(IN_FLIGHT, model=model)]
         return sum(values) if values else None
+
+    def served(self, model: str, version: str) -> Counts:
+        """``version``'s share of the service's traffic: its predict and infer requests."""
+        return (
+            Counts()
+            .plus(self.counts(model, PREDICT_ROUTE, version))
+            .plus(self.counts(model, INFER_ROUTE, version))
+        )
+
+    def canary_weight(self, model: str) -> dict[str, float]:
+        """The canary version loaded beside the served one -> its weight (empty: none)."""
+        return {s.labels.get("version", ""): s.value for s in self._of(CANARY_WEIGHT, model=model)}
 
     def version(self, model: str) -> str | None:
         """The version ``model`` serves now ("" before one loaded; None: not on the page)."""

@@ -37,11 +37,13 @@ class Split(Protocol):
     def set_weight(self, weight: int) -> None:
         """Send ``weight`` % of the traffic to the canary; return once it is so."""
 
-    def promote(self) -> None:
-        """All traffic on the new version, as the stable; the canary's objects gone."""
+    def promote(self, result: Result) -> None:
+        """All traffic on the new version, as the stable; the canary's objects gone.
+        ``result`` is the record to keep with it."""
 
-    def rollback(self) -> None:
-        """The canary gone; the stable, untouched, takes all traffic again."""
+    def rollback(self, result: Result) -> None:
+        """The canary gone; the stable, untouched, takes all traffic again. ``result``
+        (the decision's reason, every interval's figures) is the record to keep."""
 
 
 #: Figures of (stable, canary) over the last ``seconds``; raises MeasurementError.
@@ -147,12 +149,12 @@ def analyse(
                 if interval.decision.action is Action.STEP:
                     split.set_weight(interval.decision.weight)
             if result.promoted:
-                split.promote()
+                split.promote(result)
                 return result
     except BaseException as e:
         result.decision = Decision(Action.ROLLBACK, 0, f"stopped: {type(e).__name__} {e}")
         out(f"canary stopped ({result.decision.reason}): rolling back")
-        split.rollback()
+        split.rollback(result)
         raise
-    split.rollback()
+    split.rollback(result)
     return result

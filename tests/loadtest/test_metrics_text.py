@@ -30,13 +30,16 @@ class Server:
         self.registry = r = CollectorRegistry()
         self.requests = Counter(sm.REQUESTS, "r", sm.REQUEST_LABELS, registry=r)
         self.latency = Histogram(
-            sm.LATENCY, "l", ("model", "route"), buckets=sm.LATENCY_BUCKETS, registry=r
+            sm.LATENCY, "l", ("model", "route", "version"), buckets=sm.LATENCY_BUCKETS, registry=r
         )
         self.in_flight = Gauge(sm.IN_FLIGHT, "f", ("model",), registry=r)
+        self.canary = Gauge(sm.CANARY_WEIGHT, "c", ("model", "version"), registry=r)
 
-    def answer(self, code: int, seconds: float, route: str = PREDICT, model: str = MODEL):
-        self.requests.labels(model, route, str(code), "1").inc()
-        self.latency.labels(model, route).observe(seconds)
+    def answer(
+        self, code: int, seconds: float, route: str = PREDICT, model: str = MODEL, version="1"
+    ):
+        self.requests.labels(model, route, str(code), version).inc()
+        self.latency.labels(model, route, version).observe(seconds)
 
     def page(self) -> str:
         return generate_latest(self.registry).decode()
@@ -57,6 +60,22 @@ def test_a_page_reads_into_counts_by_route_and_code():
     assert page.counts(MODEL, route=None).total == 6  # every route of the model
     assert page.in_flight(MODEL) == 3
     assert page.in_flight("nope") is None and page.version(MODEL) is None
+
+
+def test_each_versions_served_traffic_reads_apart_during_a_canary():
+    server = Server()
+    server.canary.labels(MODEL, "2").set(25)
+    for version, code, seconds in [("1", 200, 0.004), ("1", 200, 0.004), ("2", 503, 0.2)]:
+        server.answer(code, seconds, version=version)
+    server.answer(200, 0.01, route=sm.INFER_ROUTE, version="2")
+    server.answer(200, 0.01, route="/v2/models/{model_name}/versions/{model_version}/infer")
+    page = parse_page(server.page())
+    stable, canary = page.served(MODEL, "1"), page.served(MODEL, "2")
+    assert stable.by_code == {"200": 2} and stable.buckets[INF] == 2
+    assert canary.by_code == {"503": 1, "200": 1} and canary.error_ratio() == 0.5
+    assert canary.quantile(0.99) > 0.1
+    assert page.canary_weight(MODEL) == {"2": 25}
+    assert page.canary_weight("other") == {}
 
 
 def test_counts_since_an_earlier_read_and_after_a_restart():

@@ -7,9 +7,9 @@ import signal
 
 import pytest
 
+from runtime.canary.analysis import MeasurementError, Stopped, analyse
 from runtime.canary.gates import Figures, Thresholds
 from runtime.canary.policy import Action, Policy
-from runtime.canary.analysis import MeasurementError, Stopped, analyse
 from tests.support.fakekube import FakeClock
 
 STABLE = Figures(400, 0, 0.02, 0.90)
@@ -23,15 +23,18 @@ class RecordingSplit:
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
         self.calls: list[tuple[float, str]] = []
+        self.results: list = []
 
     def set_weight(self, weight: int) -> None:
         self.calls.append((self.clock.now, f"weight {weight}"))
 
-    def promote(self) -> None:
+    def promote(self, result) -> None:
         self.calls.append((self.clock.now, "promote"))
+        self.results.append(result)
 
-    def rollback(self) -> None:
+    def rollback(self, result) -> None:
         self.calls.append((self.clock.now, "rollback"))
+        self.results.append(result)
 
 
 def measures(*figures):

@@ -1,0 +1,208 @@
+"""The canary on the local runtime: the one server process holds both versions.
+
+``ml.select --canary`` publishes the new version into ``V/canary/S``; the server (started
+with ``--canary-dir``) loads it beside the stable and answers the share of requests its
+``weight.json`` gives (``ml/server/canary.py``). This module is the analysis' ``Split`` and
+``measure`` for it:
+
+- ``set_weight`` writes the weight file (a rename: the server never reads half of it) and
+  returns once the server's ``distml_canary_weight`` gauge shows it applied;
+- ``measure`` reads ``/metrics`` and takes, per version, what was counted since the last
+  reading on the predict and infer routes (never probes), and each version's accuracy on
+  the held-out labelled sample (``ml.sample_accuracy``, sent to each version's own V2 URL);
+- ``promote`` and ``rollback`` run ``ml.canary_publish`` (the canary becomes the served
+  version, or is set aside with the record), then wait until the server shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from common.errors import DistmlError
+from common.poll import Done, Pending, poll
+from loadtest.metrics_text import Counts, MetricsTextError, Page, parse_page
+from loadtest.server_view import METRICS_PATH, MetricsUnavailable, fetch
+from ml import contract
+from runtime.canary.analysis import MeasurementError, Result
+from runtime.canary.gates import Figures
+from runtime.procs import python_env
+
+#: How long the server may take to apply a weight or drop the canary (it polls every 2 s).
+APPLY_TIMEOUT_S = 60.0
+SAMPLE_TIMEOUT_S = 120.0
+
+
+def figures(counts: Counts, accuracy: float | None) -> Figures:
+    """One version's figures over an interval, from what ``/metrics`` counted."""
+    errors = sum(n for code, n in counts.by_code.items() if code.startswith("5"))
+    return Figures(int(counts.total), int(errors), counts.quantile(0.99), accuracy)
+
+
+def write_weight(path: Path, weight: int) -> None:
+    """The weight file, replaced in one rename."""
+    staging = path.with_name(f".{path.name}.tmp")
+    staging.write_text(json.dumps({"weight": weight}) + "\n")
+    os.replace(staging, path)
+
+
+def record_of(result: Result) -> dict[str, Any]:
+    """What is kept with the version, promoted or rejected: the decision and its figures."""
+    return {
+        "decision": result.decision.action.value,
+        "reason": result.decision.reason,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "intervals": [
+            {
+                "weight": i.weight,
+                "stable": asdict(i.stable) if i.stable else None,
+                "canary": asdict(i.canary) if i.canary else None,
+                "gates": {g.name: [g.outcome.value, g.detail] for g in i.gates},
+                "decision": i.decision.action.value,
+                "error": i.error,
+            }
+            for i in result.intervals
+        ],
+    }
+
+
+def _run_step(argv: list[str]) -> subprocess.CompletedProcess:
+    """``ml.sample_accuracy`` as a process (it needs numpy and the data: the pod side)."""
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=SAMPLE_TIMEOUT_S,
+        env=python_env(), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+class LocalCanary:
+    """The analysis' Split and measure for a canary of ``version`` beside ``stable``."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        service: str,
+        volume: Path,
+        stable: int,
+        version: int,
+        step: Callable[[str, list[str]], int],
+        python: str,
+        source_dir: str | None = None,
+        note: Callable[[str], None] = print,
+        score: Callable[[list[str]], subprocess.CompletedProcess] | None = None,
+    ) -> None:
+        self.url, self.service, self.volume = url.rstrip("/"), service, volume
+        self.stable, self.version = stable, version
+        self.step, self.python, self.source_dir = step, python, source_dir
+        self.note = note  # why the labelled sample was not scored, once per reason
+        self._last: Page | None = None
+        self._accuracy: dict[str, float] | None = None
+        self._said = ""
+        self._score = score or _run_step
+
+    # --- Split -------------------------------------------------------------------------
+
+    def set_weight(self, weight: int) -> None:
+        write_weight(Path(contract.canary_weight_path(self.volume, self.service)), weight)
+        applied = {str(self.version): weight}
+        self._wait(
+            lambda page: page.canary_weight(self.service) == applied,
+            f"the server to send {weight}% of requests to version {self.version}",
+        )
+        self._last = self._page()  # the next interval counts from here
+
+    def promote(self, result: Result) -> None:
+        self._end(result, promote=True)
+        self._wait(
+            lambda page: (
+                page.version(self.service) == str(self.version)
+                and not page.canary_weight(self.service)
+            ),
+            f"the server to serve version {self.version} to every request",
+        )
+
+    def rollback(self, result: Result) -> None:
+        self._end(result, promote=False)
+        self._wait(
+            lambda page: not page.canary_weight(self.service),
+            f"the server to drop canary version {self.version}",
+        )
+
+    def _end(self, result: Result, *, promote: bool) -> None:
+        record = Path(contract.canary_dir(self.volume, self.service)).parent / (
+            f".record-{self.service}-{self.version}.json"
+        )
+        record.write_text(json.dumps(record_of(result), indent=2) + "\n")
+        argv = contract.canary_end(
+            self.volume, self.service, promote=promote, record=record, python=self.python
+        )
+        code = self.step("promote" if promote else "roll back", argv)
+        record.unlink(missing_ok=True)
+        if code != 0:
+            raise DistmlError(f"ending the canary failed (exit {code}, see above)")
+
+    # --- measure -----------------------------------------------------------------------
+
+    def measure(self, seconds: float) -> tuple[Figures, Figures]:
+        try:
+            page = self._page()
+        except (MetricsUnavailable, MetricsTextError) as e:
+            raise MeasurementError(f"the server's /metrics: {e}") from e
+        last, self._last = self._last or page, page
+        accuracy = self._accuracies()
+        return tuple(  # type: ignore[return-value]  # a pair: the stable's, the canary's
+            figures(
+                page.served(self.service, str(v)).since(last.served(self.service, str(v))),
+                accuracy.get(str(v)),
+            )
+            for v in (self.stable, self.version)
+        )
+
+    def _accuracies(self) -> dict[str, float]:
+        """Each version's accuracy on the labelled sample: measured once (a version answers
+        the same images the same way), retried at the next interval if it failed."""
+        if self._accuracy is None:
+            endpoints = {
+                str(v): f"{self.url}/v2/models/{self.service}/versions/{v}/infer"
+                for v in (self.stable, self.version)
+            }
+            argv = contract.sample_accuracy(endpoints, self.source_dir, python=self.python)
+            try:
+                done = self._score(argv)
+            except subprocess.TimeoutExpired:
+                return self._unscored(f"no answer within {SAMPLE_TIMEOUT_S:.0f} s")
+            if done.returncode != 0:
+                lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+                return self._unscored(lines[-1])
+            self._accuracy = json.loads(done.stdout.strip().splitlines()[-1])["accuracy"]
+        return self._accuracy
+
+    def _unscored(self, why: str) -> dict[str, float]:
+        """No accuracy this interval (the gate is Inconclusive); the reason said once."""
+        if why != self._said:
+            self.note(f"accuracy sample not scored: {why}")
+            self._said = why
+        return {}
+
+    def _page(self) -> Page:
+        return parse_page(fetch(self.url + METRICS_PATH))
+
+    def _wait(self, ok: Callable[[Page], bool], what: str) -> None:
+        def judge(page: Page) -> Any:
+            return Done(page) if ok(page) else Pending(what)
+
+        verdict = poll(
+            self._page, judge, timeout=APPLY_TIMEOUT_S, interval=0.2,
+            retry_on=(MetricsUnavailable, MetricsTextError), retry_for=10.0,
+        )  # fmt: skip
+        if not isinstance(verdict, Done):
+            raise DistmlError(
+                f"timed out after {APPLY_TIMEOUT_S:.0f} s waiting for {what}; a server "
+                "started by an older distml has no canary support: `invoke down`, then deploy"
+            )

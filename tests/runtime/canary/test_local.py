@@ -1,0 +1,186 @@
+"""runtime/canary/local.py against a stand-in server on loopback: its /metrics is written by
+prometheus-client with the server's own metric names, and, as ``ml.serve --canary-dir``
+does, it applies the weight file at its next poll. The steps (ml.canary_publish,
+ml.sample_accuracy) are recorded or faked here; the real ones run in tests/e2e/test_canary.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+from common.errors import DistmlError
+from ml import contract
+from ml import contract_metrics as sm
+from runtime.canary.analysis import MeasurementError, Result
+from runtime.canary.gates import Figures
+from runtime.canary.local import LocalCanary, record_of
+from runtime.canary.policy import Action, Decision
+
+SERVICE = "tf-mnist"
+VERSIONED = "/v2/models/{model_name}/versions/{model_version}/infer"
+
+
+class StandIn:
+    """The server's metrics, and its canary weight read from the weight file per scrape."""
+
+    def __init__(self, volume: Path) -> None:
+        self.weight_file = Path(contract.canary_weight_path(volume, SERVICE))
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter(sm.REQUESTS, "r", sm.REQUEST_LABELS, registry=r)
+        self.latency = Histogram(sm.LATENCY, "l", ("model", "route", "version"),
+                                 buckets=sm.LATENCY_BUCKETS, registry=r)  # fmt: skip
+        self.weight = Gauge(sm.CANARY_WEIGHT, "w", ("model", "version"), registry=r)
+        self.info = Gauge("distml_model_info", "i", ("model", "version"), registry=r)
+        self.serving, self.canary, self.down = "1", "2", False
+
+    def answer(self, version: str, code: int, seconds: float, route=sm.PREDICT_ROUTE, n=1):
+        for _ in range(n):
+            self.requests.labels(SERVICE, route, str(code), version).inc()
+            self.latency.labels(SERVICE, route, version).observe(seconds)
+
+    def page(self) -> bytes:
+        self.weight.clear()
+        self.info.clear()
+        self.info.labels(SERVICE, self.serving).set(1)
+        if self.canary and self.weight_file.is_file():
+            w = json.loads(self.weight_file.read_text())["weight"]
+            self.weight.labels(SERVICE, self.canary).set(w)
+        return generate_latest(self.registry)
+
+
+@pytest.fixture
+def served(tmp_path):
+    stand_in = StandIn(tmp_path)
+    Path(contract.canary_dir(tmp_path, SERVICE)).mkdir(parents=True)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if stand_in.down:
+                self.send_response(503)
+                self.end_headers()
+                return
+            body = stand_in.page()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield stand_in, f"http://127.0.0.1:{server.server_port}", tmp_path
+    server.shutdown()
+
+
+def canary(url, volume, steps=None, score=None, notes=None):
+    def scored(argv):
+        return subprocess.CompletedProcess(
+            argv, 0, json.dumps({"accuracy": {"1": 0.9, "2": 0.88}}), ""
+        )
+
+    return LocalCanary(
+        url=url, service=SERVICE, volume=volume, stable=1, version=2,
+        step=lambda what, argv: (steps if steps is not None else []).append(argv) or 0,
+        python="python", note=(notes if notes is not None else []).append, score=score or scored,
+    )  # fmt: skip
+
+
+def test_set_weight_writes_the_file_and_returns_once_the_server_applies_it(served):
+    stand_in, url, volume = served
+    c = canary(url, volume)
+    c.set_weight(25)
+    assert json.loads(stand_in.weight_file.read_text()) == {"weight": 25}
+
+
+def test_each_interval_counts_each_versions_served_traffic_since_the_last(served):
+    stand_in, url, volume = served
+    c = canary(url, volume)
+    stand_in.answer("1", 200, 0.004, n=10)  # before the canary: not in any interval
+    c.set_weight(50)
+    stand_in.answer("1", 200, 0.004, n=60)
+    stand_in.answer("2", 200, 0.004, n=55)
+    stand_in.answer("2", 503, 0.3, n=5)
+    stand_in.answer("2", 200, 0.001, route=VERSIONED, n=7)  # the accuracy sample: not traffic
+    stand_in.answer("2", 200, 0.001, route="/v1/models/{model_name}", n=9)  # probes
+    stable, new = c.measure(30)
+    assert (stable.requests, stable.errors, stable.accuracy) == (60, 0, 0.9)
+    assert (new.requests, new.errors, new.accuracy) == (60, 5, 0.88)
+    assert new.p99_s > 0.25
+    stand_in.answer("2", 200, 0.004, n=3)
+    stable, new = c.measure(30)
+    assert (stable.requests, new.requests) == (0, 3)
+
+
+def test_an_unreadable_metrics_page_is_a_measurement_error(served):
+    stand_in, url, volume = served
+    c = canary(url, volume)
+    c.set_weight(10)
+    stand_in.down = True
+    with pytest.raises(MeasurementError, match="the server's /metrics"):
+        c.measure(30)
+
+
+def test_an_unscored_sample_says_why_once_and_leaves_accuracy_unknown(served):
+    _, url, volume = served
+    notes: list[str] = []
+
+    def failing(argv):
+        return subprocess.CompletedProcess(argv, 1, "", "progress\nendpoint 2: HTTP 404")
+
+    c = canary(url, volume, score=failing, notes=notes)
+    c.set_weight(10)
+    assert c.measure(30)[1].accuracy is None and c.measure(30)[1].accuracy is None
+    assert notes == ["accuracy sample not scored: endpoint 2: HTTP 404"]
+
+
+@pytest.mark.parametrize("promote", [True, False])
+def test_the_end_runs_canary_publish_with_the_record_and_waits_for_the_server(served, promote):
+    stand_in, url, volume = served
+    steps: list = []
+    c = canary(url, volume, steps=steps)
+    c.set_weight(10)
+    recorded = {}
+
+    def step(what, argv):
+        recorded.update(json.loads(Path(argv[argv.index("--record") + 1]).read_text()))
+        stand_in.canary = ""  # what ml.canary_publish leaves: no canary
+        stand_in.serving = "2" if promote else "1"
+        return 0
+
+    c.step = step
+    result = Result(Decision(Action.PROMOTE if promote else Action.ROLLBACK, 0, "because"))
+    (c.promote if promote else c.rollback)(result)
+    assert recorded["reason"] == "because"
+
+
+def test_a_failed_end_step_is_an_error(served):
+    _, url, volume = served
+    c = canary(url, volume)
+    c.step = lambda what, argv: 1
+    with pytest.raises(DistmlError, match="ending the canary failed"):
+        c.rollback(Result(Decision(Action.ROLLBACK, 0, "x")))
+
+
+def test_the_record_holds_every_intervals_figures():
+    from runtime.canary.analysis import Interval
+    from runtime.canary.gates import Thresholds, judge
+
+    stable, new = Figures(100, 0, 0.01, 0.9), Figures(50, 10, 0.2, 0.5)
+    gates = judge(stable, new, Thresholds())
+    result = Result(
+        Decision(Action.ROLLBACK, 0, "1 failed measurement(s)"),
+        [Interval(10, stable, new, gates, Decision(Action.ROLLBACK, 0, "x"))],
+    )
+    record = record_of(result)
+    assert record["decision"] == "rollback" and record["reason"] == "1 failed measurement(s)"
+    (interval,) = record["intervals"]
+    assert interval["canary"]["errors"] == 10 and interval["gates"]["errors"][0] == "fail"
