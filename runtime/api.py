@@ -37,6 +37,7 @@ class Capabilities:
     predictors: bool = False  # other predictors than the project's server (--predictor)
     local_port: bool = False  # the server listens on a host port of your choice (--http-port)
     workflows: bool = False  # runs the pipeline as one Argo Workflow (`invoke workflow`)
+    canary: bool = False  # a new version as a canary, judged and promoted or rolled back
 
 
 class Runtime(Protocol):
@@ -51,6 +52,8 @@ class Runtime(Protocol):
     def deploy(self, request: DeployRequest) -> int: ...
 
     def rollback(self) -> int: ...
+
+    def canary(self, word: str) -> int: ...
 
     def loadtest(self, request: LoadtestRequest) -> int: ...
 

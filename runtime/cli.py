@@ -91,6 +91,20 @@ def float_flag(flag, value, default=None):
     return _number(float, "a number", flag, value, default)
 
 
+def ints_flag(flag, value, default=()):
+    """A comma-separated list of whole numbers (``10,25,50``); exit 2 for anything else."""
+    if value is None or value == "":
+        return default
+    try:
+        return tuple(int(part) for part in str(value).split(","))
+    except ValueError:
+        raise Exit(
+            f"error: {flag} must be whole numbers separated by commas (e.g. 10,25,50), "
+            f"got {value!r}",
+            code=2,
+        ) from None
+
+
 def _number(kind, noun, flag, value, default):
     """A flag's value as ``kind`` (``default`` when not given); exit 2 when it is not one."""
     if value is None or value == "":

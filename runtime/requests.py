@@ -16,6 +16,7 @@ from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE, is_duration
 from k8s.manifests.names import is_dns_subdomain
 from k8s.providers.settings import PREDICTORS, SCALE_METRICS, SERVING_MODES
 from ml import contract
+from runtime.canary.policy import DEFAULT_STEPS, Policy
 
 DEFAULT_CONCURRENCY = 5
 DEFAULT_DURATION = "30s"
@@ -149,8 +150,15 @@ class DeployRequest:
     scale_metric: str | None = _needs("scales_out", "--scale-metric")
     request_logger: bool = _needs("cluster", "--request-logger", False)
     http_port: int = _needs("local_port", "--http-port", DEFAULT_HTTP_PORT)
+    # A canary release (runtime/canary): the new version takes these shares of the traffic
+    # in turn, judged every interval; promoted after the last, or rolled back.
+    canary: bool = _needs("canary", "--canary", False)
+    canary_steps: tuple[int, ...] = DEFAULT_STEPS
+    canary_interval: float = 30.0
+    canary_failure_limit: int = 0
 
     def __post_init__(self) -> None:
+        self._check_canary()
         _one_of("--predictor", self.predictor, PREDICTORS)
         _one_of("--scale-metric", self.scale_metric, SCALE_METRICS)
         _fraction("--min-accuracy", self.min_accuracy)
@@ -162,6 +170,31 @@ class DeployRequest:
         ):
             _at_least(flag, value, 0 if flag == "--min-replicas" else 1)
         _port("--http-port", self.http_port)
+
+    def _check_canary(self) -> None:
+        tuned = [
+            flag
+            for name, flag in (
+                ("canary_steps", "--canary-steps"),
+                ("canary_interval", "--canary-interval"),
+                ("canary_failure_limit", "--canary-failure-limit"),
+            )
+            if getattr(self, name) != getattr(DeployRequest, name)
+        ]
+        if tuned and not self.canary:
+            raise RequestError(f"{tuned[0]} tunes a canary release: add --canary")
+        try:
+            self.canary_policy()
+        except ValueError as e:
+            flags = "--canary-steps/--canary-interval/--canary-failure-limit"
+            raise RequestError(f"{flags}: {e}") from None
+
+    def canary_policy(self) -> Policy:
+        return Policy(
+            steps=self.canary_steps,
+            interval_s=self.canary_interval,
+            failure_limit=self.canary_failure_limit,
+        )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from runtime.cli import call as _call  # noqa: F401  (tests drive a verb as a ta
 from runtime.requests import DEFAULT_HTTP_PORT
 from tasks.access_role import access_role
 from tasks.chain import (
+    canary,
     deploy,
     down,
     loadtest,
@@ -37,6 +38,7 @@ ns = Collection(
     train,
     deploy,
     rollback,
+    canary,
     loadtest,
     status,
     down,

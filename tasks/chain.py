@@ -11,6 +11,7 @@ from runtime.cli import call as _call
 from runtime.cli import checked as _checked
 from runtime.cli import float_flag as _float
 from runtime.cli import int_flag as _int
+from runtime.cli import ints_flag as _ints
 from tasks.chooser import MODEL_HELP, RUNTIME_HELP
 from tasks.chooser import runtime as _runtime
 
@@ -164,6 +165,13 @@ def train(
         "mode scales on concurrency",
         "request-logger": "cluster: log every request/response to a message-dumper pod",
         "http-port": "local runtime: the server's port on 127.0.0.1 (default 8080)",
+        "canary": "release the selected version as a canary beside the serving one: it takes "
+        "a share of the traffic, step by step, judged every interval on its errors, p99 and "
+        "accuracy against the serving version; promoted after the last step or rolled back "
+        "(Ctrl-C rolls back; local runtime; docs/serving.md, Canary releases)",
+        "canary-steps": "the canary's traffic shares in percent, in order (default 10,25,50)",
+        "canary-interval": "seconds between the canary's measurements (default 30)",
+        "canary-failure-limit": "failed measurements tolerated before a rollback (default 0)",
     }
 )
 def deploy(
@@ -179,8 +187,12 @@ def deploy(
     scale_metric=None,
     request_logger=False,
     http_port=None,
+    canary=False,
+    canary_steps=None,
+    canary_interval=None,
+    canary_failure_limit=None,
 ):
-    """Select the most accurate model, publish it and serve it."""
+    """Select the most accurate model, publish it and serve it (or release it as a canary)."""
     from runtime.requests import DeployRequest
 
     request = _request(
@@ -195,9 +207,24 @@ def deploy(
         scale_metric=scale_metric or None,
         request_logger=request_logger,
         http_port=_int("--http-port", http_port, int(c.config.http_port)),
+        **_canary_flags(canary, canary_steps, canary_interval, canary_failure_limit),
     )
     rt = _runtime(c, runtime)
-    _call(rt.deploy, _checked(rt, request))
+    _call(rt.deploy, _checked(rt, request, refuse=("--canary",)))
+
+
+def _canary_flags(canary, steps, interval, failure_limit) -> dict:
+    """``deploy``'s canary flags as DeployRequest fields (its defaults where not given)."""
+    from runtime.requests import DeployRequest as D
+
+    return {
+        "canary": canary,
+        "canary_steps": _ints("--canary-steps", steps, D.canary_steps),
+        "canary_interval": _float("--canary-interval", interval, D.canary_interval),
+        "canary_failure_limit": _int(
+            "--canary-failure-limit", failure_limit, D.canary_failure_limit
+        ),
+    }
 
 
 @task(help={"runtime": RUNTIME_HELP})
@@ -205,6 +232,21 @@ def rollback(c, runtime=None):
     """Republish the previously served model version."""
     rt = _runtime(c, runtime)
     _call(rt.rollback)
+
+
+@task(
+    help={
+        "runtime": RUNTIME_HELP,
+        "promote": "promote the canary now: all traffic on the new version",
+        "abort": "roll the canary back now: the serving version takes all traffic again",
+    }
+)
+def canary(c, runtime=None, promote=False, abort=False):
+    """End a canary release by hand: --promote or --abort (see `deploy --canary`)."""
+    if promote == abort:
+        raise Exit("error: say what to do: --promote or --abort (one of them)", code=2)
+    rt = _runtime(c, runtime)
+    _call(rt.canary, "promote" if promote else "abort")
 
 
 @task(

@@ -36,7 +36,7 @@ from k8s.providers import provider
 from k8s.providers.settings import EXISTING
 from ml import contract
 from ml.contract import MODEL_TYPES
-from runtime.api import Capabilities
+from runtime.api import Capabilities, Unsupported
 from runtime.cluster import down as _down
 from runtime.cluster import render as _render
 from runtime.cluster import serving as _serve
@@ -183,6 +183,13 @@ class ClusterRuntime:
 
     def workflow(self, request: WorkflowRequest) -> int:
         return _workflow.workflow(self.cx, request)
+
+    def canary(self, word: str) -> int:
+        """Refused: canary releases run on the local runtime for now."""
+        raise Unsupported(
+            "canary releases run on the local runtime for now (`invoke deploy --canary "
+            "--runtime local`); a cluster runtime has no canary to end"
+        )
 
     def tensorboard(self, request: TensorboardRequest) -> int:
         from runtime.procs import port_is_free

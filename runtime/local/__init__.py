@@ -50,7 +50,7 @@ class LocalRuntime:
     """``invoke`` tasks on the local runtime. Methods return an exit code or raise UserError."""
 
     name = "local"
-    capabilities = Capabilities(local_port=True)
+    capabilities = Capabilities(local_port=True, canary=True)
     error = UserError
     python = sys.executable  # the interpreter every step runs with
     interrupt_note = "every process this task started has been stopped"
@@ -92,11 +92,22 @@ class LocalRuntime:
     # ------------------------------------------------------------------ serve
     def deploy(self, request: DeployRequest) -> int:
         self.require_up()
+        if request.canary:
+            from runtime.local.canary_deploy import deploy_canary
+
+            return deploy_canary(self, request)
         return serving.deploy(self, request)
 
     def rollback(self) -> int:
         self.require_up()
         return serving.rollback(self)
+
+    def canary(self, word: str) -> int:
+        """End the canary release in the volume by hand: ``promote`` or ``abort``."""
+        from runtime.local.canary_control import control
+
+        self.require_up()
+        return control(self, word)
 
     def loadtest(self, request: LoadtestRequest) -> int:
         self.require_up()

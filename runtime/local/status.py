@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ml import contract
-from runtime.local import train_view
+from runtime.local import canary_deploy, train_view
 from runtime.local.serving import running_server, versions
 from runtime.tables import ms
 
@@ -34,6 +34,7 @@ def status_rows(rt: LocalRuntime) -> list[Row]:
     rows.append(("model server", f"pid {server.pid}, {server.url}" if server else "not running"))
     if server:
         rows += live_rows(server.url, rt.service)
+    rows += canary_deploy.status_rows(rt)
     rows.append(("last load test", _last_loadtest(state.last_loadtest)))
     return rows
 
