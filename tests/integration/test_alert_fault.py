@@ -62,8 +62,12 @@ def test_stopped_the_alert_fires_and_let_go_it_clears(stand_in, monkeypatch):
     monkeypatch.setattr(af, "predictor_pids", lambda: [stand_in.pid])
     kube = FakeKube()
     serve_alerts(kube, stand_in.pid)
-    said = af.run(kube, REF, NS, SVC)
+    held = []
+    # The firing notification is waited for while the fault holds: an alert that clears
+    # within Alertmanager's group wait is never notified (the first kind run's failure).
+    said = af.run(kube, REF, NS, SVC, lambda: held.append(stopped(stand_in.pid)) or 1.0)
     assert said.startswith(f"alert fault: 1 predictor server(s) stopped; {af.ALERT} fired")
+    assert held == [True]
     assert not stopped(stand_in.pid)  # let go
 
 
@@ -123,3 +127,16 @@ def test_delivered_needs_the_alert_about_this_service_with_that_status() -> None
     assert af.delivered(
         lambda: [*log, Notification("firing", [{"labels": here}])], "firing", NS, SVC
     )
+
+
+def test_no_firing_notification_fails_and_the_process_is_let_go_all_the_same(stand_in, monkeypatch):
+    monkeypatch.setattr(af, "predictor_pids", lambda: [stand_in.pid])
+    kube = FakeKube()
+    serve_alerts(kube, stand_in.pid)
+
+    def never_notified() -> float:
+        raise DistmlError(f"{af.ALERT} firing at the webhook: not within 120 s")
+
+    with pytest.raises(DistmlError, match="at the webhook"):
+        af.run(kube, REF, NS, SVC, never_notified)
+    assert not stopped(stand_in.pid)
