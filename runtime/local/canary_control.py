@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Pending, poll
 from ml import contract
-from runtime.local.canary_deploy import control_path, in_progress, report_path
+from runtime.local.canary_deploy import control_path, report_path
+from runtime.local.serving import in_progress
 from runtime.procs import is_alive
 
 if TYPE_CHECKING:

@@ -15,29 +15,22 @@ from ml import contract
 from runtime.canary.analysis import Result, analyse
 from runtime.canary.gates import Thresholds
 from runtime.canary.local import LocalCanary
-from runtime.local.serving import deploy_lock, running_server, select_step, versions
+from runtime.local.serving import (
+    deploy_lock,
+    in_progress,
+    refuse_during_canary,
+    running_server,
+    select_step,
+    versions,
+)
 from runtime.requests import DeployRequest
 
 if TYPE_CHECKING:
     from runtime.local import LocalRuntime
 
 
-def in_progress(rt: LocalRuntime) -> int | None:
-    """The version of a canary release in the volume, if one is."""
-    path = Path(contract.canary_dir(rt.wd.volume, rt.service))
-    found = sorted(int(p.name) for p in path.iterdir() if p.name.isdigit()) if path.is_dir() else []
-    return found[-1] if found else None
-
-
 def deploy_canary(rt: LocalRuntime, request: DeployRequest) -> int:
-    running = in_progress(rt)
-    if running is not None and not rt.ex.dry:
-        raise rt.error(
-            f"a canary of version {running} is in progress "
-            f"({contract.canary_dir(rt.wd.volume, rt.service)}); a second deploy waits for it "
-            "to end: let its `invoke deploy --canary` finish, or stop it with Ctrl-C (that "
-            "rolls it back)"
-        )
+    refuse_during_canary(rt, "deploy")
     with deploy_lock(rt, "invoke deploy --canary"):
         server = running_server(rt)
         if server is None and not rt.ex.dry:

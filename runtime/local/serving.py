@@ -70,6 +70,25 @@ def deploy_lock(rt: LocalRuntime, what: str) -> Iterator[None]:
         ) from e
 
 
+def in_progress(rt: LocalRuntime) -> int | None:
+    """The version of a canary release in the volume, if one is (``deploy --canary``)."""
+    path = Path(contract.canary_dir(rt.wd.volume, rt.service))
+    found = sorted(int(p.name) for p in path.iterdir() if p.name.isdigit()) if path.is_dir() else []
+    return found[-1] if found else None
+
+
+def refuse_during_canary(rt: LocalRuntime, verb: str) -> None:
+    """A deploy or rollback while a canary is in the volume would act beside it: refused."""
+    running = in_progress(rt)
+    if running is not None and not rt.ex.dry:
+        raise rt.error(
+            f"a canary of version {running} is in progress "
+            f"({contract.canary_dir(rt.wd.volume, rt.service)}); `{verb}` waits for it to "
+            "end: let its `invoke deploy --canary` finish, stop it with Ctrl-C (that rolls "
+            "it back), or end it now: `invoke canary --promote` or `--abort`"
+        )
+
+
 def check_port(rt: LocalRuntime, http_port: int) -> None:
     """Refuse a port something listens on, before anything is published."""
     if not rt.ex.dry and not port_is_free(http_port):
@@ -216,6 +235,7 @@ def select_step(rt: LocalRuntime, request: DeployRequest, canary: bool = False) 
 
 
 def deploy(rt: LocalRuntime, request: DeployRequest) -> int:
+    refuse_during_canary(rt, "deploy")
     with deploy_lock(rt, "invoke deploy"):
         server = running_server(rt)
         if server is None:
@@ -246,6 +266,7 @@ def deploy(rt: LocalRuntime, request: DeployRequest) -> int:
 
 
 def rollback(rt: LocalRuntime) -> int:
+    refuse_during_canary(rt, "rollback")
     with deploy_lock(rt, "invoke rollback"):
         cmd = contract.select(rt.wd.volume, rt.service, rollback=True, python=rt.python)
         code, _ = rt.ex.step("rollback", cmd, rt.wd.logs / "select.log")

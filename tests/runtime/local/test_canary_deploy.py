@@ -12,8 +12,9 @@ import pytest
 
 from common.errors import DistmlError
 from ml import contract
-from runtime.local import LocalRuntime
-from runtime.local.canary_deploy import Live, deploy_canary, in_progress, report_path, status_rows
+from runtime.local import LocalRuntime, serving
+from runtime.local.canary_deploy import Live, deploy_canary, report_path, status_rows
+from runtime.local.serving import in_progress
 from runtime.requests import DeployRequest
 
 CANARY = DeployRequest(canary=True)
@@ -28,6 +29,15 @@ def test_a_second_deploy_is_refused_while_a_canary_is_in_the_volume(local_rt):
     assert in_progress(local_rt) == 4
     with pytest.raises(DistmlError, match=r"a canary of version 4 is in progress .*Ctrl-C"):
         deploy_canary(local_rt, CANARY)
+
+
+@pytest.mark.parametrize("verb", ["deploy", "rollback"])
+def test_a_plain_deploy_or_rollback_is_refused_too_saying_how_to_end_it(local_rt, verb):
+    canary_version(local_rt, 4)
+    act = {"deploy": lambda: serving.deploy(local_rt, DeployRequest()),
+           "rollback": lambda: serving.rollback(local_rt)}[verb]  # fmt: skip
+    with pytest.raises(DistmlError, match=rf"`{verb}` waits for it.*`invoke canary --promote`"):
+        act()
 
 
 def test_without_a_running_server_it_says_to_deploy_first(local_rt):
