@@ -30,29 +30,31 @@ for all of ``--lock-wait`` seconds.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
 import fnmatch
 import json
 import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from ml import contract
 from ml.contract import DEFAULT_SERVICE, PUBLISH_FILE
 from ml.contract_volume_lock import LockHeld, volume_lock
+from ml.publishing import (
+    LOCK_WAIT_S,
+    LOCKED_EXIT,
+    STAGING_PREFIX,
+    copy_tree,
+    say_waiting,
+    serving_versions,
+    utc_now,
+    write_json_atomic,
+)
 
-# The primitives below (version listing, staged copy, atomic JSON) are ml.select's too:
-# ml.select calls this module, so this module cannot import ml.select (no import circle).
-STAGING_PREFIX = ".publish-"  # a copy in progress, renamed into place when complete
 ENDED_PREFIX = ".ended-"  # a promoted canary on its way out
 NOT_MODEL = (PUBLISH_FILE, f".{PUBLISH_FILE}.*")  # the record and its temporary copies
-LOCK_WAIT_S = 600.0
-LOCKED_EXIT = 3
 # Keys a promotion or rejection adds or changes: the rest is the canary's own record.
 END_KEYS = ("version", "previous", "canary", "promoted_at", "rejected", "rejected_at")
 JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number"}
@@ -97,28 +99,21 @@ def _canonical(data: Any) -> str:
 # --------------------------------------------------------------------------- publishing
 
 
-def _versions(directory: Path) -> list[int]:
-    """Integer version directories, ascending (``ml.select.serving_versions``' rule)."""
-    if not directory.is_dir():
-        return []
-    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
-
-
 def next_version(volume: Path, service: str) -> int:
     """One more than every version serving, in canary or rejected: numbers are never reused."""
     dirs = (contract.serving_dir, contract.canary_dir, contract.rejected_dir)
-    return 1 + max((v for d in dirs for v in _versions(Path(d(volume, service)))), default=0)
+    return 1 + max((v for d in dirs for v in serving_versions(Path(d(volume, service)))), default=0)
 
 
 def refusal(volume: Path, service: str) -> str | None:
     """Why no canary can be published now (checked before anything is evaluated), or None."""
     root = Path(contract.canary_dir(volume, service))
-    if busy := _versions(root):
+    if busy := serving_versions(root):
         return (
             f"a canary (version {busy[-1]}) is in progress in {root}; let it finish, or end "
             "it (promote or reject) first"
         )
-    if not _versions(Path(contract.serving_dir(volume, service))):
+    if not serving_versions(Path(contract.serving_dir(volume, service))):
         return (
             "nothing serves yet: a canary needs a serving version to compare with; deploy "
             "without --canary first"
@@ -130,13 +125,13 @@ def publish_canary(source: Path, volume: Path, service: str, record: dict[str, A
     """Copy ``source`` to ``V/canary/S/<N>`` (:func:`next_version`) atomically, its lineage
     ``record`` plus the version, the serving one it is compared with and ``"canary": true``;
     return N. Called by ``ml.select --canary`` under the publish lock, after :func:`refusal`."""
-    serving = _versions(Path(contract.serving_dir(volume, service)))
+    serving = serving_versions(Path(contract.serving_dir(volume, service)))
     version = next_version(volume, service)
     record = {
         **record,
         "version": version,
         "previous": serving[-1] if serving else None,
-        "published_at": _now(),
+        "published_at": utc_now(),
         "canary": True,
     }
     _stage(source, Path(contract.canary_dir(volume, service)), version, record)
@@ -151,7 +146,7 @@ def _stage(source: Path, target_dir: Path, version: int, record: dict[str, Any])
     tmp = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{version}-", dir=target_dir))
     try:
         staged = tmp / "model"
-        _copy(source, staged)
+        copy_tree(source, staged, ignore=NOT_MODEL)
         (staged / PUBLISH_FILE).write_text(json.dumps(record, indent=2) + "\n")
         os.rename(staged, target_dir / str(version))
     finally:
@@ -163,35 +158,6 @@ def _clear_stale(directory: Path) -> None:
     none of them belongs to a run still going)."""
     for stale in (*directory.glob(f"{STAGING_PREFIX}*"), *directory.glob(f"{ENDED_PREFIX}*")):
         shutil.rmtree(stale, ignore_errors=True)
-
-
-def _copy(source: Path, target: Path) -> None:
-    """``copytree`` that fails as its first file failed (an ``OSError`` with its errno, so
-    a full disk reads as one), not as shutil's list of every file's error."""
-    try:
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns(*NOT_MODEL))
-    except shutil.Error as e:
-        src, dst, why = e.args[0][0]
-        code = errno.ENOSPC if f"[Errno {errno.ENOSPC}]" in why else errno.EIO
-        raise OSError(code, f"{os.strerror(code)}: copying {src}: {why}", dst) from None
-
-
-def _write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:  # a full disk: the old file stays, no temp file is left
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # --------------------------------------------------------------------------- the ends
@@ -208,7 +174,7 @@ def promote(volume: Path, service: str, record: dict[str, Any]) -> str:
     note = " (found in serving already: finished the clean-up)"
     if target is None:
         published = contract.read_publish(root / str(n) / PUBLISH_FILE)
-        versions = _versions(serving_root)
+        versions = serving_versions(serving_root)
         target = n if not versions or n > versions[-1] else versions[-1] + 1
         note = "" if target == n else f" (version {n} was taken meanwhile: published as {target})"
         promoted = {k: v for k, v in published.items() if k not in ("rejected", "rejected_at")}
@@ -233,8 +199,8 @@ def reject(volume: Path, service: str, record: dict[str, Any]) -> str:
         raise NoCanary(f"cannot reject canary version {n}: {kept} already exists; move it away")
     kept.parent.mkdir(parents=True, exist_ok=True)
     published = contract.read_publish(root / str(n) / PUBLISH_FILE)
-    marked = {**published, "rejected": record, "rejected_at": _now()}
-    _write_json_atomic(root / str(n) / PUBLISH_FILE, marked)
+    marked = {**published, "rejected": record, "rejected_at": utc_now()}
+    write_json_atomic(root / str(n) / PUBLISH_FILE, marked)
     Path(contract.canary_weight_path(volume, service)).unlink(missing_ok=True)
     os.rename(root / str(n), kept)
     return f"rejected canary version {n}: kept in {kept} (reason: {_reason(record)})"
@@ -250,7 +216,7 @@ def _canary(volume: Path, service: str) -> tuple[Path, int] | None:
     root = Path(contract.canary_dir(volume, service))
     for directory in (root, Path(contract.serving_dir(volume, service))):
         _clear_stale(directory)
-    versions = _versions(root)
+    versions = serving_versions(root)
     return (root, versions[-1]) if versions else None
 
 
@@ -259,7 +225,7 @@ def _serving_copy(serving_root: Path, canary: Path) -> int | None:
     clean-up): same record, apart from what a promotion changes, and the same files."""
     own = contract.read_publish(canary / PUBLISH_FILE)
     want = _canonical({k: v for k, v in own.items() if k not in END_KEYS})
-    for version in reversed(_versions(serving_root)):
+    for version in reversed(serving_versions(serving_root)):
         record = contract.read_publish(serving_root / str(version) / PUBLISH_FILE)
         if not isinstance(record.get("canary"), dict):
             continue
@@ -287,7 +253,7 @@ def _already_ended(volume: Path, service: str, record: dict[str, Any], *, promot
         else contract.rejected_dir(volume, service)
     )
     key = "canary" if promoted else "rejected"
-    for version in reversed(_versions(root)):
+    for version in reversed(serving_versions(root)):
         ended = contract.read_publish(root / str(version) / PUBLISH_FILE)
         if key in ended and _canonical(ended[key]) == _canonical(record):
             was = "promoted" if promoted else "rejected"
@@ -302,9 +268,9 @@ def _already_ended(volume: Path, service: str, record: dict[str, Any], *, promot
 def _write_serving_record(volume: Path, service: str, serving_root: Path) -> None:
     """Copy the serving version's publish.json to where ``invoke status`` reads it (as
     ``ml.select`` does on every publish)."""
-    versions = _versions(serving_root)
+    versions = serving_versions(serving_root)
     record = contract.read_publish(serving_root / str(versions[-1]) / PUBLISH_FILE)
-    _write_json_atomic(Path(contract.serving_record(volume, service)), record)
+    write_json_atomic(Path(contract.serving_record(volume, service)), record)
 
 
 def _after_disk_full(volume: Path, service: str) -> str:
@@ -369,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     volume, service = Path(args.volume), args.service
     lock = contract.lock_path(volume, service, contract.PUBLISH_LOCK)
     try:
-        with volume_lock(lock, "ml.canary_publish", wait_s=args.lock_wait, on_wait=_say_waiting):
+        with volume_lock(lock, "ml.canary_publish", wait_s=args.lock_wait, on_wait=say_waiting):
             return _end(volume, service, record, promote_it=args.promote)
     except LockHeld as e:
         print(
@@ -397,10 +363,6 @@ def _end(volume: Path, service: str, record: dict[str, Any], *, promote_it: bool
             file=sys.stderr,
         )
         return 1
-
-
-def _say_waiting(holder: str) -> None:
-    print(f"waiting for the publish lock: {holder} is selecting or publishing", flush=True)
 
 
 if __name__ == "__main__":

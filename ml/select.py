@@ -27,14 +27,11 @@ selection held the publish lock for all of ``--lock-wait`` seconds.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
 import json
 import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,34 +41,20 @@ from ml.contract_volume_lock import LockHeld, volume_lock
 from ml.data import DataError
 from ml.data import lineage as data_lineage
 from ml.evaluate import CandidateError, evaluate_saved_model, load_split_arrays
+from ml.publishing import (
+    LOCK_WAIT_S,
+    LOCKED_EXIT,
+    STAGING_PREFIX,
+    copy_tree,
+    say_waiting,
+    serving_versions,
+    utc_now,
+    write_json_atomic,
+)
 
 SELECTED_ON = "validation"  # the split every choice here is made on
 REPORTED_ON = "test"  # scored once per candidate after the choice, for the report only
 UNKNOWN_CODE_VERSION = "unknown (ml.select ran without --code-version)"
-STAGING_PREFIX = ".publish-"  # a publish's hidden copy, renamed into place when complete
-LOCK_WAIT_S = 600.0
-LOCKED_EXIT = 3
-
-
-def serving_versions(serving_dir: Path) -> list[int]:
-    """Integer version directories under ``serving_dir``, ascending (TF Serving's rule)."""
-    if not serving_dir.is_dir():
-        return []
-    return sorted(int(p.name) for p in serving_dir.iterdir() if p.is_dir() and p.name.isdigit())
-
-
-def _write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:  # a full disk: the old file stays, no temp file is left
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def publish(source: Path, serving_dir: Path, record: dict[str, Any], at_least: int = 1) -> int:
@@ -84,29 +67,18 @@ def publish(source: Path, serving_dir: Path, record: dict[str, Any], at_least: i
     tmp = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{version}-", dir=serving_dir))
     try:
         staged = tmp / "model"
-        _copy(source, staged)
+        copy_tree(source, staged, ignore=(PUBLISH_FILE,))
         record = {
             **record,
             "version": version,
             "previous": versions[-1] if versions else None,
-            "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "published_at": utc_now(),
         }
         (staged / PUBLISH_FILE).write_text(json.dumps(record, indent=2) + "\n")
         os.rename(staged, serving_dir / str(version))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return version
-
-
-def _copy(source: Path, target: Path) -> None:
-    """``copytree`` that fails as the first file failed (an ``OSError`` with its errno, so a
-    full disk reads as one), not as shutil's list of every file's error."""
-    try:
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns(PUBLISH_FILE))
-    except shutil.Error as e:
-        src, dst, why = e.args[0][0]
-        code = errno.ENOSPC if f"[Errno {errno.ENOSPC}]" in why else errno.EIO
-        raise OSError(code, f"{os.strerror(code)}: copying {src}: {why}", dst) from None
 
 
 def _remove_stale_copies(serving_dir: Path) -> None:
@@ -152,7 +124,7 @@ def rollback(volume: Path, service: str) -> tuple[int, int]:
     record_path = serving_dir / str(new) / PUBLISH_FILE
     record = json.loads(record_path.read_text())
     record["previous"] = restored.get("previous")
-    _write_json_atomic(record_path, record)
+    write_json_atomic(record_path, record)
     _write_serving_record(volume, service, serving_dir / str(new))
     return previous, new
 
@@ -361,12 +333,12 @@ def _read_params(candidate: Path) -> dict[str, Any]:
 def _write_serving_record(volume: Path, service: str, version_dir: Path) -> None:
     """Copy the serving version's publish.json to where ``invoke status`` reads it."""
     record = _read_publish_record(version_dir)
-    _write_json_atomic(Path(contract.serving_record(volume, service)), record)
+    write_json_atomic(Path(contract.serving_record(volume, service)), record)
 
 
 def _finish(volume: Path, report: dict[str, Any], code: int, log: Any) -> tuple[int, dict]:
-    report["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    _write_json_atomic(Path(contract.selection_report(volume)), report)
+    report["time"] = utc_now()
+    write_json_atomic(Path(contract.selection_report(volume)), report)
     log(("" if code == 0 else "error: ") + report["reason"])
     return code, report
 
@@ -439,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     volume = Path(args.volume)
     lock = contract.lock_path(volume, args.service, contract.PUBLISH_LOCK)
     try:
-        with volume_lock(lock, "ml.select", wait_s=args.lock_wait, on_wait=_say_waiting):
+        with volume_lock(lock, "ml.select", wait_s=args.lock_wait, on_wait=say_waiting):
             return _run(volume, args)
     except OSError as e:
         if e.errno not in contract.DISK_FULL_ERRNOS:
@@ -458,10 +430,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return LOCKED_EXIT
-
-
-def _say_waiting(holder: str) -> None:
-    print(f"waiting for the publish lock: {holder} is selecting or publishing", flush=True)
 
 
 def _run(volume: Path, args: argparse.Namespace) -> int:

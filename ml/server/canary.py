@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ml import contract
-from ml.select import serving_versions
+from ml.publishing import serving_versions
 
 log = logging.getLogger("ml.serve")
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ml.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
 from ml.models import INPUT_SHAPE, NUM_CLASSES
-from ml.select import serving_versions
+from ml.publishing import serving_versions
 from ml.server.canary import CanaryDir
 from ml.server.client_error import ClientError
 from ml.server.instances import SIGNATURE_INPUTS

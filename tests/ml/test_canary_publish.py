@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ml import canary_publish as cp
-from ml import contract
+from ml import contract, publishing
 from ml.contract_volume_lock import volume_lock
 
 SERVICE = "tf-mnist"
@@ -260,7 +260,7 @@ def test_a_promote_killed_between_steps_finishes_when_run_again(
         with pytest.raises(Killed):
             end(volume, record_file(tmp_path))
     # What a SIGKILL leaves that the exception did not: an abandoned copy in each place.
-    (serving(volume) / f"{cp.STAGING_PREFIX}9-killed").mkdir()
+    (serving(volume) / f"{publishing.STAGING_PREFIX}9-killed").mkdir()
     if canary(volume).is_dir():
         (canary(volume) / f"{cp.ENDED_PREFIX}7-killed").mkdir()
     capsys.readouterr()
@@ -310,17 +310,17 @@ def copy_fails_as_shutil_says(monkeypatch) -> None:
     def full(src, dst, **kwargs):  # as shutil.copytree reports a file it could not copy
         (Path(dst) / "variables").mkdir(parents=True)
         (Path(dst) / "saved_model.pb").write_bytes(b"half")
-        raise cp.shutil.Error([(str(src), str(dst), "[Errno 28] No space left on device")])
+        raise publishing.shutil.Error([(str(src), str(dst), "[Errno 28] No space left on device")])
 
-    monkeypatch.setattr(cp.shutil, "copytree", full)
+    monkeypatch.setattr(publishing.shutil, "copytree", full)
 
 
 def copy_fails_over_quota(monkeypatch) -> None:
-    def full(src, dst):
+    def full(src, dst, ignore):
         Path(dst).mkdir(parents=True)
         raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), str(dst))
 
-    monkeypatch.setattr(cp, "_copy", full)
+    monkeypatch.setattr(cp, "copy_tree", full)
 
 
 @pytest.mark.parametrize("fail", [copy_fails_as_shutil_says, copy_fails_over_quota])
@@ -352,7 +352,7 @@ def test_a_full_disk_during_a_reject_changes_nothing(volume, tmp_path, monkeypat
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(cp.json, "dump", full)
+    monkeypatch.setattr(publishing.json, "dump", full)
     assert end(volume, record_file(tmp_path), "--reject") == 1
     assert "nothing changed: the canary (version 2) is still in place" in capsys.readouterr().err
     assert (
@@ -380,7 +380,7 @@ def test_a_held_lock_is_exit_3(volume, tmp_path, capsys):
                 "0.3",
             ]
         )
-    assert code == cp.LOCKED_EXIT
+    assert code == publishing.LOCKED_EXIT
     assert "still holds" in capsys.readouterr().err
     assert names(canary(volume)) == ["2", "weight.json"]
 

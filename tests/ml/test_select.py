@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ml import canary_publish, contract
+from ml import canary_publish, contract, publishing
 from ml import select as sel
 from ml.data import SPLIT_EXAMPLES
+from ml.publishing import serving_versions
 
 
 def add_candidate(volume: Path, name: str, source: Path) -> None:
@@ -98,7 +99,7 @@ def test_each_publish_increments_the_version(volume, saved_models):
     add_candidate(volume, "cnn", saved_models["good"])
     assert run(volume) == 0
     assert run(volume, "--service", "tf-mnist") == 0
-    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1, 2]
+    assert serving_versions(volume / "serving" / "tf-mnist") == [1, 2]
     assert report(volume)["serving_before"]["version"] == 1
 
 
@@ -108,7 +109,7 @@ def test_a_plain_publish_and_a_rollback_skip_a_rejected_canarys_number(volume, s
     assert run(volume) == 0
     (volume / "rejected" / "tf-mnist" / "2").mkdir(parents=True)
     assert run(volume) == 0
-    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1, 3]
+    assert serving_versions(volume / "serving" / "tf-mnist") == [1, 3]
     (volume / "canary" / "tf-mnist" / "4").mkdir(parents=True)
     assert sel.rollback(volume, "tf-mnist") == (1, 5)
 
@@ -122,7 +123,7 @@ def test_refuses_a_worse_model_unless_forced(volume, saved_models):
     r = report(volume)
     assert not r["published"] and r["version"] == 1
     assert "kept version 1" in r["reason"] and "--force" in r["reason"]
-    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1]
+    assert serving_versions(volume / "serving" / "tf-mnist") == [1]
     assert run(volume, "--force") == 0
     assert report(volume)["version"] == 2
 
@@ -155,7 +156,7 @@ def test_no_usable_candidate_fails_and_what_was_serving_stays(volume, saved_mode
     (volume / "candidates" / "cnn").mkdir()
     assert run(volume) == 1
     assert "no usable candidate" in report(volume)["reason"]
-    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1]
+    assert serving_versions(volume / "serving" / "tf-mnist") == [1]
 
 
 def test_no_candidates_at_all_fails_with_a_hint(volume):
@@ -173,7 +174,7 @@ def test_a_full_volume_publishes_nothing_and_says_so_in_one_line(
         (Path(dst) / "saved_model.pb").write_bytes(b"half")
         raise shutil.Error([(str(src), str(dst), "[Errno 28] No space left on device")])
 
-    monkeypatch.setattr(sel.shutil, "copytree", broken_copy)
+    monkeypatch.setattr(publishing.shutil, "copytree", broken_copy)
     assert run(volume) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "error: the volume is full (No space left on device" in err
@@ -254,14 +255,14 @@ def test_a_canary_goes_beside_serving_under_a_number_never_used(volume, saved_mo
     assert not missing, f"publish.json lacks {missing}"
     assert (record["canary"], record["version"], record["previous"]) == (True, 3, 1)
     assert record["code_version"] == "distml:0123456789ab" and record["reason"] == r["reason"]
-    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1], "serving untouched"
+    assert serving_versions(volume / "serving" / "tf-mnist") == [1], "serving untouched"
     assert contract.read_publish(contract.serving_record(volume, "tf-mnist")) == served
     # Promoted, it serves as version 3; a rollback then goes back to what served before.
     analysis = volume.parent / "analysis.json"
     analysis.write_text('{"decision": "promote", "reason": "every gate passed"}')
     end = contract.canary_end(volume, "tf-mnist", promote=True, record=analysis)
     assert canary_publish.main(end[3:]) == 0
-    assert sel.serving_versions(volume / "serving" / "tf-mnist") == [1, 3]
+    assert serving_versions(volume / "serving" / "tf-mnist") == [1, 3]
     assert contract.read_publish(contract.serving_record(volume, "tf-mnist"))["version"] == 3
     assert sel.rollback(volume, "tf-mnist") == (1, 4)
 
@@ -286,7 +287,7 @@ def test_a_canary_is_refused_before_anything_is_evaluated(
     else:
         assert r["reason"].startswith("nothing serves yet: a canary needs a serving version")
         assert r["reason"].endswith("deploy without --canary first")
-    assert sel.serving_versions(volume / "canary" / "tf-mnist") == ([4] if in_progress else [])
+    assert serving_versions(volume / "canary" / "tf-mnist") == ([4] if in_progress else [])
 
 
 def test_a_canary_is_judged_as_a_publish_is(volume, saved_models):
@@ -299,7 +300,7 @@ def test_a_canary_is_judged_as_a_publish_is(volume, saved_models):
     assert not r["published"] and "kept version 1" in r["reason"]
     assert not (volume / "canary").exists()
     assert run(volume, "--canary", "--force") == 0
-    assert sel.serving_versions(volume / "canary" / "tf-mnist") == [2]
+    assert serving_versions(volume / "canary" / "tf-mnist") == [2]
 
 
 def test_canary_and_rollback_do_not_mix(volume, capsys):

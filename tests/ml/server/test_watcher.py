@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from ml.server import watcher
@@ -43,3 +45,14 @@ def test_watcher_serves_newest_integer_version_and_skips_failures(tmp_path: Path
 
     shutil.rmtree(root / "3")  # the served version disappears: fall back to the newest left
     assert versions.poll() and versions.current.version == 2
+
+
+def test_the_server_lists_versions_without_importing_the_selection() -> None:
+    # The version rule is ml.publishing's: serving must not load ml.select (and with it
+    # ml.evaluate, the publish lock and the canary's end) to know which version to serve.
+    code = "import sys, ml.server.watcher; print(*sorted(sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "ml.publishing" in out
+    assert not {"ml.select", "ml.evaluate", "ml.canary_publish"} & set(out)
