@@ -29,11 +29,16 @@ LOCKED_EXIT = 3
 
 
 def serving_versions(directory: Path) -> list[int]:
-    """Integer version directories under ``directory``, ascending (TF Serving's rule):
-    hidden directories (publishes in progress), files and other names are not versions."""
+    """Integer version directories under ``directory``, ascending (TF Serving's rule),
+    named in ASCII digits: hidden directories (publishes in progress), files and any other
+    name are not versions, nor are the other digits ``str.isdigit`` takes ("²", "١")."""
     if not directory.is_dir():
         return []
-    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and _is_number(p.name))
+
+
+def _is_number(name: str) -> bool:
+    return name.isascii() and name.isdigit()
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -1,22 +1,27 @@
-"""ml.publishing: the version listing (TF Serving's rule), the atomic JSON write (replaces
-whole, leaves no temporary file, keeps the old file on a failure) and the staging copy (skips
-the record, fails as its first file failed). The commands that use them are tested in
-test_select.py and test_canary_publish.py."""
+"""ml.publishing: the version listing (TF Serving's rule, over any directory-entry names),
+the atomic JSON write (replaces whole, leaves no temporary file, keeps the old file on a
+failure) and the staging copy (skips the record, fails as its first file failed). The
+commands that use them are tested in test_select.py and test_canary_publish.py."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import re
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ml import publishing
 
 
 def test_versions_are_the_integer_directories_ascending(tmp_path):
-    for name in ("10", "2", "1", ".3", ".publish-4-x", "5a", "v6", "-7", "latest"):
+    for name in ("10", "2", "1", ".3", ".publish-4-x", "5a", "v6", "-7", "latest", "²", "١"):
         (tmp_path / name).mkdir()
     (tmp_path / "8").write_text("a file is not a version")
     assert publishing.serving_versions(tmp_path) == [1, 2, 10]
@@ -34,6 +39,33 @@ def test_a_symlink_to_a_directory_is_a_version_a_dangling_one_is_not(tmp_path):
     (tmp_path / "3").symlink_to(tmp_path / "real")
     (tmp_path / "4").symlink_to(tmp_path / "gone")
     assert publishing.serving_versions(tmp_path) == [3]
+
+
+# Names a directory entry can have on Linux: no "/" or NUL, not "." or "..", <= 255 bytes.
+# Digits of every kind are drawn often: ASCII, with a leading zero, hidden, and others
+# that str.isdigit accepts ("²", "١").
+NAME = st.one_of(
+    st.from_regex(r"\.?[0-9]{1,4}", fullmatch=True),
+    st.sampled_from(["0", "007", "-1", "+1", " 1", "1 ", "1.0", "1e3", "²", "١", "٣٤", "１"]),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\0"), min_size=1),
+).filter(lambda n: n not in (".", "..") and len(os.fsencode(n)) <= 255)
+ASCII_DIGITS = re.compile(r"[0-9]+\Z")
+ENTRIES = st.dictionaries(NAME, st.sampled_from(["dir", "file"]), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ENTRIES)
+def test_any_entry_names_list_only_the_integer_directories(entries):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, kind in entries.items():
+            if kind == "dir":
+                (root / name).mkdir()
+            else:
+                (root / name).write_bytes(b"")
+        versions = publishing.serving_versions(root)
+    expected = [int(n) for n, kind in entries.items() if kind == "dir" and ASCII_DIGITS.match(n)]
+    assert versions == sorted(expected)
 
 
 def test_write_json_atomic_replaces_the_file_and_leaves_no_temporary_file(tmp_path):
