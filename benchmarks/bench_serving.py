@@ -70,7 +70,8 @@ def hey_binary() -> str:
 
 def prepare_model(source: Path | None, work: Path) -> tuple[Path, str]:
     """(a serving directory holding at least one version, what model it is)."""
-    from ml.select import publish, serving_versions
+    from ml.publishing import serving_versions
+    from ml.select import publish
 
     if source is None:
         from ml.export import export_model
