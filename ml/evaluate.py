@@ -40,8 +40,10 @@ def evaluate_saved_model(
 ) -> dict[str, float]:
     """Accuracy and mean cross-entropy of the SavedModel at ``path`` on uint8 images."""
     import numpy as np
+    import tensorflow as tf
 
     from ml.export import load_pixels_fn
+    from ml.tf_errors import tf_detail
 
     path = Path(path)
     if not (path / "saved_model.pb").is_file():
@@ -54,7 +56,13 @@ def evaluate_saved_model(
     for start in range(0, len(images), batch_size):
         x = images[start : start + batch_size].astype(np.float32) / 255.0
         y = labels[start : start + batch_size]
-        probs = np.asarray(predict(x))
+        try:
+            probs = np.asarray(predict(x))
+        except tf.errors.OpError as e:  # it loads, but fails on these images
+            raise CandidateError(
+                f"{path} failed on images {start}-{start + len(x) - 1} of {len(images)} "
+                f"({type(e).__name__}: {tf_detail(e)})"
+            ) from e
         if not np.all(np.isfinite(probs)):
             raise CandidateError(f"{path} produced non-finite probabilities")
         correct += int((probs.argmax(axis=1) == y).sum())

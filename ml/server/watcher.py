@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from ml.publishing import serving_versions
 from ml.server.canary import CanaryDir
 from ml.server.client_error import ClientError
 from ml.server.instances import SIGNATURE_INPUTS
+from ml.tf_errors import tf_detail
 
 log = logging.getLogger("ml.serve")
 
@@ -264,18 +264,8 @@ class VersionWatcher:
                     f"{where} could not be decoded ({detail}); send complete, valid PNG or "
                     "JPEG files",
                 ) from e
-            raise ClientError(400, f"the pixel input was rejected ({_tf_detail(e)})") from e
+            raise ClientError(400, f"the pixel input was rejected ({tf_detail(e)})") from e
         return current.version, out[OUTPUT].numpy()
-
-
-def _tf_detail(error: Any) -> str:
-    """The useful line of a TensorFlow error message (not the graph-execution boilerplate)."""
-    skip = ("Graph execution error", "Detected at node", "<stack traces", "[[")
-    lines = [line.strip() for line in error.message.splitlines()]
-    useful = [line for line in lines if line and not line.startswith(skip)]
-    detail = useful[-1] if useful else error.message
-    detail = re.sub(r"\{\{.*?\}\}|\[Op:[^\]]*\].*$", "", detail)
-    return detail.strip() or "TensorFlow gave no reason"
 
 
 def _find_undecodable(images: Sequence[bytes], error: Any) -> tuple[str, str]:
@@ -291,5 +281,5 @@ def _find_undecodable(images: Sequence[bytes], error: Any) -> tuple[str, str]:
         try:
             decode_image(tf.constant(data))
         except tf.errors.InvalidArgumentError as e:
-            return f"instance {i}", _tf_detail(e)
-    return "an image", _tf_detail(error)
+            return f"instance {i}", tf_detail(e)
+    return "an image", tf_detail(error)
