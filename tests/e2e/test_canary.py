@@ -1,0 +1,127 @@
+"""e2e tier: canary releases on the local runtime, under a running Locust load test.
+
+v1 serves; a good v2 goes out with ``deploy --canary`` and is promoted with no failed
+request; then two bad versions are rolled back automatically while v2 serves throughout:
+one trained for a single step (let past the selection's floor with ``--force``) fails the
+accuracy gate, one whose server answers the load test's request with errors (a SavedModel
+built here that fails on that image: tests/support/failing_model.py) fails the error gate.
+
+Offline; data from DISTML_DATA_DIR. Run: nox -s e2e
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.support.e2e_kit import SERVICE, deployed, invoke, invoke_in_background
+
+FAST = ["--canary-interval", "4"]  # 2 passes a step: a two-step canary takes about 16 s
+
+
+@pytest.fixture(scope="module")
+def data_dir(required_data_dir: Path) -> Path:
+    return required_data_dir
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory, data_dir) -> Iterator[dict]:
+    """up -> train cnn -> deploy: version 1 serves."""
+    wd = tmp_path_factory.mktemp("canary") / "wd"
+    with deployed(wd, data_dir, "train", "--model-type", "cnn", "--epochs", "2",
+                  "--steps-per-epoch", "15") as s:  # fmt: skip
+        yield s
+
+
+@contextmanager
+def under_load(wd: Path, seconds: int) -> Iterator[list[subprocess.CompletedProcess]]:
+    """A Locust load test running meanwhile; its result is appended when it is done."""
+    proc = invoke_in_background(wd, "loadtest", "--concurrency", "3", "--duration", f"{seconds}s")
+    done: list = []
+    try:
+        yield done
+    finally:
+        out, err = proc.communicate(timeout=seconds + 120)
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+
+
+def serving(wd: Path) -> list[int]:
+    root = wd / "volume/serving" / SERVICE
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit())
+
+
+def rejected(wd: Path, version: int) -> dict:
+    return json.loads((wd / f"volume/rejected/{SERVICE}/{version}/publish.json").read_text())
+
+
+def test_a_good_version_is_promoted_under_load_with_no_failed_request(service):
+    wd = service["wd"]
+    with under_load(wd, 45) as load:
+        r = invoke(wd, "deploy", "--canary", "--canary-steps", "20,50", *FAST)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "promoted: version 2 serves every request" in r.stdout
+    steps = set(re.findall(r"^\[\d+\] (canary \d+%):", r.stdout, re.MULTILINE))
+    assert steps == {"canary 20%", "canary 50%"}, r.stdout[-3000:]
+    assert load[0].returncode == 0, load[0].stdout[-3000:]  # Locust: 0 failed requests
+    assert serving(wd) == [1, 2]
+    status = invoke(wd, "status").stdout
+    assert "last canary" in status and "promoted: version 2" in status
+
+
+def test_a_version_trained_one_step_fails_the_accuracy_gate_and_is_rolled_back(service):
+    wd = service["wd"]
+    r = invoke(wd, "train", "--model-type", "cnn", "--epochs", "1", "--steps-per-epoch", "1")
+    assert r.returncode == 0, r.stdout[-2000:]
+    with under_load(wd, 30) as load:
+        r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert "accuracy fail" in r.stdout and "version 3 was rolled back" in r.stdout
+    assert load[0].returncode == 0, load[0].stdout[-3000:]  # v2 served throughout
+    assert serving(wd) == [1, 2]  # the stable untouched: nothing published
+    record = rejected(wd, 3)["rejected"]
+    assert record["decision"] == "rollback" and record["intervals"]
+
+
+def test_a_version_that_answers_errors_fails_the_error_gate_and_is_rolled_back(service, data_dir):
+    wd = service["wd"]
+    _replace_candidate_with_failing_model(wd, data_dir)
+    with under_load(wd, 30) as load:
+        r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert "errors fail" in r.stdout and "version 4 was rolled back" in r.stdout
+    summary = json.loads((wd / "reports/loadtest/summary.json").read_text())
+    failed = summary["failures"]
+    # Only the canary's share failed: the stable answered every other request.
+    assert 0 < failed < summary["requests"] * 0.3, summary
+    assert load[0].returncode != 0  # Locust saw the canary's failures, and said so
+    assert serving(wd) == [1, 2]
+    (interval,) = rejected(wd, 4)["rejected"]["intervals"]
+    assert interval["gates"]["errors"][0] == "fail"
+    assert interval["stable"]["errors"] == 0  # no failure the stable version caused
+
+
+def _replace_candidate_with_failing_model(wd: Path, data_dir: Path) -> None:
+    """candidates/cnn: a briefly trained cnn that fails on the sample request's image."""
+    import shutil
+
+    import numpy as np
+
+    from ml.data import load_arrays
+    from ml.models import build_model
+    from tests.support.failing_model import export_failing_on
+
+    (x, y), (x_test, _) = load_arrays(data_dir)
+    model = build_model("cnn", learning_rate=3e-3, seed=1)
+    model.fit(x[:6400, ..., None] / 255.0, y[:6400], batch_size=128, epochs=1, verbose=0)
+    candidate = wd / "volume/candidates/cnn"
+    params = (candidate / "params.yaml").read_text()
+    shutil.rmtree(candidate)
+    image = (x_test[0, ..., None] / 255.0).astype(np.float32)  # the sample request's image
+    export_failing_on(model, image, candidate)
+    (candidate / "params.yaml").write_text(params)
