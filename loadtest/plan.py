@@ -27,7 +27,7 @@ def parse_duration(text: str | int) -> int:
     if isinstance(text, bool):
         raise ValueError(f"invalid duration {text!r}")
     s = str(text).strip().lower()
-    if s.isdigit():
+    if s.isascii() and s.isdigit():
         seconds = int(s)
     else:
         m = _DURATION_RE.fullmatch(s)

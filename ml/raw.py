@@ -231,7 +231,11 @@ def _download(url: str, target: Path, spec: FileSpec, log: Log, timeout: float) 
         digest = hashlib.sha256()
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             announced = resp.headers.get("Content-Length")
-            if announced is not None and announced.isdigit() and int(announced) != spec.size:
+            if (
+                announced is not None
+                and (announced.isascii() and announced.isdigit())
+                and int(announced) != spec.size
+            ):
                 raise DataError(
                     f"{name}: wrong size: the mirror announces {int(announced):,} bytes, "
                     f"expected {spec.size:,} (a truncated or different file)"

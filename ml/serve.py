@@ -106,7 +106,7 @@ def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def _port(text: str) -> int:
-    if not (text.isdigit() and 1 <= int(text) <= 65535):
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 65535):
         raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {text!r}")
     return int(text)
 

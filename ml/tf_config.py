@@ -57,7 +57,7 @@ def parse_tf_config(raw: str | None) -> ClusterSpec:
             raise ConfigError(f"TF_CONFIG cluster.{role} must be a non-empty list of host:port")
         for address in addresses:
             host, _, port = str(address).rpartition(":")
-            if not host or not port.isdigit():
+            if not host or not (port.isascii() and port.isdigit()):
                 raise ConfigError(
                     f"TF_CONFIG cluster.{role} entry {address!r} is not host:port; {hint}"
                 )

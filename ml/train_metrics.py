@@ -55,7 +55,7 @@ def parse_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (an IPv6 host in brackets); ValueError naming the variable otherwise."""
     host, sep, port = text.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ValueError(f"{ADDRESS_ENV}={text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
     return host, int(port)
 

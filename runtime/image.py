@@ -96,7 +96,7 @@ def find_docker(
         )
         # Without an engine `docker version` exits non-zero but still prints the client's.
         major = version.stdout.strip().split(".")[0]
-        if major.isdigit() and int(major) < 23:
+        if (major.isascii() and major.isdigit()) and int(major) < 23:
             return docker
         tried.append(f"{docker}: client {version.stdout.strip() or '?'} without buildx")
     raise ImageError(
@@ -198,7 +198,7 @@ def build(
     out(f"building {tag} from {base_ref}")
     c.run(" ".join(cmd))
     size = c.run(f"{docker} image inspect --format '{{{{.Size}}}}' {tag}", hide=True, warn=True)
-    if size.ok and size.stdout.strip().isdigit():
+    if size.ok and (size.stdout.strip().isascii() and size.stdout.strip().isdigit()):
         out(f"built {tag}: {int(size.stdout.strip()) / 1e9:.2f} GB")
     else:
         out(f"built {tag}")

@@ -36,7 +36,11 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or ()).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        if (
+            declared is not None
+            and (declared.isascii() and declared.isdigit())
+            and int(declared) > self.max_bytes
+        ):
             await _send_error(send, self._too_large(f"{int(declared):,} bytes"))
             return
         received = 0

@@ -178,7 +178,7 @@ def _v2_versioned_infer(v2: V2Endpoints) -> Any:
     async def v2_versioned_infer(
         raw_request: Request, raw_response: Response, model_name: str, model_version: str
     ) -> Any:
-        if not model_version.isdigit():
+        if not (model_version.isascii() and model_version.isdigit()):
             raise ClientError(404, f"version {model_version!r} is not a version number")
         request_version(int(model_version))
         return await infer(raw_request, raw_response, model_name)

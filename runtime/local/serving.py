@@ -73,7 +73,11 @@ def deploy_lock(rt: LocalRuntime, what: str) -> Iterator[None]:
 def in_progress(rt: LocalRuntime) -> int | None:
     """The version of a canary release in the volume, if one is (``deploy --canary``)."""
     path = Path(contract.canary_dir(rt.wd.volume, rt.service))
-    found = sorted(int(p.name) for p in path.iterdir() if p.name.isdigit()) if path.is_dir() else []
+    found = (
+        sorted(int(p.name) for p in path.iterdir() if (p.name.isascii() and p.name.isdigit()))
+        if path.is_dir()
+        else []
+    )
     return found[-1] if found else None
 
 
@@ -101,7 +105,9 @@ def check_port(rt: LocalRuntime, http_port: int) -> None:
 def versions(rt: LocalRuntime) -> list[int]:
     if not rt.serving_dir.is_dir():
         return []
-    return sorted(int(p.name) for p in rt.serving_dir.iterdir() if p.name.isdigit())
+    return sorted(
+        int(p.name) for p in rt.serving_dir.iterdir() if (p.name.isascii() and p.name.isdigit())
+    )
 
 
 def _predict(url: str, service: str, body: bytes, timeout: float = 10) -> dict[str, Any]:
