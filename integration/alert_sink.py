@@ -28,7 +28,8 @@ def url(namespace: str) -> str:
     return f"http://{NAME}.{namespace}.svc:{PORT}{PATH}"
 
 
-# Every POST's body, one JSON line each; 200 to Alertmanager. Its port is its argument.
+# Every POST's body, one JSON line each; 200 to Alertmanager. Its port is its argument (0:
+# any free one, said on its first line).
 RECEIVER = """
 import http.server, json, sys
 
@@ -47,7 +48,9 @@ class Sink(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-http.server.HTTPServer(("", int(sys.argv[1])), Sink).serve_forever()
+server = http.server.HTTPServer(("", int(sys.argv[1])), Sink)
+print(json.dumps({"listening": server.server_port}), flush=True)  # port 0: the one it got
+server.serve_forever()
 """
 
 

@@ -67,14 +67,17 @@ def wait_for(what: str, condition, timeout: float = 60.0):
 
 @pytest.mark.skipif(not ALERTMANAGER.is_file(), reason="apt-get install prometheus-alertmanager")
 def test_the_real_alertmanager_delivers_firing_and_resolved_to_the_sink(tmp_path: Path) -> None:
-    sink_port, am_port = free_port(), free_port()
+    # The sink takes a port of its own and says which: a port picked here and bound later
+    # can be taken meanwhile by another test's server (the first CI run lost it so).
+    log = (tmp_path / "sink.log").open("w+")
+    sink = subprocess.Popen([sys.executable, "-c", alert_sink.RECEIVER, "0"], stdout=log)
+    sink_port = wait_for("the sink listening", lambda: listening(log))
+    am_port = free_port()
     url = f"http://127.0.0.1:{sink_port}{alert_sink.PATH}"
     # distml's configuration, its group timings (10 s, 1 m) shortened for the test's sake.
     config = alertmanager.config(Settings(image="", alert_webhook=url))
     config["route"].update(group_wait="1s", group_interval="2s")
     (tmp_path / "am.yml").write_text(json.dumps(config))
-    log = (tmp_path / "sink.log").open("w+")
-    sink = subprocess.Popen([sys.executable, "-c", alert_sink.RECEIVER, str(sink_port)], stdout=log)
     am = subprocess.Popen(
         [str(ALERTMANAGER), f"--config.file={tmp_path / 'am.yml'}",
          f"--storage.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{am_port}",
@@ -102,6 +105,12 @@ def test_the_real_alertmanager_delivers_firing_and_resolved_to_the_sink(tmp_path
             p.terminate()
             p.wait(timeout=10)
         log.close()
+
+
+def listening(log) -> int | None:
+    log.seek(0)
+    first = log.readline()
+    return json.loads(first)["listening"] if first.endswith("\n") else None
 
 
 def alert(starts: datetime, ends: datetime | None = None) -> dict:
