@@ -48,6 +48,7 @@ from ml.publishing import (
     STAGING_PREFIX,
     copy_tree,
     say_waiting,
+    service_arg,
     serving_versions,
     utc_now,
     write_json_atomic,
@@ -299,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--volume", required=True, help="volume root (the PVC mount)")
     p.add_argument(
-        "--service", type=_service, default=DEFAULT_SERVICE, help="service name (a DNS label)"
+        "--service", type=service_arg, default=DEFAULT_SERVICE, help="service name (a DNS label)"
     )
     end = p.add_mutually_exclusive_group(required=True)
     end.add_argument("--promote", action="store_true", help="make the canary a serving version")
@@ -316,13 +317,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait while a selection, rollback or canary end holds the publish lock",
     )
     return p
-
-
-def _service(text: str) -> str:
-    try:
-        return contract.check_service(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

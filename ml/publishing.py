@@ -12,6 +12,7 @@ stays held. Standard library only: the server imports this without TensorFlow's 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import errno
 import json
@@ -22,6 +23,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from ml import contract
 
 STAGING_PREFIX = ".publish-"  # a copy in progress, renamed into place when complete
 LOCK_WAIT_S = 600.0
@@ -77,3 +80,11 @@ def utc_now() -> str:
 def say_waiting(holder: str) -> None:
     """The line a publish prints while another holds the publish lock (``on_wait``)."""
     print(f"waiting for the publish lock: {holder} is selecting or publishing", flush=True)
+
+
+def service_arg(text: str) -> str:
+    """``--service``'s argparse type, for every publishing command: a DNS label."""
+    try:
+        return contract.check_service(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -47,6 +47,7 @@ from ml.publishing import (
     STAGING_PREFIX,
     copy_tree,
     say_waiting,
+    service_arg,
     serving_versions,
     utc_now,
     write_json_atomic,
@@ -352,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--volume", required=True, help="volume root (the PVC mount)")
     p.add_argument(
         "--service",
-        type=_service,
+        type=service_arg,
         default=DEFAULT_SERVICE,
         help="service (model) name to publish under (a DNS label)",
     )
@@ -392,13 +393,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait while another selection or rollback holds the publish lock",
     )
     return p
-
-
-def _service(text: str) -> str:
-    try:
-        return contract.check_service(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,13 +156,13 @@ class LocalCanary:
             raise MeasurementError(f"the server's /metrics: {e}") from e
         last, self._last = self._last or page, page
         accuracy = self._accuracies()
-        return tuple(  # type: ignore[return-value]  # a pair: the stable's, the canary's
-            figures(
-                page.served(self.service, str(v)).since(last.served(self.service, str(v))),
-                accuracy.get(str(v)),
-            )
-            for v in (self.stable, self.version)
-        )
+
+        def of(version: int) -> Figures:
+            counted = page.served(self.service, str(version))
+            since = counted.since(last.served(self.service, str(version)))
+            return figures(since, accuracy.get(str(version)))
+
+        return of(self.stable), of(self.version)
 
     def _accuracies(self) -> dict[str, float]:
         """Each version's accuracy on the labelled sample: measured once (a version answers

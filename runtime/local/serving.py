@@ -70,14 +70,16 @@ def deploy_lock(rt: LocalRuntime, what: str) -> Iterator[None]:
         ) from e
 
 
+def _version_dirs(path: Path) -> list[int]:
+    """The integer version directories under ``path``, ascending (none if it is missing)."""
+    if not path.is_dir():
+        return []
+    return sorted(int(p.name) for p in path.iterdir() if p.name.isascii() and p.name.isdigit())
+
+
 def in_progress(rt: LocalRuntime) -> int | None:
     """The version of a canary release in the volume, if one is (``deploy --canary``)."""
-    path = Path(contract.canary_dir(rt.wd.volume, rt.service))
-    found = (
-        sorted(int(p.name) for p in path.iterdir() if (p.name.isascii() and p.name.isdigit()))
-        if path.is_dir()
-        else []
-    )
+    found = _version_dirs(Path(contract.canary_dir(rt.wd.volume, rt.service)))
     return found[-1] if found else None
 
 
@@ -103,11 +105,7 @@ def check_port(rt: LocalRuntime, http_port: int) -> None:
 
 
 def versions(rt: LocalRuntime) -> list[int]:
-    if not rt.serving_dir.is_dir():
-        return []
-    return sorted(
-        int(p.name) for p in rt.serving_dir.iterdir() if (p.name.isascii() and p.name.isdigit())
-    )
+    return _version_dirs(rt.serving_dir)
 
 
 def _predict(url: str, service: str, body: bytes, timeout: float = 10) -> dict[str, Any]:
