@@ -2,9 +2,9 @@
 
     python -m ml.canary_publish --volume V --service S (--promote | --reject) --record FILE
 
-``ml.select --canary`` publishes its winner as ``V/canary/S/<N>/`` (:func:`publish_canary`)
+``ml.select --canary`` publishes its winner as ``V/serving/S/canary/<N>/`` (:func:`publish_canary`)
 instead of into ``V/serving/S``; the model server loads it as the canary beside the serving
-version and sends it the share of requests in ``V/canary/S/weight.json`` (written by the
+version and sends it the share of requests in ``V/serving/S/canary/weight.json`` (written by the
 orchestration). N is one more than every version in serving, canary and rejected, so a
 number (the label the version's metrics carry) is never used twice. One canary at a time,
 and only when something serves (:func:`refusal`).
@@ -123,7 +123,7 @@ def refusal(volume: Path, service: str) -> str | None:
 
 
 def publish_canary(source: Path, volume: Path, service: str, record: dict[str, Any]) -> int:
-    """Copy ``source`` to ``V/canary/S/<N>`` (:func:`next_version`) atomically, its lineage
+    """Copy ``source`` to ``V/serving/S/canary/<N>`` (:func:`next_version`) atomically, its lineage
     ``record`` plus the version, the serving one it is compared with and ``"canary": true``;
     return N. Called by ``ml.select --canary`` under the publish lock, after :func:`refusal`."""
     serving = serving_versions(Path(contract.serving_dir(volume, service)))

@@ -15,8 +15,10 @@ Volume layout (``V`` = the volume root, the PVC mount in a pod)::
                                          (`invoke tensorboard` shows V/tensorboard/)
     V/serving/<service>/<version>/       published SavedModels          (ml.select)
     V/serving/<service>/<version>/publish.json   what was published, why, and what made it
-    V/canary/<service>/<version>/        a canary release, beside serving (ml.select --canary)
-    V/canary/<service>/weight.json       the canary's share of requests (the orchestration)
+    V/serving/<service>/canary/<version>/  a canary release (ml.select --canary): inside
+                                         the serving folder, the one a cluster's predictor
+                                         mounts, so its server can load it beside the stable
+    V/serving/<service>/canary/weight.json the canary's share of requests (the orchestration)
     V/rejected/<service>/<version>/      ended canaries not promoted    (ml.canary_publish)
     V/reports/selection.json             the selection report           (ml.select)
     V/reports/serving-<service>.json     the serving version's publish.json (ml.select)
@@ -157,9 +159,14 @@ def serving_dir(volume: AnyPath, service: str) -> str:
     return _p(volume, "serving", service)
 
 
+CANARY_SUBDIR = "canary"
+
+
 def canary_dir(volume: AnyPath, service: str) -> str:
-    """A canary release's version (``<N>/``, serving's layout), served beside the stable."""
-    return _p(volume, "canary", service)
+    """A canary release's version (``<N>/``, serving's layout), served beside the stable.
+    Inside the serving folder: a cluster's predictor mounts only that folder (its
+    ``storageUri``), and a name of letters is never taken for a version there."""
+    return _p(volume, "serving", service, CANARY_SUBDIR)
 
 
 CANARY_WEIGHT_FILE = "weight.json"
@@ -167,7 +174,7 @@ CANARY_WEIGHT_FILE = "weight.json"
 
 def canary_weight_path(volume: AnyPath, service: str) -> str:
     """The percent of requests the canary answers (``{"weight": W}``; the orchestration)."""
-    return _p(volume, "canary", service, CANARY_WEIGHT_FILE)
+    return _p(volume, "serving", service, CANARY_SUBDIR, CANARY_WEIGHT_FILE)
 
 
 def rejected_dir(volume: AnyPath, service: str) -> str:

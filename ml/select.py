@@ -17,7 +17,7 @@ server polling the directory never sees half a model. A selection or rollback ho
 volume's publish lock (``contract.PUBLISH_LOCK``) from start to end, so two at once take
 turns and never pick the same "latest + 1"; a publish killed mid-copy leaves a hidden
 ``.publish-*`` directory, which the next publish removes. With ``--canary`` the same choice
-publishes the winner as a canary, into ``V/canary/S`` (``ml/canary_publish.py``).
+publishes the winner as a canary, into ``V/serving/S/canary`` (``ml/canary_publish.py``).
 
 Exit codes: 0 published or kept the better serving version; 1 nothing usable or below
 ``--min-accuracy`` (what was serving stays serving); 2 bad arguments or no data; 3 another
@@ -376,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--canary",
         action="store_true",
-        help="publish the winner into V/canary/S, beside the serving version, as a canary "
+        help="publish the winner into V/serving/S/canary, beside the serving version, as a canary "
         "(python -m ml.canary_publish ends it)",
     )
     p.add_argument(

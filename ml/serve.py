@@ -1,6 +1,6 @@
 """Serve the newest published model version over KServe's V1 REST protocol.
 
-    python -m ml.serve --model-dir V/serving/S --model-name S [--canary-dir V/canary/S]
+    python -m ml.serve --model-dir V/serving/S --model-name S [--canary-dir V/serving/S/canary]
         [--host 127.0.0.1] [--http-port 8080] [--poll-interval 2.0] [--request-header-timeout 10]
         [--max-instances 256] [--max-body-bytes 8388608] [--max-image-pixels 4096x4096]
         [--max-request-pixels 8192x8192] [KServe's server flags]
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--canary-dir",
-        help="a canary release's directory (V/canary/<name>): its newest version answers the "
+        help="a canary release's directory (V/serving/<name>/canary): its newest version answers the "
         "share of requests its weight.json gives, beside the served one (ml/server/canary.py)",
     )
     p.add_argument("--model-name", help="model name in the URL: /v1/models/<name>:predict")

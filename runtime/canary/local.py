@@ -1,6 +1,6 @@
 """The canary on the local runtime: the one server process holds both versions.
 
-``ml.select --canary`` publishes the new version into ``V/canary/S``; the server (started
+``ml.select --canary`` publishes the new version into ``V/serving/S/canary``; the server (started
 with ``--canary-dir``) loads it beside the stable and answers the share of requests its
 ``weight.json`` gives (``ml/server/canary.py``). This module is the analysis' ``Split`` and
 ``measure`` for it:

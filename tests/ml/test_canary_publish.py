@@ -79,12 +79,14 @@ def publish_json(path: Path) -> dict:
 
 
 def names(path: Path) -> list[str]:
-    return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+    """What a directory holds; the canary folder inside the serving one is not listed."""
+    found = path.iterdir() if path.is_dir() else ()
+    return sorted(p.name for p in found if p.name != contract.CANARY_SUBDIR)
 
 
 def test_the_contract_builds_the_paths_and_the_command_the_parser_takes():
-    assert contract.canary_dir("/v", "s") == "/v/canary/s"
-    assert contract.canary_weight_path("/v", "s") == "/v/canary/s/weight.json"
+    assert contract.canary_dir("/v", "s") == "/v/serving/s/canary"
+    assert contract.canary_weight_path("/v", "s") == "/v/serving/s/canary/weight.json"
     assert contract.rejected_dir("/v", "s") == "/v/rejected/s"
     argv = contract.canary_end("/v", "s", promote=False, record="/r.json", python="py")
     assert argv[:3] == ["py", "-m", "ml.canary_publish"]
@@ -121,8 +123,18 @@ def test_promote_takes_the_next_number_when_a_publish_took_the_canarys(volume, t
     assert publish_json(serving(volume) / "2")["source"] == "a publish meanwhile"
 
 
+def serving_files(volume: Path) -> dict[Path, bytes]:
+    """The serving versions' files (the canary folder inside aside)."""
+    inside = canary(volume)
+    return {
+        p: p.read_bytes()
+        for p in serving(volume).rglob("*")
+        if p.is_file() and inside not in p.parents
+    }
+
+
 def test_reject_sets_the_canary_aside_and_leaves_serving_alone(volume, tmp_path, capsys):
-    before = {p: p.read_bytes() for p in serving(volume).rglob("*") if p.is_file()}
+    before = serving_files(volume)
     assert end(volume, record_file(tmp_path), "--reject") == 0
     kept = rejected(volume) / "2"
     assert capsys.readouterr().out == (
@@ -131,7 +143,7 @@ def test_reject_sets_the_canary_aside_and_leaves_serving_alone(volume, tmp_path,
     record = publish_json(kept)
     assert record["rejected"] == RECORD and record["canary"] is True and "rejected_at" in record
     assert names(canary(volume)) == []
-    assert {p: p.read_bytes() for p in serving(volume).rglob("*") if p.is_file()} == before
+    assert serving_files(volume) == before
     assert not Path(contract.serving_record(volume, SERVICE)).exists()
 
 

@@ -110,7 +110,7 @@ def test_a_plain_publish_and_a_rollback_skip_a_rejected_canarys_number(volume, s
     (volume / "rejected" / "tf-mnist" / "2").mkdir(parents=True)
     assert run(volume) == 0
     assert serving_versions(volume / "serving" / "tf-mnist") == [1, 3]
-    (volume / "canary" / "tf-mnist" / "4").mkdir(parents=True)
+    (volume / "serving" / "tf-mnist" / "canary" / "4").mkdir(parents=True)
     assert sel.rollback(volume, "tf-mnist") == (1, 5)
 
 
@@ -274,20 +274,20 @@ def test_a_canary_is_refused_before_anything_is_evaluated(
     add_candidate(volume, "cnn", saved_models["good"])
     if in_progress:
         (volume / "serving" / "tf-mnist" / "1").mkdir(parents=True)
-        (volume / "canary" / "tf-mnist" / "4").mkdir(parents=True)
+        (volume / "serving" / "tf-mnist" / "canary" / "4").mkdir(parents=True)
     monkeypatch.setattr(sel, "load_split_arrays", lambda *a, **k: pytest.fail("evaluated"))
     assert run(volume, "--canary") == 1
     r = report(volume)
     assert r["canary"] is True and not r["published"]
     if in_progress:
         assert r["reason"] == (
-            f"a canary (version 4) is in progress in {volume / 'canary' / 'tf-mnist'}; let it "
+            f"a canary (version 4) is in progress in {volume / 'serving' / 'tf-mnist' / 'canary'}; let it "
             "finish, or end it (promote or reject) first"
         )
     else:
         assert r["reason"].startswith("nothing serves yet: a canary needs a serving version")
         assert r["reason"].endswith("deploy without --canary first")
-    assert serving_versions(volume / "canary" / "tf-mnist") == ([4] if in_progress else [])
+    assert serving_versions(volume / "serving" / "tf-mnist" / "canary") == ([4] if in_progress else [])
 
 
 def test_a_canary_is_judged_as_a_publish_is(volume, saved_models):
@@ -298,9 +298,9 @@ def test_a_canary_is_judged_as_a_publish_is(volume, saved_models):
     assert run(volume, "--canary") == 0
     r = report(volume)
     assert not r["published"] and "kept version 1" in r["reason"]
-    assert not (volume / "canary").exists()
+    assert not (volume / "serving" / "tf-mnist" / "canary").exists()
     assert run(volume, "--canary", "--force") == 0
-    assert serving_versions(volume / "canary" / "tf-mnist") == [2]
+    assert serving_versions(volume / "serving" / "tf-mnist" / "canary") == [2]
 
 
 def test_canary_and_rollback_do_not_mix(volume, capsys):
