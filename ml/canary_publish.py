@@ -1,6 +1,7 @@
 """A canary release on the volume: publish a version beside the serving one, then end it.
 
-    python -m ml.canary_publish --volume V --service S (--promote | --reject) --record FILE
+    python -m ml.canary_publish --volume V --service S (--promote | --reject)
+        (--record FILE | --record-json TEXT)
 
 ``ml.select --canary`` publishes its winner as ``V/serving/S/canary/<N>/`` (:func:`publish_canary`)
 instead of into ``V/serving/S``; the model server loads it as the canary beside the serving
@@ -305,11 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
     end = p.add_mutually_exclusive_group(required=True)
     end.add_argument("--promote", action="store_true", help="make the canary a serving version")
     end.add_argument("--reject", action="store_true", help="set the canary aside in V/rejected")
-    p.add_argument(
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument(
         "--record",
-        required=True,
         help="the analysis (a JSON object: decision, reason, figures), kept in publish.json",
     )
+    given.add_argument("--record-json", help="the same analysis, as the JSON text itself")
     p.add_argument(
         "--lock-wait",
         type=float,
@@ -322,9 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        record = read_record(args.record)
+        if args.record_json is not None:
+            record = parse_record(args.record_json.encode("utf-8", "surrogateescape"))
+        else:
+            record = read_record(args.record)
     except RecordError as e:
-        print(f"error: the record file {args.record} {e}; nothing changed", file=sys.stderr)
+        what = "--record-json" if args.record_json is not None else f"file {args.record}"
+        print(f"error: the record {what} {e}; nothing changed", file=sys.stderr)
         return 2
     volume, service = Path(args.volume), args.service
     lock = contract.lock_path(volume, service, contract.PUBLISH_LOCK)

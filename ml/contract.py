@@ -277,12 +277,31 @@ def select(
 
 
 def canary_end(
-    volume: AnyPath, service: str, *, promote: bool, record: AnyPath, python: str = "python"
+    volume: AnyPath,
+    service: str,
+    *,
+    promote: bool,
+    record: AnyPath | None = None,
+    record_json: str | None = None,
+    python: str = "python",
 ) -> list[str]:
     """``ml.canary_publish``: promote the canary into serving, or reject it into
-    :func:`rejected_dir`; ``record`` (a JSON object, the analysis) is kept in its publish.json."""
+    :func:`rejected_dir`; the analysis (a JSON object: the file ``record``, or the text
+    ``record_json`` where no file can be shared, as with a cluster's Job) is kept in its
+    publish.json."""
     argv = [*_module(python, "canary_publish"), "--volume", str(volume), "--service", service]
-    return [*argv, "--promote" if promote else "--reject", "--record", str(record)]
+    argv.append("--promote" if promote else "--reject")
+    if record_json is not None:
+        return [*argv, f"--record-json={record_json}"]  # one word, whatever its first character
+    return [*argv, "--record", str(record)]
+
+
+def canary_weight(
+    volume: AnyPath, service: str, weight: int, *, python: str = "python"
+) -> list[str]:
+    """``ml.canary_weight``: the canary's share of requests, written into the volume."""
+    argv = [*_module(python, "canary_weight"), "--volume", str(volume), "--service", service]
+    return [*argv, "--weight", str(weight)]
 
 
 def sample_accuracy(

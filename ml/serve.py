@@ -132,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--canary-dir",
-        help="a canary release's directory (V/serving/<name>/canary): its newest version answers the "
-        "share of requests its weight.json gives, beside the served one (ml/server/canary.py)",
+        help="a canary release's directory (V/serving/<name>/canary): its newest version "
+        "answers the share of requests its weight.json gives, beside the served one "
+        "(ml/server/canary.py)",
     )
     p.add_argument("--model-name", help="model name in the URL: /v1/models/<name>:predict")
     p.add_argument(

@@ -28,7 +28,15 @@ from k8s.monitoring import prometheus
 from k8s.providers.settings import REQUEST_METRICS, Resources, Settings
 from ml import contract, contract_metrics
 
-_SERVE = contract.serve(KSERVE_MODEL_DIR, "{{.Name}}", host="0.0.0.0", http_port=PREDICTOR_PORT)
+# With the canary folder (``deploy --canary``): the server loads a canary release from the
+# service's own folder, the one KServe mounts, and splits requests by its weight file.
+_SERVE = contract.serve(
+    KSERVE_MODEL_DIR,
+    "{{.Name}}",
+    host="0.0.0.0",
+    http_port=PREDICTOR_PORT,
+    canary_dir=f"{KSERVE_MODEL_DIR}/{contract.CANARY_SUBDIR}",
+)
 
 
 def serving_runtime(s: Settings) -> dict[str, Any]:

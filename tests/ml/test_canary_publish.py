@@ -402,3 +402,23 @@ def test_promote_and_reject_are_exclusive_and_one_is_needed(tmp_path, capsys):
         with pytest.raises(SystemExit) as e:
             cp.main(["--volume", str(tmp_path), "--record", "r", *argv])
         assert e.value.code == 2
+
+
+def test_the_record_as_text_is_kept_as_the_file_would_be(volume, capsys):
+    # A cluster's Job cannot share a file with the laptop: the record comes as an argument.
+    argv = contract.canary_end(volume, SERVICE, promote=False, record_json=json.dumps(RECORD))
+    assert "--record" not in argv and cp.main(argv[3:]) == 0
+    assert publish_json(rejected(volume) / "2")["rejected"] == RECORD
+    capsys.readouterr()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_any_record_text_is_a_record_or_a_clean_exit_2(text):
+    with tempfile.TemporaryDirectory() as tmp:
+        err = io.StringIO()
+        argv = contract.canary_end(Path(tmp) / "v", SERVICE, promote=True, record_json=text)
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = cp.main(argv[3:])
+    assert code == (1 if _is_object(text.encode("utf-8", "surrogatepass")) else 2), err.getvalue()
+    assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()

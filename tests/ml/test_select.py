@@ -280,14 +280,16 @@ def test_a_canary_is_refused_before_anything_is_evaluated(
     r = report(volume)
     assert r["canary"] is True and not r["published"]
     if in_progress:
+        where = volume / "serving" / "tf-mnist" / "canary"
         assert r["reason"] == (
-            f"a canary (version 4) is in progress in {volume / 'serving' / 'tf-mnist' / 'canary'}; let it "
+            f"a canary (version 4) is in progress in {where}; let it "
             "finish, or end it (promote or reject) first"
         )
     else:
         assert r["reason"].startswith("nothing serves yet: a canary needs a serving version")
         assert r["reason"].endswith("deploy without --canary first")
-    assert serving_versions(volume / "serving" / "tf-mnist" / "canary") == ([4] if in_progress else [])
+    canary_versions = serving_versions(volume / "serving" / "tf-mnist" / "canary")
+    assert canary_versions == ([4] if in_progress else [])
 
 
 def test_a_canary_is_judged_as_a_publish_is(volume, saved_models):
