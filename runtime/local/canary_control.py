@@ -1,7 +1,7 @@
 """``invoke canary --promote|--abort``: end a canary release by hand, now.
 
 With ``deploy --canary`` running, its loop looks at a control file every second
-(``canary_deploy.take_word``): this writes the word there and waits until that deploy has
+(``runtime.canary.live.take_word``): this writes the word there and waits until that deploy has
 acted on it and says how it ended. With none running (it was killed, ``kill -9`` or a lost terminal,
 leaving the canary in the volume), this ends the canary itself through ``ml.canary_publish``,
 with a record saying so; the server follows at its next poll.
@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Pending, poll
 from ml import contract
-from runtime.local.canary_deploy import control_path, report_path
+from runtime.canary import live
 from runtime.local.serving import in_progress
-from runtime.procs import is_alive
 
 if TYPE_CHECKING:
     from runtime.local import LocalRuntime
@@ -28,10 +26,7 @@ ACT_TIMEOUT_S = 120.0  # a promotion or rollback waits for the server to show it
 
 
 def _facts(rt: LocalRuntime) -> dict[str, Any]:
-    try:
-        return json.loads(report_path(rt).read_text())
-    except (OSError, ValueError):
-        return {}
+    return live.facts(rt.wd, rt.service)
 
 
 def control(rt: LocalRuntime, word: str) -> int:
@@ -39,9 +34,8 @@ def control(rt: LocalRuntime, word: str) -> int:
     if version is None:
         raise rt.error("no canary is in progress; `invoke deploy --canary` starts one")
     facts = _facts(rt)
-    pid = facts.get("pid")
-    running = facts.get("running") and facts.get("version") == version
-    if running and isinstance(pid, int) and is_alive(pid, "invoke"):
+    pid = live.running_pid(facts)
+    if pid is not None and facts.get("version") == version:
         return _tell(rt, word, pid)
     return _end_here(rt, word, version)
 
@@ -49,7 +43,7 @@ def control(rt: LocalRuntime, word: str) -> int:
 def _tell(rt: LocalRuntime, word: str, pid: int) -> int:
     if not rt.ex.act(f"tell the running `deploy --canary` (pid {pid}) to {word}"):
         return 0
-    control_path(rt).write_text(word + "\n")
+    live.control_path(rt.wd).write_text(word + "\n")
     rt.out(f"told the running `deploy --canary` (pid {pid}) to {word}; waiting for it")
 
     def judge(facts: dict[str, Any]) -> Any:
@@ -67,12 +61,7 @@ def _tell(rt: LocalRuntime, word: str, pid: int) -> int:
 
 def _end_here(rt: LocalRuntime, word: str, version: int) -> int:
     """No deploy runs the canary: end it with ``ml.canary_publish``, a record saying so."""
-    record: dict[str, Any] = {
-        "decision": "promote" if word == "promote" else "rollback",
-        "reason": f"{word} by hand (`invoke canary --{word}`): no analysis was running",
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "intervals": [],
-    }
+    record = live.ended_record(word)
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=rt.wd.root, delete=False) as f:
         json.dump(record, f)
     try:

@@ -14,9 +14,10 @@ import pytest
 
 from common.errors import DistmlError
 from ml import contract
+from runtime.canary.live import Live, control_path, take_word
 from runtime.local import LocalRuntime
 from runtime.local.canary_control import control
-from runtime.local.canary_deploy import Live, control_path, report_path, take_word
+from runtime.local.canary_deploy import report_path
 
 
 def canary_version(rt: LocalRuntime, version: int) -> Path:
@@ -41,7 +42,7 @@ def test_a_running_deploy_is_told_and_its_outcome_shown(local_rt):
     live.say(lambda line: None, "[1] canary 10%: ... -> hold (pass 1 of 2)")
 
     def the_deploy_loop():  # what analyse does with the word, each second
-        while (word := take_word(rt)) is None:
+        while (word := take_word(rt.wd)) is None:
             threading.Event().wait(0.05)
         live.say(lambda line: None, f"promoted: version 2 serves every request ({word} by hand)")
         live.end()
@@ -54,7 +55,7 @@ def test_a_running_deploy_is_told_and_its_outcome_shown(local_rt):
         loop.join(timeout=10)
         deploy.kill()
     assert said[-1] == "promoted: version 2 serves every request (promote by hand)"
-    assert not control_path(rt).exists(), "the word is taken once"
+    assert not control_path(rt.wd).exists(), "the word is taken once"
 
 
 def test_with_no_deploy_running_it_ends_the_canary_itself_with_a_record(local_rt):
@@ -68,5 +69,5 @@ def test_with_no_deploy_running_it_ends_the_canary_itself_with_a_record(local_rt
 
 
 def test_an_unknown_word_in_the_control_file_is_ignored(local_rt):
-    control_path(local_rt).write_text("explode\n")
-    assert take_word(local_rt) is None
+    control_path(local_rt.wd).write_text("explode\n")
+    assert take_word(local_rt.wd) is None

@@ -12,8 +12,9 @@ import pytest
 
 from common.errors import DistmlError
 from ml import contract
+from runtime.canary.live import Live
 from runtime.local import LocalRuntime, serving
-from runtime.local.canary_deploy import Live, deploy_canary, report_path, status_rows
+from runtime.local.canary_deploy import deploy_canary, report_path, status_rows
 from runtime.local.serving import in_progress
 from runtime.requests import DeployRequest
 
