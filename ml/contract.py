@@ -210,13 +210,13 @@ def _p(volume: AnyPath, *parts: str) -> str:
 # --------------------------------------------------------------------------- the commands
 
 
-def _module(python: str, name: str) -> list[str]:
+def module_argv(python: str, name: str) -> list[str]:
     return [python, "-m", f"ml.{name}"]
 
 
 def ingest(volume: AnyPath, source_dir: str | None = None, *, python: str = "python") -> list[str]:
     """``ml.ingest``: prepare the dataset in ``V/datasets`` (idempotent)."""
-    argv = [*_module(python, "ingest"), "--volume", str(volume)]
+    argv = [*module_argv(python, "ingest"), "--volume", str(volume)]
     return argv + (["--source-dir", str(source_dir)] if source_dir else [])
 
 
@@ -238,7 +238,7 @@ def train(
     """``ml.train``: one worker of a multi-worker job (its peers come from TF_CONFIG).
     ``bind_loopback``: the worker listens on loopback only, for a job whose workers all run
     on this machine (the local runtime); pods leave it off, their peers reach them by pod IP."""
-    argv = [*_module(python, "train"), "--volume", str(volume), "--model-type", model]
+    argv = [*module_argv(python, "train"), "--volume", str(volume), "--model-type", model]
     argv += ["--profile", profile, "--log-every", str(log_every)]
     for flag, value in (
         ("--epochs", epochs),
@@ -268,59 +268,12 @@ def select(
     ``code_version`` (the image tag; locally the tag this code builds to) goes into the
     published version's lineage; a rollback keeps the restored version's own. ``canary``:
     publish into :func:`canary_dir` instead, for :func:`canary_end` to promote or reject."""
-    argv = [*_module(python, "select"), "--volume", str(volume), "--service", service]
+    argv = [*module_argv(python, "select"), "--volume", str(volume), "--service", service]
     if rollback:
         return [*argv, "--rollback"]
     argv += ["--min-accuracy", f"{min_accuracy:g}", *(["--force"] if force else [])]
     argv += ["--canary"] if canary else []
     return argv + (["--code-version", code_version] if code_version else [])
-
-
-def canary_end(
-    volume: AnyPath,
-    service: str,
-    *,
-    promote: bool,
-    record: AnyPath | None = None,
-    record_json: str | None = None,
-    python: str = "python",
-) -> list[str]:
-    """``ml.canary_publish``: promote the canary into serving, or reject it into
-    :func:`rejected_dir`; the analysis (a JSON object: the file ``record``, or the text
-    ``record_json`` where no file can be shared, as with a cluster's Job) is kept in its
-    publish.json."""
-    argv = [*_module(python, "canary_publish"), "--volume", str(volume), "--service", service]
-    argv.append("--promote" if promote else "--reject")
-    if record_json is not None:
-        return [*argv, f"--record-json={record_json}"]  # one word, whatever its first character
-    return [*argv, "--record", str(record)]
-
-
-def canary_weight(
-    volume: AnyPath, service: str, weight: int, *, python: str = "python"
-) -> list[str]:
-    """``ml.canary_weight``: the canary's share of requests, written into the volume."""
-    argv = [*_module(python, "canary_weight"), "--volume", str(volume), "--service", service]
-    return [*argv, "--weight", str(weight)]
-
-
-def sample_accuracy(
-    endpoints: Mapping[str, str],
-    source_dir: str | None = None,
-    *,
-    count: int = 1000,
-    batch: int = 100,
-    timeout: float = 30.0,
-    python: str = "python",
-) -> list[str]:
-    """``ml.sample_accuracy``: each endpoint's accuracy (name -> a full V2 infer URL) on the
-    first ``count`` Fashion-MNIST test images, ``batch`` a request. Prints one JSON line:
-    ``{"count": N, "accuracy": {name: fraction}, "model_version": {name: "2"}}``; exit 1: an
-    endpoint failed (its one stderr line says which and what it answered), 2: no data."""
-    argv = [*_module(python, "sample_accuracy")]
-    argv += [f"--endpoint={name}={url}" for name, url in endpoints.items()]
-    argv += ["--count", str(count), "--batch", str(batch), "--timeout", f"{timeout:g}"]
-    return argv + (["--source-dir", str(source_dir)] if source_dir else [])
 
 
 def serve(
@@ -334,7 +287,13 @@ def serve(
 ) -> list[str]:
     """``ml.serve``: the model server for ``V/serving/<service>`` (V1 protocol); with
     ``canary_dir`` (:func:`canary_dir`), a canary release's version beside it."""
-    argv = [*_module(python, "serve"), "--model-dir", str(model_dir), "--model-name", model_name]
+    argv = [
+        *module_argv(python, "serve"),
+        "--model-dir",
+        str(model_dir),
+        "--model-name",
+        model_name,
+    ]
     argv += ["--canary-dir", str(canary_dir)] if canary_dir else []
     return [*argv, "--host", host, "--http-port", str(http_port)]
 
@@ -361,7 +320,7 @@ def has_event_files_check(volume: AnyPath, *, python: str = "python") -> list[st
 
 def evaluate(volume: AnyPath, model_dirs: list[AnyPath], *, python: str = "python") -> list[str]:
     """``ml.evaluate``: test accuracy of SavedModels (one JSON line each)."""
-    return [*_module(python, "evaluate"), "--volume", str(volume), "--model-dir"] + [
+    return [*module_argv(python, "evaluate"), "--volume", str(volume), "--model-dir"] + [
         str(d) for d in model_dirs
     ]
 
@@ -376,7 +335,7 @@ def sample(
     """``ml.sample``: write ``sample.png`` and ``sample-request.json`` (a V1 request body)
     into ``out_dir`` from test image 0; with ``synthetic_ok``, a drawn stand-in when no
     Fashion-MNIST files are on this machine. Prints one JSON line (``SampleWritten``)."""
-    argv = [*_module(python, "sample"), "--out-dir", str(out_dir)]
+    argv = [*module_argv(python, "sample"), "--out-dir", str(out_dir)]
     argv += ["--source-dir", str(source_dir)] if source_dir else []
     return argv + (["--synthetic-ok"] if synthetic_ok else [])
 

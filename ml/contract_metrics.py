@@ -190,3 +190,42 @@ def within_objective(namespace: str, service: str, window: str) -> str:
     sel = served(namespace, service)
     within = f'sum(rate({LATENCY}_bucket{{{sel},le="{LATENCY_OBJECTIVE_S:g}"}}[{window}]))'
     return f"{within} / sum(rate({LATENCY}_count{{{sel}}}[{window}]))"
+
+
+# --------------------------------------------------------------------------- a canary's analysis
+# Each version's own figures (``version`` is the one that answered: a canary's requests and
+# the stable's are counted apart in every pod), and each pod's view of the split.
+
+
+def version_requests(namespace: str, service: str) -> str:
+    """Predict and infer requests counted so far, by pod, version and status code: read at
+    two times and subtracted series by series (a series absent at the first reading started
+    at 0 since; one that dropped was reset), every request falls in exactly one interval,
+    where ``increase()`` misses what a new series (a canary's first requests) counted
+    before its first scrape."""
+    by = "pod, version, code"
+    return f"sum by ({by}) ({REQUESTS_TOTAL}{{{served(namespace, service)}}})"
+
+
+def version_latency_buckets(namespace: str, service: str) -> str:
+    """The predict and infer routes' cumulative latency buckets so far, by pod, version and
+    ``le``: read and subtracted as :func:`version_requests` are, for each version's p99
+    over exactly the same requests."""
+    buckets = f"{LATENCY}_bucket{{{served(namespace, service)}}}"
+    return f"sum by (pod, version, le) ({buckets})"
+
+
+def canary_weights(namespace: str, service: str) -> str:
+    """Each pod's canary share now, by pod and the canary's version (no series: no canary
+    loaded in that pod)."""
+    return f"max by (pod, version) ({CANARY_WEIGHT}{{{selector(namespace, service)}}})"
+
+
+def pod_versions(namespace: str, service: str) -> str:
+    """The version each pod serves as its stable now, by pod and version."""
+    return f"max by (pod, version) ({MODEL_INFO}_info{{{selector(namespace, service)}}})"
+
+
+def pods_up(namespace: str, service: str) -> str:
+    """The predictor pods Prometheus scrapes now, by pod (1: the last scrape answered)."""
+    return f"max by (pod) (up{{{selector(namespace, service)}}})"

@@ -144,9 +144,18 @@ def _project_pod_spec(
 
 
 def _job(
-    s: Settings, name: str, component: str, command: list[str], *, backoff_limit: int
+    s: Settings,
+    name: str,
+    component: str,
+    command: list[str],
+    *,
+    backoff_limit: int,
+    resources: Resources | None = None,
 ) -> dict[str, Any]:
-    container = _project_container(s, component, command, resources=s.worker_resources.as_dict())
+    """A batch Job of the project image, the volume mounted; a worker's resources unless
+    ``resources`` says less."""
+    sized = (resources or s.worker_resources).as_dict()
+    container = _project_container(s, component, command, resources=sized)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -367,8 +376,17 @@ def tfjob_backoff_limit(max_restarts: int, workers: int) -> int:
     return max_restarts * workers + 1
 
 
+def volume_job(
+    s: Settings, name: str, component: str, command: list[str], resources: Resources
+) -> dict[str, Any]:
+    """A short Job of the project image on the volume (the canary's weight, its end, its
+    labelled sample): no retry (its caller decides), and small, so that it is scheduled
+    beside a full set of predictors."""
+    return _job(s, name, component, command, backoff_limit=0, resources=resources)
+
+
 def selection_job(
-    s: Settings, *, min_accuracy: float, force: bool, rollback: bool = False
+    s: Settings, *, min_accuracy: float, force: bool, rollback: bool = False, canary: bool = False
 ) -> dict[str, Any]:
     """``python -m ml.select``: publish the best candidate (or, with ``rollback``, the
     previous version). backoffLimit 0: a refusal to publish is a verdict, not a flake.
@@ -385,6 +403,7 @@ def selection_job(
         min_accuracy=min_accuracy,
         force=force,
         rollback=rollback,
+        canary=canary,
         code_version=s.image,
     )
     return _job(s, name, component, command, backoff_limit=0)

@@ -11,10 +11,11 @@ control, Ctrl-C, SIGTERM, an error in the loop itself) rolls back, and the recor
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
 from common.errors import DistmlError
 from common.poll import Clock
@@ -76,6 +77,26 @@ class Result:
     @property
     def promoted(self) -> bool:
         return self.decision.action is Action.PROMOTE
+
+
+def record_of(result: Result) -> dict[str, Any]:
+    """What is kept with the version, promoted or rejected: the decision and its figures."""
+    return {
+        "decision": result.decision.action.value,
+        "reason": result.decision.reason,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "intervals": [
+            {
+                "weight": i.weight,
+                "stable": asdict(i.stable) if i.stable else None,
+                "canary": asdict(i.canary) if i.canary else None,
+                "gates": {g.name: [g.outcome.value, g.detail] for g in i.gates},
+                "decision": i.decision.action.value,
+                "error": i.error,
+            }
+            for i in result.intervals
+        ],
+    }
 
 
 @contextmanager

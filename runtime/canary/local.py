@@ -19,9 +19,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +27,8 @@ from common.errors import DistmlError
 from common.poll import Done, Pending, poll
 from loadtest.metrics_text import Counts, MetricsTextError, Page, parse_page
 from loadtest.server_view import METRICS_PATH, MetricsUnavailable, fetch
-from ml import contract
-from runtime.canary.analysis import MeasurementError, Result
+from ml import contract, contract_canary
+from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
 from runtime.procs import python_env
 
@@ -50,26 +48,6 @@ def write_weight(path: Path, weight: int) -> None:
     staging = path.with_name(f".{path.name}.tmp")
     staging.write_text(json.dumps({"weight": weight}) + "\n")
     os.replace(staging, path)
-
-
-def record_of(result: Result) -> dict[str, Any]:
-    """What is kept with the version, promoted or rejected: the decision and its figures."""
-    return {
-        "decision": result.decision.action.value,
-        "reason": result.decision.reason,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "intervals": [
-            {
-                "weight": i.weight,
-                "stable": asdict(i.stable) if i.stable else None,
-                "canary": asdict(i.canary) if i.canary else None,
-                "gates": {g.name: [g.outcome.value, g.detail] for g in i.gates},
-                "decision": i.decision.action.value,
-                "error": i.error,
-            }
-            for i in result.intervals
-        ],
-    }
 
 
 def _run_step(argv: list[str]) -> subprocess.CompletedProcess:
@@ -139,7 +117,7 @@ class LocalCanary:
             f".record-{self.service}-{self.version}.json"
         )
         record.write_text(json.dumps(record_of(result), indent=2) + "\n")
-        argv = contract.canary_end(
+        argv = contract_canary.canary_end(
             self.volume, self.service, promote=promote, record=record, python=self.python
         )
         code = self.step("promote" if promote else "roll back", argv)
@@ -172,7 +150,7 @@ class LocalCanary:
                 str(v): f"{self.url}/v2/models/{self.service}/versions/{v}/infer"
                 for v in (self.stable, self.version)
             }
-            argv = contract.sample_accuracy(endpoints, self.source_dir, python=self.python)
+            argv = contract_canary.sample_accuracy(endpoints, self.source_dir, python=self.python)
             try:
                 done = self._score(argv)
             except subprocess.TimeoutExpired:

@@ -36,7 +36,7 @@ from k8s.providers import provider
 from k8s.providers.settings import EXISTING
 from ml import contract
 from ml.contract import MODEL_TYPES
-from runtime.api import Capabilities, Unsupported
+from runtime.api import Capabilities
 from runtime.cluster import down as _down
 from runtime.cluster import render as _render
 from runtime.cluster import serving as _serve
@@ -65,7 +65,13 @@ class ClusterRuntime:
     """One distml deployment on one cluster: one distml made, or an existing one."""
 
     capabilities = Capabilities(
-        cluster=True, scales_out=True, gpus=True, predictors=True, local_port=False, workflows=True
+        cluster=True,
+        scales_out=True,
+        gpus=True,
+        predictors=True,
+        local_port=False,
+        workflows=True,
+        canary=True,
     )
     train_deadline_s = 3600  # a TFJob's runPolicy.activeDeadlineSeconds
     deploy_timeout_s = 600.0  # for the InferenceService to become Ready
@@ -167,6 +173,10 @@ class ClusterRuntime:
         return _train.train(self.cx, request, deadline_s=self.train_deadline_s)
 
     def deploy(self, request: DeployRequest) -> int:
+        if request.canary:
+            from runtime.cluster.canary_deploy import deploy_canary
+
+            return deploy_canary(self.cx, request)
         return _serve.deploy(self.cx, request, timeout=self.deploy_timeout_s)
 
     def rollback(self) -> int:
@@ -185,11 +195,10 @@ class ClusterRuntime:
         return _workflow.workflow(self.cx, request)
 
     def canary(self, word: str) -> int:
-        """Refused: canary releases run on the local runtime for now."""
-        raise Unsupported(
-            "canary releases run on the local runtime for now (`invoke deploy --canary "
-            "--runtime local`); a cluster runtime has no canary to end"
-        )
+        """End the canary release by hand: ``promote`` or ``abort``."""
+        from runtime.cluster.canary_deploy import control
+
+        return control(self.cx, word)
 
     def tensorboard(self, request: TensorboardRequest) -> int:
         from runtime.procs import port_is_free

@@ -24,6 +24,7 @@ from k8s.providers.settings import Settings
 from k8s.waits.cluster_poll import WaitError
 from k8s.waits.isvc_wait import wait_isvc_ready
 from ml import contract_metrics
+from runtime.canary import live
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.reach import Way, forward_target, way_in
@@ -76,6 +77,7 @@ def keda_expected_replicas(concurrency: int, target: int, max_replicas: int) -> 
 
 def deploy(cx: ClusterContext, request: DeployRequest, timeout: float) -> int:
     state = cx.require_up()
+    refuse_during_canary(cx, "deploy")
     s = cx.settings(
         predictor=request.predictor,
         target=request.target,
@@ -300,8 +302,20 @@ def _print_access(cx: ClusterContext, s: Settings, isvc_url: str) -> None:
     )
 
 
+def refuse_during_canary(cx: ClusterContext, verb: str) -> None:
+    """A plain ``deploy`` or a ``rollback`` would change the stable a running canary is
+    judged against: refused until it ends."""
+    pid = live.running_pid(live.facts(cx.wd, cx.service))
+    if pid is not None:
+        raise ClusterError(
+            f"a canary is running (`invoke deploy --canary`, pid {pid}); `{verb}` waits for "
+            "it to end, or end it now with `invoke canary --promote` or `--abort`"
+        )
+
+
 def rollback(cx: ClusterContext) -> int:
     cx.require_up()
+    refuse_during_canary(cx, "rollback")
     s = cx.settings()
     cx.out("== rollback")
     _select(cx, manifests.selection_job(s, min_accuracy=0.0, force=False, rollback=True))

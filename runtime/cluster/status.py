@@ -28,6 +28,7 @@ from k8s.monitoring import prometheus, scrape
 from k8s.monitoring import stack as monitoring_objects
 from ml import contract_metrics
 from ml.contract import model_card, read_publish, serving_record
+from runtime.canary import live as canary_live
 from runtime.cluster import alerts, lab_owner, training_view
 from runtime.cluster.access_check import TASK as ACCESS_TASK
 from runtime.cluster.context import ClusterContext
@@ -77,10 +78,18 @@ def status(cx: ClusterContext) -> int:
             rows += alerts.rows(cx)
         if state.deployed and not theirs:
             rows += serving_card(cx)
+    rows += canary_rows(cx)
     rows += _last_loadtest(state.last_loadtest)
     for line in table(rows).splitlines():
         cx.out(line)
     return 0
+
+
+def canary_rows(cx: ClusterContext) -> list[Row]:
+    """A running canary (its share and last line, from the deploy running it here), or the
+    last one's outcome."""
+    found = canary_live.facts(cx.wd, cx.service)
+    return canary_live.status_rows(found, canary_live.running_pid(found) is not None)
 
 
 def _in_cluster(

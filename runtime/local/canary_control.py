@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Pending, poll
-from ml import contract
+from ml import contract_canary
 from runtime.canary import live
 from runtime.local.serving import in_progress
 
@@ -65,7 +65,7 @@ def _end_here(rt: LocalRuntime, word: str, version: int) -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=rt.wd.root, delete=False) as f:
         json.dump(record, f)
     try:
-        argv = contract.canary_end(
+        argv = contract_canary.canary_end(
             rt.wd.volume, rt.service, promote=word == "promote", record=f.name, python=rt.python
         )
         code, _ = rt.ex.step(f"{word} canary version {version}", argv, rt.wd.logs / "canary.log")

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ml import canary_publish as cp
-from ml import contract, publishing
+from ml import contract, contract_canary, publishing
 from ml.contract_volume_lock import volume_lock
 
 SERVICE = "tf-mnist"
@@ -58,7 +58,7 @@ def record_file(tmp_path: Path, record: object = RECORD) -> Path:
 
 def end(volume: Path, record: Path, how: str = "--promote") -> int:
     return cp.main(
-        contract.canary_end(volume, SERVICE, promote=how == "--promote", record=record)[3:]
+        contract_canary.canary_end(volume, SERVICE, promote=how == "--promote", record=record)[3:]
     )
 
 
@@ -88,14 +88,14 @@ def test_the_contract_builds_the_paths_and_the_command_the_parser_takes():
     assert contract.canary_dir("/v", "s") == "/v/serving/s/canary"
     assert contract.canary_weight_path("/v", "s") == "/v/serving/s/canary/weight.json"
     assert contract.rejected_dir("/v", "s") == "/v/rejected/s"
-    argv = contract.canary_end("/v", "s", promote=False, record="/r.json", python="py")
+    argv = contract_canary.canary_end("/v", "s", promote=False, record="/r.json", python="py")
     assert argv[:3] == ["py", "-m", "ml.canary_publish"]
     args = cp.build_parser().parse_args(argv[3:])
     assert (args.volume, args.service, args.promote, args.reject) == ("/v", "s", False, True)
     assert args.record == "/r.json"
     assert (
         cp.build_parser()
-        .parse_args(contract.canary_end("/v", "s", promote=True, record="r")[3:])
+        .parse_args(contract_canary.canary_end("/v", "s", promote=True, record="r")[3:])
         .promote
     )
 
@@ -385,9 +385,9 @@ def test_a_held_lock_is_exit_3(volume, tmp_path, capsys):
     with volume_lock(lock, "ml.select", wait_s=1, on_wait=print):
         code = cp.main(
             [
-                *contract.canary_end(volume, SERVICE, promote=True, record=record_file(tmp_path))[
-                    3:
-                ],
+                *contract_canary.canary_end(
+                    volume, SERVICE, promote=True, record=record_file(tmp_path)
+                )[3:],
                 "--lock-wait",
                 "0.3",
             ]
@@ -406,7 +406,9 @@ def test_promote_and_reject_are_exclusive_and_one_is_needed(tmp_path, capsys):
 
 def test_the_record_as_text_is_kept_as_the_file_would_be(volume, capsys):
     # A cluster's Job cannot share a file with the laptop: the record comes as an argument.
-    argv = contract.canary_end(volume, SERVICE, promote=False, record_json=json.dumps(RECORD))
+    argv = contract_canary.canary_end(
+        volume, SERVICE, promote=False, record_json=json.dumps(RECORD)
+    )
     assert "--record" not in argv and cp.main(argv[3:]) == 0
     assert publish_json(rejected(volume) / "2")["rejected"] == RECORD
     capsys.readouterr()
@@ -417,7 +419,7 @@ def test_the_record_as_text_is_kept_as_the_file_would_be(volume, capsys):
 def test_any_record_text_is_a_record_or_a_clean_exit_2(text):
     with tempfile.TemporaryDirectory() as tmp:
         err = io.StringIO()
-        argv = contract.canary_end(Path(tmp) / "v", SERVICE, promote=True, record_json=text)
+        argv = contract_canary.canary_end(Path(tmp) / "v", SERVICE, promote=True, record_json=text)
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             code = cp.main(argv[3:])
     assert code == (1 if _is_object(text.encode("utf-8", "surrogatepass")) else 2), err.getvalue()

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ml import canary_weight as cw
-from ml import contract
+from ml import contract, contract_canary
 from ml.server.canary import parse_weight
 
 SERVICE = "tf-mnist"
@@ -24,7 +24,7 @@ def run(volume: Path, weight: str) -> int:
 
 def test_the_weight_is_written_as_the_server_reads_it(tmp_path, capsys):
     (Path(contract.canary_dir(tmp_path, SERVICE)) / "3").mkdir(parents=True)
-    argv = contract.canary_weight(tmp_path, SERVICE, 25)
+    argv = contract_canary.canary_weight(tmp_path, SERVICE, 25)
     assert argv[:3] == ["python", "-m", "ml.canary_weight"]
     assert cw.main(argv[3:]) == 0
     assert capsys.readouterr().out == "canary version 3: 25% of requests\n"

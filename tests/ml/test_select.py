@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ml import canary_publish, contract, publishing
+from ml import canary_publish, contract, contract_canary, publishing
 from ml import select as sel
 from ml.data import SPLIT_EXAMPLES
 from ml.publishing import serving_versions
@@ -260,7 +260,7 @@ def test_a_canary_goes_beside_serving_under_a_number_never_used(volume, saved_mo
     # Promoted, it serves as version 3; a rollback then goes back to what served before.
     analysis = volume.parent / "analysis.json"
     analysis.write_text('{"decision": "promote", "reason": "every gate passed"}')
-    end = contract.canary_end(volume, "tf-mnist", promote=True, record=analysis)
+    end = contract_canary.canary_end(volume, "tf-mnist", promote=True, record=analysis)
     assert canary_publish.main(end[3:]) == 0
     assert serving_versions(volume / "serving" / "tf-mnist") == [1, 3]
     assert contract.read_publish(contract.serving_record(volume, "tf-mnist"))["version"] == 3

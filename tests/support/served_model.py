@@ -33,9 +33,10 @@ def _png() -> bytes:
 
 
 @contextlib.contextmanager
-def served_model(root: Path) -> Iterator[str]:
+def served_model(root: Path, *, canary: bool = False) -> Iterator[str]:
     """``python -m ml.serve`` on a free loopback port, serving version 1 of a random cnn
-    exported under ``root``; its base URL. Stopped after."""
+    exported under ``root`` (the volume; ``root/export`` the model); its base URL. Stopped
+    after. ``canary``: started with the service's canary folder, as a cluster's is."""
     from ml.export import export_model
     from ml.models import build_model
     from ml.select import publish
@@ -45,7 +46,10 @@ def served_model(root: Path) -> Iterator[str]:
     publish(root / "export", serving, {"source": "test"})
     (port,) = free_ports(1)
     url = f"http://127.0.0.1:{port}"
-    cmd = contract.serve(serving, SVC, host="127.0.0.1", http_port=port, python=sys.executable)
+    cmd = contract.serve(
+        serving, SVC, host="127.0.0.1", http_port=port, python=sys.executable,
+        canary_dir=contract.canary_dir(root, SVC) if canary else None,
+    )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
     log = root / "serve.log"
     with open(log, "wb") as out:

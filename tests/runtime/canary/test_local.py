@@ -18,9 +18,9 @@ from prometheus_client.exposition import generate_latest
 from common.errors import DistmlError
 from ml import contract
 from ml import contract_metrics as sm
-from runtime.canary.analysis import MeasurementError, Result
+from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
-from runtime.canary.local import LocalCanary, record_of
+from runtime.canary.local import LocalCanary
 from runtime.canary.policy import Action, Decision
 
 SERVICE = "tf-mnist"

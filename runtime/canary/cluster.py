@@ -1,0 +1,249 @@
+"""The canary on a cluster: every predictor pod's server holds both versions.
+
+The split is the local runtime's, in each pod: the server (started with the canary folder
+inside its model mount, ``k8s/manifests/inference.py``) loads ``V/serving/S/canary/<N>``
+beside the stable and answers exactly its weight's share of the requests that pod gets
+(``ml/server/canary.py``). Whichever pod a request reaches, and however many connections
+the clients hold open, the share is the weight, where a split by replica counts moves only
+by whole pods and, behind kube-proxy's per-connection balancing, by whole connections. No
+second Deployment: the stable's replicas and autoscaler are untouched, and a pod is Ready,
+and gets traffic, only once its stable loaded (a canary version it has not loaded yet is
+simply not routed to).
+
+This module is the analysis' ``Split`` and ``measure`` for it:
+
+- ``set_weight``: a Job writes ``weight.json`` in the volume (``ml.canary_weight``); then
+  Prometheus must show every predictor pod applying it (``distml_canary_weight``);
+- ``measure``: Prometheus, per version, since the last reading: requests and 5xx on the
+  predict and infer routes only, and their p99, from the counters and latency buckets
+  read at both ends and subtracted (so every request falls in exactly one interval, where
+  ``increase()`` and ``rate()`` miss what a new series, as a canary's is, counted before
+  its first scrape); plus, once, each version's accuracy on
+  the labelled sample (a Job sends it to each version's own URL through the in-cluster
+  Service);
+- ``promote`` and ``rollback``: a Job runs ``ml.canary_publish`` with the record as text,
+  then Prometheus must show every pod serving the result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from common.errors import DistmlError
+from common.poll import Done, Pending, poll
+from k8s.manifests import canary_jobs as jobs
+from k8s.monitoring import prometheus
+from k8s.monitoring.prometheus import PrometheusError, PrometheusRef, Sample
+from k8s.providers.settings import Settings
+from loadtest.metrics_text import Counts
+from ml import contract_metrics as cm
+from runtime.canary.analysis import MeasurementError, Result, record_of
+from runtime.canary.gates import Figures
+from runtime.canary.local import figures
+from runtime.cluster.apply import run_job
+from runtime.cluster.context import ClusterContext, ClusterError
+
+#: How long the pods may take to show a weight or the end: their 2 s poll, then a scrape.
+APPLY_TIMEOUT_S = 180.0
+JOB_TIMEOUT_S = 300.0
+
+
+#: What the predictor pods counted so far, by (pod, version): codes and latency buckets.
+Totals = dict[tuple[str, str], Counts]
+
+
+def totals(requests: list[Sample], buckets: list[Sample]) -> Totals:
+    """:func:`contract_metrics.version_requests` and ``version_latency_buckets`` answers,
+    by (pod, version)."""
+    codes: dict[tuple[str, str], dict[str, float]] = {}
+    bounds: dict[tuple[str, str], dict[float, float]] = {}
+    for labels, n in requests:
+        codes.setdefault((labels.get("pod", ""), labels.get("version", "")), {})[
+            labels.get("code", "")
+        ] = n
+    for labels, n in buckets:
+        le = labels.get("le", "")
+        bound = math.inf if le == "+Inf" else float(le)
+        bounds.setdefault((labels.get("pod", ""), labels.get("version", "")), {})[bound] = n
+    return {k: Counts(codes.get(k, {}), bounds.get(k, {})) for k in {*codes, *bounds}}
+
+
+def counted_since(before: Totals, after: Totals, version: int) -> Counts:
+    """What the pods counted for ``version`` between two readings (a pod new since, or
+    restarted, counted from 0: :meth:`Counts.since`)."""
+    total = Counts()
+    for (pod, ver), counts in after.items():
+        if ver == str(version):
+            total = total.plus(counts.since(before.get((pod, ver), Counts())))
+    return total
+
+
+@dataclass(frozen=True)
+class Pods:
+    """What Prometheus shows of the predictor pods now: the ones up, and per pod the canary
+    weight (by version) and the stable version."""
+
+    up: frozenset[str]
+    weights: dict[str, dict[str, float]]
+    stable: dict[str, str]
+
+    @classmethod
+    def of(cls, up: list[Sample], weights: list[Sample], versions: list[Sample]) -> Pods:
+        w: dict[str, dict[str, float]] = {}
+        for labels, value in weights:
+            w.setdefault(labels.get("pod", ""), {})[labels.get("version", "")] = value
+        return cls(
+            frozenset(labels.get("pod", "") for labels, value in up if value == 1),
+            w,
+            {labels.get("pod", ""): labels.get("version", "") for labels, _ in versions},
+        )
+
+    def lacking(self, ok: Callable[[str], bool]) -> list[str]:
+        """The up pods for which ``ok(pod)`` is false (all of them: none is up)."""
+        return sorted(p for p in self.up if not ok(p)) if self.up else ["(no pod up)"]
+
+
+class ClusterCanary:
+    """The analysis' Split and measure for a canary of ``version`` beside ``stable``."""
+
+    def __init__(
+        self,
+        cx: ClusterContext,
+        s: Settings,
+        *,
+        ref: PrometheusRef,
+        stable: int,
+        version: int,
+        address: str,
+        note: Callable[[str], None],
+    ) -> None:
+        self.cx, self.s, self.ref = cx, s, ref
+        self.stable, self.version, self.address = stable, version, address
+        self.note = note
+        self._counted: Totals = {}
+        self._accuracy: dict[str, float] | None = None
+        self._said = ""
+
+    # --- Split -------------------------------------------------------------------------
+
+    def set_weight(self, weight: int) -> None:
+        self._job(jobs.weight_job(self.s, weight), f"setting the canary's share to {weight}%")
+        v = str(self.version)
+        self._wait(
+            lambda pods: pods.lacking(lambda p: pods.weights.get(p) == {v: weight}),
+            f"every predictor pod to send {weight}% of its requests to version {v}",
+        )
+        self._counted = self._totals()  # the next interval counts from here
+
+    def promote(self, result: Result) -> None:
+        self._end(result, promote=True)
+        v = str(self.version)
+        self._wait(
+            lambda pods: pods.lacking(
+                lambda p: pods.stable.get(p) == v and not pods.weights.get(p)
+            ),
+            f"every predictor pod to serve version {v} to every request",
+        )
+
+    def rollback(self, result: Result) -> None:
+        self._end(result, promote=False)
+        self._wait(
+            lambda pods: pods.lacking(lambda p: not pods.weights.get(p)),
+            f"every predictor pod to drop canary version {self.version}",
+        )
+
+    def _end(self, result: Result, *, promote: bool) -> None:
+        record = json.dumps(record_of(result), separators=(",", ":"))
+        job = jobs.end_job(self.s, promote=promote, record_json=record)
+        self._job(job, "promoting the canary" if promote else "rolling the canary back")
+
+    # --- measure -----------------------------------------------------------------------
+
+    def measure(self, seconds: float) -> tuple[Figures, Figures]:
+        try:
+            now = self._totals()
+        except PrometheusError as e:
+            raise MeasurementError(str(e)) from e
+        before, self._counted = self._counted, now
+        accuracy = self._accuracies()
+        stable, canary = (
+            figures(counted_since(before, now, v), accuracy.get(str(v)))
+            for v in (self.stable, self.version)
+        )
+        return stable, canary
+
+    def _totals(self) -> Totals:
+        ns, svc = self.s.namespace, self.s.service
+        return totals(
+            self._query(cm.version_requests(ns, svc)),
+            self._query(cm.version_latency_buckets(ns, svc)),
+        )
+
+    def _accuracies(self) -> dict[str, float]:
+        """Each version's accuracy on the labelled sample: measured once, retried at the
+        next interval when it could not be."""
+        if self._accuracy is None:
+            urls = {str(v): jobs.version_url(self.address, self.s.service, v)
+                    for v in (self.stable, self.version)}  # fmt: skip
+            try:
+                logs = self._job(jobs.sample_job(self.s, urls), "the labelled sample")
+            except ClusterError as e:
+                return self._unscored(str(e).splitlines()[0])
+            found = _last_json(logs)
+            if not isinstance(found.get("accuracy"), dict):
+                return self._unscored("the sample Job printed no accuracy")
+            self._accuracy = {str(k): float(v) for k, v in found["accuracy"].items()}
+        return self._accuracy
+
+    def _unscored(self, why: str) -> dict[str, float]:
+        if why != self._said:
+            self.note(f"accuracy sample not scored: {why}")
+            self._said = why
+        return {}
+
+    # --- the cluster -------------------------------------------------------------------
+
+    def _job(self, job: dict[str, Any], what: str) -> str:
+        return run_job(self.cx, job, JOB_TIMEOUT_S, what)
+
+    def _query(self, promql: str) -> list[Sample]:
+        return prometheus.instant(self.cx.kube, self.ref, promql, kubectl=self.cx.provider.kubectl)
+
+    def pods(self) -> Pods:
+        ns, svc = self.s.namespace, self.s.service
+        return Pods.of(
+            self._query(cm.pods_up(ns, svc)),
+            self._query(cm.canary_weights(ns, svc)),
+            self._query(cm.pod_versions(ns, svc)),
+        )
+
+    def _wait(self, lacking: Callable[[Pods], list[str]], what: str) -> None:
+        def judge(pods: Pods) -> Any:
+            missing = lacking(pods)
+            return Pending(f"not yet: {', '.join(missing)}") if missing else Done(pods)
+
+        verdict = poll(
+            self.pods, judge, timeout=APPLY_TIMEOUT_S, interval=2.0, clock=self.cx.clock,
+            retry_on=(PrometheusError,), retry_for=30.0,
+        )  # fmt: skip
+        if not isinstance(verdict, Done):
+            raise DistmlError(
+                f"timed out after {APPLY_TIMEOUT_S:.0f} s waiting for {what} "
+                f"({getattr(verdict, 'status', verdict)}); Prometheus {self.ref} reads the pods"
+            )
+
+
+def _last_json(logs: str) -> dict[str, Any]:
+    """The last line of ``logs`` that is a JSON object ({} when none is)."""
+    for line in reversed(logs.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return {}

@@ -1,0 +1,301 @@
+"""``invoke deploy --canary`` and ``invoke canary`` on a cluster.
+
+The selection Job publishes the new version into the service's canary folder; the predictor
+pods' servers split each request by weight (``runtime/canary/cluster.py`` says why that,
+and not replicas); the analysis runs here, on the laptop, reading Prometheus, and ends by a
+Job that promotes or rejects the version in the volume. Each line the analysis says is also
+an Event on the InferenceService. The InferenceService, its autoscaler and its replicas
+are never changed: a rollback leaves the stable exactly as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from common.poll import Done, Pending, poll
+from k8s import manifests
+from k8s.client.kube import KubeError
+from k8s.client.objects import ISVC_API, is_true
+from k8s.client.ownership import stamp
+from k8s.manifests import canary_jobs as jobs
+from k8s.manifests.names import RUNTIME_NAME
+from k8s.monitoring import prometheus, scrape
+from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
+from k8s.providers.settings import Settings
+from ml import contract, contract_metrics
+from runtime.canary import live
+from runtime.canary.analysis import Result, analyse
+from runtime.canary.cluster import ClusterCanary, Pods
+from runtime.canary.gates import Thresholds
+from runtime.cluster.apply import run_job
+from runtime.cluster.context import ClusterContext, ClusterError
+from runtime.requests import DeployRequest
+
+SELECTION_TIMEOUT_S = 1200
+ACT_TIMEOUT_S = 600.0  # `invoke canary` waits this long for the running deploy to end it
+#: DeployRequest fields a canary leaves as the serving deployment has them.
+SERVING_FLAGS = {
+    "target": "--target", "min_replicas": "--min-replicas", "max_replicas": "--max-replicas",
+    "container_concurrency": "--container-concurrency", "scale_metric": "--scale-metric",
+}  # fmt: skip
+
+
+def deploy_canary(cx: ClusterContext, request: DeployRequest) -> int:
+    state = cx.require_up()
+    _refuse_flags(request)
+    s = cx.settings()
+    cx.check_image(state, s)
+    isvc = _serving(cx, s)
+    ref = _prometheus(s)
+    if (pid := live.running_pid(live.facts(cx.wd, s.service))) is not None:
+        raise ClusterError(
+            f"a canary is running (`invoke deploy --canary`, pid {pid}); let it finish, or "
+            "end it with `invoke canary --promote` or `--abort`"
+        )
+    stable = _stable(cx, s, ref)
+    every = _scrape_s(cx, s, ref)
+    policy = _policy(cx, request, every)
+    cx.out("== selection (canary)")
+    job = manifests.selection_job(
+        s, min_accuracy=request.min_accuracy, force=request.force, canary=True
+    )
+    logs = run_job(cx, job, SELECTION_TIMEOUT_S, "selection")
+    for line in logs.splitlines()[-24:]:
+        cx.out(f"  select: {line}")
+    if cx.dry:
+        return 0
+    version = published_canary(logs, s)
+    if version is None:
+        cx.out(f"no canary: version {stable} keeps serving (the selection said why)")
+        return 0
+    return _run(cx, s, isvc, ref, policy, stable, version, every)
+
+
+def _run(
+    cx: ClusterContext, s: Settings, isvc: dict[str, Any], ref: PrometheusRef,
+    policy: Any, stable: int, version: int, every: float,
+) -> int:  # fmt: skip
+    address = ((isvc.get("status") or {}).get("address") or {}).get("url") or (
+        f"http://{s.service}-predictor.{s.namespace}.svc.cluster.local"
+    )
+    events = Events(cx, s, isvc)
+    canary = ClusterCanary(
+        cx, s, ref=ref, stable=stable, version=version, address=address,
+        note=cx.out,
+    )  # fmt: skip
+    live.control_path(cx.wd).unlink(missing_ok=True)  # a word left for an earlier canary
+    report = live.Live(
+        live.report_path(cx.wd, s.service), version=version, stable=stable, pid=os.getpid()
+    )
+
+    def say(line: str) -> None:
+        report.say(cx.out, line)
+        events.record(line)
+
+    say(
+        f"canary: version {version} beside version {stable} in every predictor pod, steps "
+        f"{', '.join(f'{w}%' for w in policy.steps)}, judged every {policy.interval_s:g} s "
+        f"from Prometheus {ref} ({policy.count} passes a step); Ctrl-C rolls it back"
+    )
+    try:
+        result = analyse(
+            policy, Thresholds(), canary, canary.measure, lambda: live.take_word(cx.wd),
+            cx.clock, say,
+        )  # fmt: skip
+        return _said(s, result, version, stable, say)
+    finally:
+        report.end()
+
+
+def published_canary(logs: str, s: Settings) -> int | None:
+    """The canary version the selection Job published, from its log (None: it published
+    none, and said why)."""
+    where = re.escape(contract.canary_dir(s.mount_path, s.service))
+    found = re.findall(rf"^published \S+ as {where}/([0-9]+)$", logs, re.MULTILINE)
+    return int(found[-1]) if found else None
+
+
+def _said(s: Settings, result: Result, version: int, stable: int, say: Any) -> int:
+    if result.promoted:
+        say(f"promoted: version {version} serves every request ({result.decision.reason})")
+        return 0
+    say(
+        f"error: version {version} was rolled back ({result.decision.reason}); version "
+        f"{stable} serves every request, untouched; its record: "
+        f"{contract.rejected_dir(s.mount_path, s.service)}/{version}/{contract.PUBLISH_FILE} "
+        "in the volume"
+    )
+    return 1
+
+
+def _refuse_flags(request: DeployRequest) -> None:
+    given = [flag for name, flag in SERVING_FLAGS.items() if getattr(request, name) is not None]
+    if request.request_logger:
+        given.append("--request-logger")
+    if given:
+        raise ClusterError(
+            f"{given[0]} changes the serving deployment, and a canary leaves it as it is "
+            "(the stable is never touched): deploy with it first, then with --canary alone"
+        )
+
+
+def _serving(cx: ClusterContext, s: Settings) -> dict[str, Any]:
+    """The InferenceService the canary joins: there, this work dir's, Ready, run by our
+    server with canary support (a ServingRuntime from before it has no canary folder)."""
+    isvc = cx.get(ISVC_API, "InferenceService", s.service)
+    if isvc is None:
+        if cx.dry:
+            return {}
+        raise ClusterError(
+            f"no InferenceService {s.service}: a canary is judged against the version serving "
+            "now; run `invoke deploy` first"
+        )
+    cx.require_ours(isvc, f"deploy --canary: InferenceService {s.service}")
+    model = ((isvc.get("spec") or {}).get("predictor") or {}).get("model") or {}
+    if model.get("runtime") != RUNTIME_NAME:
+        raise ClusterError(
+            "a canary needs distml's own predictor (it splits requests between two versions); "
+            f"{s.service} runs TF Serving: `invoke deploy --predictor kserve` first"
+        )
+    if not cx.dry and not is_true(isvc, "Ready"):
+        raise ClusterError(f"InferenceService {s.service} is not Ready: `invoke status` says why")
+    runtime = cx.get("serving.kserve.io/v1alpha1", "ServingRuntime", RUNTIME_NAME) or {}
+    args = [a for c in (runtime.get("spec") or {}).get("containers", []) for a in c.get("args", [])]
+    if not cx.dry and "--canary-dir" not in args:
+        raise ClusterError(
+            f"the predictor was deployed by an older distml, without canary support; run "
+            f"`invoke deploy` once (it updates ServingRuntime {RUNTIME_NAME}), then --canary"
+        )
+    return isvc
+
+
+def _prometheus(s: Settings) -> PrometheusRef:
+    ref = prometheus.ref(s)
+    if ref is None:
+        raise ClusterError(
+            "a canary on a cluster is judged from Prometheus, and there is none: `invoke up "
+            f"--with-monitoring`, or name yours in {prometheus.SETTING}"
+        )
+    return ref
+
+
+def _stable(cx: ClusterContext, s: Settings, ref: PrometheusRef) -> int:
+    """The one version every predictor pod serves now (Prometheus's view)."""
+    if cx.dry:
+        return 0
+    probe = ClusterCanary(
+        cx, s, ref=ref, stable=0, version=0, address="", note=cx.out
+    )  # only its view of the pods
+    try:
+        pods: Pods = probe.pods()
+    except PrometheusError as e:
+        raise ClusterError(f"the serving version cannot be read: {e}") from e
+    served = {pods.stable.get(p) for p in pods.up}
+    if not pods.up or None in served or len(served) != 1:
+        seen = ", ".join(f"{p}: {pods.stable.get(p, '?')}" for p in sorted(pods.up))
+        raise ClusterError(
+            f"the predictor pods do not all serve one version yet ({seen or 'none up'}; "
+            f"Prometheus {ref}); wait for them, then run this again"
+        )
+    (only,) = served
+    if pods.weights and any(pods.weights.values()):
+        raise ClusterError(
+            "a canary is loaded in the predictor pods with no `deploy --canary` running here "
+            "(one was killed?): end it with `invoke canary --abort` or `--promote` first"
+        )
+    return int(str(only))
+
+
+def _scrape_s(cx: ClusterContext, s: Settings, ref: PrometheusRef) -> float:
+    if cx.dry:
+        return float(contract_metrics.SCRAPE_INTERVAL_S)
+    try:
+        found = scrape.interval(cx.kube, ref, s.namespace, s.service, kubectl=cx.provider.kubectl)
+    except PrometheusError as e:
+        raise ClusterError(f"how often Prometheus scrapes the predictor cannot be read: {e}") from e
+    return found.seconds
+
+
+def _policy(cx: ClusterContext, request: DeployRequest, every: float) -> Any:
+    """The canary's policy; its interval at least four scrapes (an interval's counts are
+    the scrapes' at its two ends: shorter, and one late scrape is much of it), said when
+    that lengthens it."""
+    policy = request.canary_policy()
+    if policy.interval_s < 4 * every:
+        cx.out(
+            f"note: --canary-interval {policy.interval_s:g} is shorter than four of Prometheus's "
+            f"scrapes (every {every:g} s): judging every {4 * every:g} s"
+        )
+        from dataclasses import replace
+
+        policy = replace(policy, interval_s=4 * every)
+    return policy
+
+
+class Events:
+    """Each line of the analysis, an Event on the InferenceService (a refusal to create
+    one is said once; the canary goes on)."""
+
+    def __init__(self, cx: ClusterContext, s: Settings, isvc: dict[str, Any]) -> None:
+        self.cx, self.s, self.isvc, self.failed = cx, s, isvc, False
+
+    def record(self, line: str) -> None:
+        if self.failed or not self.isvc:
+            return
+        warning = line.startswith(("error:", "canary stopped")) or "-> rollback" in line
+        reason = (
+            "CanaryRolledBack"
+            if line.startswith("error:")
+            else ("CanaryPromoted" if line.startswith("promoted:") else "CanaryAnalysis")
+        )
+        try:
+            event = jobs.event(self.s, self.isvc, reason, line, warning=warning)
+            self.cx.kube.create(stamp(event, self.cx.instance))
+        except KubeError as e:
+            self.failed = True
+            self.cx.out(f"note: no Events on InferenceService {self.s.service} ({e})")
+
+
+# --------------------------------------------------------------------------- invoke canary
+
+
+def control(cx: ClusterContext, word: str) -> int:
+    """``invoke canary --promote|--abort``: tell the running deploy, or with none running
+    end the canary in the volume by a Job, a record saying so."""
+    cx.require_up()
+    s = cx.settings()
+    facts = live.facts(cx.wd, s.service)
+    pid = live.running_pid(facts)
+    if pid is not None:
+        return _tell(cx, word, pid, s.service)
+    record = json.dumps(live.ended_record(word), separators=(",", ":"))
+    cx.out(f"no `deploy --canary` runs here: {word} the canary in the volume by a Job")
+    try:
+        logs = run_job(cx, jobs.end_job(s, promote=word == "promote", record_json=record),
+                       300, f"{word} the canary")  # fmt: skip
+    except ClusterError as e:
+        raise ClusterError(f"{e}\nthe canary, if there was one, is still in place") from e
+    for line in logs.splitlines()[-4:]:
+        cx.out(f"  {line}")
+    cx.out("the predictor pods follow at their next poll of the volume (every 2 s)")
+    return 0
+
+
+def _tell(cx: ClusterContext, word: str, pid: int, service: str) -> int:
+    live.control_path(cx.wd).write_text(word + "\n")
+    cx.out(f"told the running `deploy --canary` (pid {pid}) to {word}; waiting for it")
+    verdict = poll(
+        lambda: live.facts(cx.wd, service),
+        lambda f: Pending() if f.get("running") else Done(f),
+        timeout=ACT_TIMEOUT_S, interval=0.5, clock=cx.clock,
+    )  # fmt: skip
+    if not isinstance(verdict, Done):
+        raise ClusterError(
+            f"the running `deploy --canary` (pid {pid}) did not end within "
+            f"{ACT_TIMEOUT_S:.0f} s; see its output"
+        )
+    cx.out(str(verdict.value.get("last", "")))
+    return 0

@@ -1,0 +1,154 @@
+"""runtime/canary/cluster.py with everything real but the Kubernetes API: the real model
+server holding a canary beside its stable (as every predictor pod does), a real Prometheus
+scraping it, and the canary's Jobs run here for real on a local volume
+(tests/support/jobs_run_here.py). What it holds: the weight a Job writes is what every pod
+shows before an interval starts; each version's requests are counted exactly, split as
+asked; the labelled sample is scored per version; a promotion and a rollback end with the
+pods serving what the volume says, and the record kept there."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from invoke import Config, MockContext
+
+from k8s.monitoring.prometheus import PrometheusRef
+from k8s.providers.settings import Settings
+from loadtest.metrics_text import Counts
+from ml import canary_publish, contract
+from ml.publishing import serving_versions
+from ml.raw import FILES
+from runtime.canary.analysis import Result
+from runtime.canary.cluster import ClusterCanary, Pods, counted_since
+from runtime.canary.policy import Action, Decision
+from runtime.cluster import ClusterRuntime
+from runtime.cluster.context import ClusterError
+from runtime.workdir import Workdir
+from tests.support.jobs_run_here import REPO, JobsRunHere
+from tests.support.loopback_prometheus import LoopbackPrometheus, loopback_prometheus
+from tests.support.served_model import SVC, send, served_model
+
+NS = "kubeflow"
+REF = PrometheusRef("monitoring", "distml-prometheus", 9090)
+
+
+@dataclass
+class Rig:
+    root: Path  # the volume
+    url: str
+    prom: LoopbackPrometheus
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory, shared_data_dir) -> Rig:
+    root = tmp_path_factory.mktemp("volume")
+    raw = Path(contract.raw_data_dir(root))  # where `up --source-dir` puts them on a cluster
+    raw.mkdir(parents=True)
+    for name in FILES:
+        (raw / name).symlink_to(shared_data_dir / name)
+    with served_model(root, canary=True) as url:
+        targets = {"p1": urlparse(url).netloc}
+        with loopback_prometheus(root.parent / "prom", targets, NS, SVC, interval="1s") as prom:
+            prom.wait_scraped(1)
+            yield Rig(root, url, prom)
+
+
+def canary_of(rig: Rig, tmp_path: Path, lines: list[str]) -> tuple[ClusterCanary, JobsRunHere]:
+    """A canary of a new version (published as ``ml.select --canary`` does) beside the one
+    serving, judged through a FakeKube whose Jobs run here."""
+    stable = serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1]
+    version = canary_publish.publish_canary(rig.root / "export", rig.root, SVC, {"source": "t"})
+    kube = JobsRunHere()
+    rig.prom.serve_on(kube, REF)
+    wd = Workdir.at(tmp_path / "wd")
+    wd.create()
+    c = MockContext(config=Config(overrides={"run": {"dry": False}}))
+    cx = ClusterRuntime(c, "kind", wd, REPO, kube=kube, clock=time, out=lines.append).cx
+    s = Settings(image="x", namespace=NS, service=SVC, mount_path=str(rig.root))
+    canary = ClusterCanary(
+        cx, s, ref=REF, stable=stable, version=version, address=rig.url, note=lines.append,
+    )  # fmt: skip
+    return canary, kube
+
+
+def wait_counted(rig: Rig, canary: ClusterCanary, n: int) -> None:
+    """Until Prometheus has scraped ``n`` more predict requests than at the canary's mark."""
+
+    def counted() -> float:
+        now = canary._totals()
+        return sum(
+            counted_since(canary._counted, now, v).total for v in (canary.stable, canary.version)
+        )
+
+    rig.prom.wait_for(f"{n} requests scraped", lambda: counted() >= n, timeout=30)
+
+
+def test_a_canary_takes_its_share_exactly_and_is_promoted(rig, tmp_path):
+    lines: list[str] = []
+    canary, kube = canary_of(rig, tmp_path, lines)
+    canary.set_weight(25)
+    assert canary.pods() == Pods(frozenset({"p1"}), {"p1": {str(canary.version): 25.0}},
+                                 {"p1": str(canary.stable)})  # fmt: skip
+    send(rig.url, 40, 0)
+    wait_counted(rig, canary, 40)
+    stable, new = canary.measure(30)
+    assert (stable.requests, new.requests) == (30, 10), "25% of 40, counted apart"
+    assert stable.errors == new.errors == 0 and new.p99_s is not None and new.p99_s > 0
+    assert stable.accuracy is not None and stable.accuracy == new.accuracy, lines
+    canary.promote(Result(Decision(Action.PROMOTE, 100, "every gate passed")))
+    assert canary.pods().stable == {"p1": str(canary.version)} and not canary.pods().weights
+    record = contract.read_publish(
+        Path(contract.serving_dir(rig.root, SVC)) / str(canary.version) / contract.PUBLISH_FILE
+    )
+    assert record["canary"]["reason"] == "every gate passed"
+    assert [name for name, _, code in kube.ran] == [
+        "distml-canary-weight", "distml-canary-sample", "distml-canary-end",
+    ] and all(code == 0 for _, _, code in kube.ran)  # fmt: skip
+
+
+def test_a_rolled_back_canary_is_set_aside_and_the_stable_serves_on(rig, tmp_path):
+    lines: list[str] = []
+    canary, _ = canary_of(rig, tmp_path, lines)
+    canary.set_weight(50)
+    send(rig.url, 10, 0)
+    wait_counted(rig, canary, 10)
+    stable, new = canary.measure(30)
+    assert (stable.requests, new.requests) == (5, 5)
+    canary.rollback(Result(Decision(Action.ROLLBACK, 0, "errors: 5 of 5")))
+    pods = canary.pods()
+    assert pods.stable == {"p1": str(canary.stable)} and not pods.weights
+    kept = Path(contract.rejected_dir(rig.root, SVC)) / str(canary.version)
+    assert contract.read_publish(kept / contract.PUBLISH_FILE)["rejected"]["reason"] == (
+        "errors: 5 of 5"
+    )
+
+
+def test_a_failed_job_is_a_clear_error(rig, tmp_path):
+    canary, _ = canary_of(rig, tmp_path, [])
+    canary.rollback(Result(Decision(Action.ROLLBACK, 0, "cleared")))  # no canary left
+    with pytest.raises(ClusterError, match="setting the canary's share to 10% failed"):
+        canary.set_weight(10)
+
+
+COUNTS = st.lists(st.integers(0, 50), min_size=1, max_size=8)
+SOME = st.lists(st.integers(1, 50), min_size=1, max_size=8)  # a reset shows as a drop
+
+
+@given(SOME, COUNTS)
+def test_counted_between_readings_takes_new_and_restarted_pods_from_zero(a, b):
+    def reading(**by_pod: float) -> dict:
+        return {(pod, "2"): Counts({"200": n}, {0.1: n, math.inf: n}) for pod, n in by_pod.items()}
+
+    before = reading(p1=sum(a))
+    after = reading(p1=sum(a) + sum(b), p2=sum(b))  # p2: scaled out since
+    assert counted_since(before, after, 2).total == 2 * sum(b)
+    assert counted_since(before, after, 1).total == 0, "another version's counts are not taken"
+    restarted = reading(p1=sum(b))  # p1 restarted: its counter began again at 0
+    assert counted_since(after, restarted, 2).total == sum(b)
