@@ -55,7 +55,8 @@ def rig(tmp_path_factory, shared_data_dir) -> Rig:
         (raw / name).symlink_to(shared_data_dir / name)
     with served_model(root, canary=True) as url:
         targets = {"p1": urlparse(url).netloc}
-        with loopback_prometheus(root.parent / "prom", targets, NS, SVC, interval="1s") as prom:
+        workdir = tmp_path_factory.mktemp("prom")  # its own: a TSDB holds the last server's series
+        with loopback_prometheus(workdir, targets, NS, SVC, interval="1s") as prom:
             prom.wait_scraped(1)
             yield Rig(root, url, prom)
 

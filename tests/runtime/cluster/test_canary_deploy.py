@@ -1,0 +1,181 @@
+"""runtime/cluster/canary_deploy.py: ``deploy --canary`` and ``invoke canary`` on a cluster,
+with everything real but the Kubernetes API (tests/support/jobs_run_here.py): the selection,
+weight, sample and end Jobs run here on a local volume; the model server holds both versions
+as a predictor pod does; a real Prometheus scrapes it under load. A good canary is promoted
+with an Event per decision on the InferenceService; an abort rolls it back, the stable
+untouched; what would change the serving deployment, or judge without Prometheus, is
+refused before anything runs."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from invoke import Config, MockContext
+
+from k8s import manifests
+from k8s.monitoring.prometheus import OWN_SERVICE, PORT, PrometheusRef
+from k8s.providers.settings import Settings
+from ml import contract
+from ml.publishing import serving_versions
+from ml.raw import FILES
+from runtime.canary import live
+from runtime.cluster import ClusterRuntime
+from runtime.cluster.canary_deploy import published_canary
+from runtime.cluster.context import ClusterContext, ClusterError
+from runtime.requests import DeployRequest
+from runtime.workdir import Workdir
+from tests.support.fakekube import conditions_status
+from tests.support.jobs_run_here import REPO, JobsRunHere
+from tests.support.loopback_prometheus import loopback_prometheus
+from tests.support.served_model import SVC, send, served_model
+
+NS = "kubeflow"
+REF = PrometheusRef(NS, OWN_SERVICE, PORT)  # distml's own, as `up --with-monitoring` makes
+
+
+@dataclass
+class Rig:
+    root: Path
+    url: str
+    prom: object
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory, shared_data_dir) -> Iterator[Rig]:
+    root = tmp_path_factory.mktemp("volume")
+    raw = Path(contract.raw_data_dir(root))
+    raw.mkdir(parents=True)
+    for name in FILES:
+        (raw / name).symlink_to(shared_data_dir / name)
+    with served_model(root, canary=True) as url:
+        shutil.copytree(root / "export", Path(contract.candidate_dir(root, "cnn")))
+        targets = {"p1": urlparse(url).netloc}
+        workdir = tmp_path_factory.mktemp("prom")  # its own: a TSDB holds the last server's series
+        with loopback_prometheus(workdir, targets, NS, SVC, interval="1s") as prom:
+            prom.wait_scraped(1)
+            yield Rig(root, url, prom)
+
+
+def cluster(
+    rig: Rig, tmp_path: Path, monkeypatch, lines: list[str]
+) -> tuple[ClusterRuntime, JobsRunHere]:
+    """A kind cluster `up --with-monitoring` made, serving our predictor (Ready at the
+    server's URL), whose pods mount the volume at ``rig.root``."""
+    kube = JobsRunHere()
+    rig.prom.serve_on(kube, REF)
+    wd = Workdir.at(tmp_path / "wd")
+    wd.create()
+    wd.update_state(up=True, runtime="kind", serving_mode="standard", monitoring=True)
+    c = MockContext(config=Config(overrides={"run": {"dry": False}}))
+    rt = ClusterRuntime(c, "kind", wd, REPO, kube=kube, clock=time, out=lines.append)
+    real = ClusterContext.settings
+    monkeypatch.setattr(
+        ClusterContext,
+        "settings",
+        lambda self, **ch: real(self, **{"mount_path": str(rig.root), **ch}),
+    )
+    s = rt.cx.settings()
+    kube.put(manifests.serving_runtime(s))
+    isvc = kube.put(manifests.inference_service(s))
+    ready = conditions_status(("Ready", "True"), url="http://tf-mnist.example.com")
+    kube.set_status(*kube.key_of(isvc), {**ready, "address": {"url": rig.url}})
+    return rt, kube
+
+
+@pytest.fixture
+def load(rig) -> Iterator[None]:
+    """Predict requests, two at a time, until the test ends (a canary needs 50 a step)."""
+    stop = threading.Event()
+
+    def user() -> None:
+        while not stop.is_set():
+            send(rig.url, 5, 0)
+
+    users = [threading.Thread(target=user, daemon=True) for _ in range(2)]
+    for u in users:
+        u.start()
+    yield
+    stop.set()
+    for u in users:
+        u.join(timeout=30)
+
+
+def events(kube: JobsRunHere) -> list[tuple[str, str, str]]:
+    return [
+        (o["reason"], o["type"], o["involvedObject"]["name"])
+        for (_, kind, _, _), o in kube.objects.items()
+        if kind == "Event"
+    ]
+
+
+def test_a_good_canary_is_promoted_with_an_event_per_decision(rig, tmp_path, monkeypatch, load):
+    lines: list[str] = []
+    rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
+    before = serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1]
+    request = DeployRequest(force=True, canary=True, canary_steps=(50,), canary_interval=1.0)
+    assert rt.deploy(request) == 0, "\n".join(lines)
+    text = "\n".join(lines)
+    assert "judging every 4 s" in text, "four of Prometheus's 1 s scrapes at least"
+    version = before + 1
+    assert f"promoted: version {version} serves every request" in text
+    assert serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1] == version
+    reasons = [r for r, _, name in events(kube) if name == SVC]
+    assert reasons[0] == "CanaryAnalysis" and reasons[-1] == "CanaryPromoted"
+    assert all(t == "Normal" for _, t, _ in events(kube))
+    found = live.facts(rt.cx.wd, SVC)
+    assert found["running"] is False and found["version"] == version
+    assert rt.cx.wd.state().object_uids, "every Job it made is recorded as its own"
+
+
+def test_an_abort_rolls_the_canary_back_and_leaves_the_stable(rig, tmp_path, monkeypatch, load):
+    lines: list[str] = []
+    rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
+    stable = serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1]
+    live.control_path(rt.cx.wd).parent.mkdir(parents=True, exist_ok=True)
+    said = lines.append
+
+    def and_abort(line: str) -> None:  # `invoke canary --abort` as the canary starts
+        said(line)
+        if line.startswith("canary: version"):
+            live.control_path(rt.cx.wd).write_text("abort\n")
+
+    rt.cx.out = and_abort
+    request = DeployRequest(force=True, canary=True, canary_steps=(50,), canary_interval=1.0)
+    assert rt.deploy(request) == 1
+    text = "\n".join(lines)
+    assert "rolled back (aborted by hand)" in text and f"version {stable} serves every" in text
+    assert serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1] == stable
+    assert serving_versions(Path(contract.rejected_dir(rig.root, SVC)))
+    assert ("CanaryRolledBack", "Warning", SVC) in events(kube)
+
+
+def test_what_a_canary_cannot_do_is_refused_before_anything_runs(rig, tmp_path, monkeypatch):
+    rt, kube = cluster(rig, tmp_path, monkeypatch, [])
+    with pytest.raises(ClusterError, match="--max-replicas changes the serving deployment"):
+        rt.deploy(DeployRequest(canary=True, max_replicas=3))
+    rt.cx.wd.update_state(monitoring=False)
+    with pytest.raises(ClusterError, match="judged from Prometheus, and there is none"):
+        rt.deploy(DeployRequest(canary=True))
+    rt.cx.wd.update_state(monitoring=True)
+    isvc = kube.obj("serving.kserve.io/v1beta1", "InferenceService", SVC, NS)
+    isvc["spec"]["predictor"]["model"]["runtime"] = "kserve-tensorflow-serving"
+    with pytest.raises(ClusterError, match="runs TF Serving"):
+        rt.deploy(DeployRequest(canary=True))
+    assert kube.ran == [], "no Job ran"
+
+
+def test_the_published_version_is_read_off_the_selections_log():
+    s = Settings(image="x", service=SVC)
+    where = contract.canary_dir(s.mount_path, SVC)
+    assert published_canary(f"candidate cnn: ...\npublished cnn as {where}/7\n", s) == 7
+    assert (
+        published_canary(f"published cnn as {contract.serving_dir(s.mount_path, SVC)}/7", s) is None
+    )
+    assert published_canary("error: kept version 3", s) is None
