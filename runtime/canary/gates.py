@@ -87,10 +87,14 @@ def _ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1000:.0f} ms"
 
 
-def traffic(canary: Figures, t: Thresholds) -> Gate:
+def traffic(stable: Figures, canary: Figures, t: Thresholds) -> Gate:
+    """The canary answered enough requests; its detail also says its measured share of all
+    the requests both versions answered (what the step's weight asked for)."""
     enough = canary.requests >= t.min_requests
     outcome = Outcome.PASS if enough else Outcome.INCONCLUSIVE
-    return Gate("traffic", outcome, f"{canary.requests} of {t.min_requests} requests")
+    total = stable.requests + canary.requests
+    share = f", {_pct(canary.requests / total)} of {total}" if total else ""
+    return Gate("traffic", outcome, f"{canary.requests} of {t.min_requests} requests{share}")
 
 
 def errors(stable: Figures, canary: Figures, t: Thresholds, enough: bool) -> Gate:
@@ -121,7 +125,7 @@ def accuracy(stable: Figures, canary: Figures, t: Thresholds) -> Gate:
 
 def judge(stable: Figures, canary: Figures, t: Thresholds) -> tuple[Gate, ...]:
     """Every gate, in the order they are printed."""
-    count = traffic(canary, t)
+    count = traffic(stable, canary, t)
     enough = count.outcome is Outcome.PASS
     return (
         count,

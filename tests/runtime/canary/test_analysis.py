@@ -69,8 +69,9 @@ def test_a_good_canary_steps_up_every_count_intervals_then_is_promoted():
     assert measure.asked == [30] * 4  # each measurement reads its own interval
     assert len(lines) == 4
     assert lines[1] == (
-        "[2] canary 10%: traffic pass (100 of 50 requests), errors pass (0.0% vs 0.0% + 1.0%), "
-        "latency pass (p99 20 ms, at most 100 ms), accuracy pass (90.0% vs 90.0% - 2.0%) "
+        "[2] canary 10%: traffic pass (100 of 50 requests, 20.0% of 500), "
+        "errors pass (0.0% vs 0.0% + 1.0%), latency pass (p99 20 ms, at most 100 ms), "
+        "accuracy pass (90.0% vs 90.0% - 2.0%) "
         "-> step (step 2 of 2)"
     )
 

@@ -61,7 +61,7 @@ def test_an_erring_stable_raises_the_canarys_allowance_by_the_margin():
 def test_each_gate_prints_its_figures():
     line = ", ".join(str(g) for g in judge(GOOD, Figures(400, 5, 0.150, 0.85), T))
     assert line == (
-        "traffic pass (400 of 50 requests), errors fail (1.2% vs 0.0% + 1.0%), "
+        "traffic pass (400 of 50 requests, 50.0% of 800), errors fail (1.2% vs 0.0% + 1.0%), "
         "latency fail (p99 150 ms, at most 100 ms), accuracy fail (85.0% vs 90.0% - 2.0%)"
     )
 
