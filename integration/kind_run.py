@@ -57,6 +57,9 @@ ALERT_FAULT = ["python", "-m", "integration.alert_fault"]
 # Last, the same deploy, load test and status against a Prometheus set up as the Prometheus
 # Operator sets one up (job <namespace>/<PodMonitor>, a 30 s scrape), named by cluster.prometheus.
 OPERATOR_LIFECYCLE = ["python", "-m", "integration.operator_prometheus"]
+# Then canary releases under load: a good version promoted with each step's measured share
+# within tolerance, a bad one (every model trained one step) rolled back by itself.
+CANARY_CHECK = ["python", "-m", "integration.canary_check"]
 # After the first deploy: a fresh work dir's `invoke down` must keep the run's cluster and
 # its Ready service (only the work dir that made a lab cluster deletes it).
 FOREIGN_DOWN = ["python", "-m", "integration.foreign_down"]
@@ -111,7 +114,7 @@ def steps(
         deploy,  # the recovered models trained longest: a new version
         ["invoke", "rollback"],  # and back to the first one
         ["invoke", "status"],
-        *([OPERATOR_LIFECYCLE] if monitoring else []),
+        *([CANARY_CHECK, OPERATOR_LIFECYCLE] if monitoring else []),
     ]
 
 

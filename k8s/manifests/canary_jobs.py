@@ -27,10 +27,14 @@ WEIGHT_JOB = "distml-canary-weight"
 END_JOB = "distml-canary-end"
 SAMPLE_JOB = "distml-canary-sample"
 COMPONENT = "canary"
+# No CPU requested (an explicit 0: a limit alone would be taken as the request): a canary
+# runs under load, when the predictors' peak may hold every CPU the node has to give, and
+# a Job that waits Pending for the autoscaler's five-minute scale-in stalls the analysis.
+# They run for seconds on what the node has spare, within their limits.
 #: Writing a file and moving a folder: next to nothing.
-FILE_RESOURCES = Resources("10m", "500m", "64Mi", "256Mi")
+FILE_RESOURCES = Resources("0", "500m", "64Mi", "256Mi")
 #: 1,000 images read and sent twice, in batches of 100 (numpy, no TensorFlow).
-SAMPLE_RESOURCES = Resources("50m", "1", "256Mi", "1Gi")
+SAMPLE_RESOURCES = Resources("0", "1", "256Mi", "1Gi")
 #: The Event's source, and the longest message kept (the API server's limit is 1 KiB).
 REPORTER = "distml"
 MESSAGE_LIMIT = 1024

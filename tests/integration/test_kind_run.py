@@ -104,6 +104,8 @@ def test_monitoring_scales_on_concurrency_and_checks_targets_the_count_and_the_d
         "deploy",
         "rollback",
         "status",
+        # canary releases under load: a good version promoted, a bad one rolled back
+        "canary_check",
         # deploy, loadtest and status again, against an Operator-style Prometheus
         "operator_prometheus",
     ]
@@ -123,7 +125,12 @@ def test_without_monitoring_the_plan_is_as_before():
         [a for a in s if a not in (*kind_run.MONITORING_UP, *kind_run.MONITORING_DEPLOY)]
         for s in watched
         if s[:3]
-        not in (kind_run.DASHBOARD_CHECK[:3], kind_run.ALERT_FAULT, kind_run.OPERATOR_LIFECYCLE)
+        not in (
+            kind_run.DASHBOARD_CHECK[:3],
+            kind_run.ALERT_FAULT,
+            kind_run.CANARY_CHECK,
+            kind_run.OPERATOR_LIFECYCLE,
+        )
     ]
     assert unwatched == plain
     assert not any("monitoring" in " ".join(s) or "dashboard" in " ".join(s) for s in plain)
@@ -142,7 +149,7 @@ def test_the_monitoring_steps_name_modules_and_a_service_that_exist():
     from k8s.monitoring import prometheus
 
     steps = (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK, kind_run.ALERT_FAULT,
-             kind_run.OPERATOR_LIFECYCLE)  # fmt: skip
+             kind_run.CANARY_CHECK, kind_run.OPERATOR_LIFECYCLE)  # fmt: skip
     for step in steps:
         assert importlib.util.find_spec(step[2]) is not None, step
     own = f"services/{prometheus.OWN_SERVICE}:{prometheus.PORT}/proxy/{prometheus.TARGETS_PATH}"

@@ -65,10 +65,13 @@ def test_each_job_runs_its_module_with_arguments_its_parser_takes():
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])
-def test_a_job_asks_little_and_never_retries(index):
+def test_a_job_asks_no_cpu_and_never_retries(index):
+    # Scheduled beside the predictors' peak: a request, even a small one, can wait Pending.
     job = jobs()[index]
     (c,) = job["spec"]["template"]["spec"]["containers"]
-    assert quantity(c["resources"]["requests"]["cpu"]) <= 0.05
+    assert (
+        quantity(c["resources"]["requests"]["cpu"]) == 0 < quantity(c["resources"]["limits"]["cpu"])
+    )
     assert job["spec"]["backoffLimit"] == 0
 
 

@@ -1,0 +1,152 @@
+"""``python -m integration.canary_check``: canary releases on the run's cluster, under load.
+
+After the lifecycle (version N serves), as a user would:
+
+1. **A good version.** A Locust load test runs while ``invoke deploy --canary --force
+   --canary-steps 20,50 --canary-interval 30`` releases the best candidate: it must be
+   promoted; every interval's measured share (each version's requests, counted by
+   Prometheus) within :data:`SHARE_TOLERANCE` of its step's weight; the load test with no
+   failed request; a ``CanaryPromoted`` Event on the InferenceService; ``status`` showing it.
+2. **A bad version.** Every model trained for one step (``train-all --epochs 1
+   --steps-per-epoch 1``), let past the selection's floor with ``--force``: under load, the
+   accuracy gate must fail and the canary be rolled back by itself (exit 1); the load test
+   with no failed request (the stable answered throughout; the canary's answers are wrong,
+   not errors); a ``CanaryRolledBack`` Event.
+
+Run by ``nox -s integration -- ... --with-monitoring`` (it needs Prometheus).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from common.errors import DistmlError
+from integration.kind_run import NAMESPACE, context, workdir
+from ml.contract import DEFAULT_SERVICE
+
+ROOT = Path(__file__).resolve().parents[1]
+#: How far an interval's measured share may be from its step's weight, in points. Each pod
+#: splits its own requests exactly (every fifth one at 20%); what is left is a request per
+#: pod in flight at an interval's edge, well under a point at hundreds of requests.
+SHARE_TOLERANCE = 2.0
+GOOD = ["deploy", "--canary", "--force", "--canary-steps", "20,50", "--canary-interval", "30"]
+GOOD_LOAD_S = 330  # two steps of two 30 s passes, the selection and the Jobs between
+TRAIN_BAD = ["train-all", "--epochs", "1", "--steps-per-epoch", "1"]
+BAD = ["deploy", "--canary", "--force", "--canary-steps", "20", "--canary-interval", "30"]
+BAD_LOAD_S = 180
+LINE = re.compile(
+    r"^\[\d+\] canary (?P<weight>\d+)%: traffic \w+ \((?P<canary>\d+) of \d+ requests, "
+    r"(?P<share>[0-9.]+)% of (?P<total>\d+)\)",
+    re.MULTILINE,
+)
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess:
+    print(f"== canary check: invoke {' '.join(args)}", flush=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    print(done.stdout, flush=True)
+    return done
+
+
+def shares(output: str) -> list[tuple[int, float, int]]:
+    """Every interval's (weight asked, share measured, requests) in deploy's output."""
+    return [(int(m["weight"]), float(m["share"]), int(m["total"])) for m in LINE.finditer(output)]
+
+
+def share_problems(found: list[tuple[int, float, int]], weights: Sequence[int]) -> list[str]:
+    """What is wrong with the measured shares: a step never measured, or one off its weight."""
+    problems = [f"no interval measured at {w}%" for w in weights if w not in {f[0] for f in found}]
+    problems += [
+        f"an interval at {w}% measured {share}% of {total} requests (tolerance "
+        f"{SHARE_TOLERANCE:g} points)"
+        for w, share, total in found
+        if abs(share - w) > SHARE_TOLERANCE
+    ]
+    return problems
+
+
+def under_load(seconds: int, *task: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``invoke *task`` while a Locust load test runs; (its result, the load's summary)."""
+    log = workdir() / f"canary-load-{int(time.time())}.log"
+    with open(log, "w") as out:
+        load = subprocess.Popen(
+            [sys.executable, "-m", "invoke", "loadtest", "--concurrency", "5",
+             "--duration", f"{seconds}s"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            done = invoke(*task)
+        finally:
+            load.wait(timeout=seconds + 300)
+    print(f"-- the load test meanwhile (exit {load.returncode}):\n{log.read_text()[-1500:]}")
+    summary = json.loads((workdir() / "reports" / "loadtest" / "summary.json").read_text())
+    return done, summary
+
+
+def events(reason: str) -> list[str]:
+    from k8s.client.kube import ApiKube
+
+    found = ApiKube(context()).events(NAMESPACE, DEFAULT_SERVICE)
+    return [str(e.get("message")) for e in found if e.get("reason") == reason]
+
+
+def good() -> list[str]:
+    done, summary = under_load(GOOD_LOAD_S, *GOOD)
+    problems = [] if done.returncode == 0 else [f"deploy --canary exited {done.returncode}"]
+    if not re.search(r"^promoted: version \d+ serves every request", done.stdout, re.MULTILINE):
+        problems.append("no promotion said")
+    measured = shares(done.stdout)
+    problems += share_problems(measured, (20, 50))
+    if summary.get("failures"):
+        problems.append(f"the load test had {summary['failures']} failed requests")
+    if not events("CanaryPromoted"):
+        problems.append("no CanaryPromoted Event on the InferenceService")
+    if "last canary" not in invoke("status").stdout:
+        problems.append("status shows no canary")
+    print(f"canary check: good: shares {measured}, load {summary.get('requests')} requests")
+    return problems
+
+
+def bad() -> list[str]:
+    trained = invoke(*TRAIN_BAD)
+    if trained.returncode != 0:
+        return [f"train-all for one step exited {trained.returncode}"]
+    done, summary = under_load(BAD_LOAD_S, *BAD)
+    problems = [] if done.returncode == 1 else [f"deploy --canary exited {done.returncode}"]
+    if "accuracy fail" not in done.stdout or "was rolled back" not in done.stdout:
+        problems.append("no rollback on the accuracy gate said")
+    if summary.get("failures"):
+        problems.append(f"the load test had {summary['failures']} failed requests")
+    if not events("CanaryRolledBack"):
+        problems.append("no CanaryRolledBack Event on the InferenceService")
+    print(f"canary check: bad: load {summary.get('requests')} requests")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    del argv
+    started = time.monotonic()
+    try:
+        problems = good()
+        problems += [f"bad version: {p}" for p in bad()]
+    except (DistmlError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+        problems = [str(e)]
+    if problems:
+        for p in problems:
+            print(f"canary check: FAILED: {p}", file=sys.stderr)
+        return 1
+    print(f"canary check: passed in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
