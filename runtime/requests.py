@@ -250,9 +250,17 @@ class WorkflowRequest:
     steps_per_epoch: int | None = None
     min_accuracy: float = 0.0
     cache_max_age: str = DEFAULT_CACHE_MAX_AGE
+    # The selection step publishes a canary release, judged from here once the Workflow
+    # ends (`deploy --canary`'s analysis, its default steps), instead of serving it.
+    canary: bool = False
 
     def __post_init__(self) -> None:
         _fraction("--min-accuracy", self.min_accuracy)
+        if self.canary and not self.watch:
+            raise RequestError(
+                "--canary judges the new version from this machine once the Workflow ends: "
+                "add --watch"
+            )
         if not is_duration(self.cache_max_age):
             raise RequestError(
                 f"--cache-max-age must be a duration such as 720h, 30m or 90s, got "

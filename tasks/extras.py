@@ -35,6 +35,8 @@ from tasks.chooser import workdir as _workdir
         "min-accuracy": "the selection step refuses to publish below this validation "
         "accuracy (0-1)",
         "cache-max-age": "reuse a cached ingestion this long, e.g. 720h (default), 30m",
+        "canary": "end with a canary release of the selected version, judged and promoted or "
+        "rolled back as `deploy --canary` does (needs --watch)",
     },
     iterable=["model_type"],
 )
@@ -49,6 +51,7 @@ def workflow(
     steps_per_epoch=None,
     min_accuracy=None,
     cache_max_age=None,
+    canary=False,
 ):
     """Run the whole pipeline as one Argo Workflow (cluster; `up --with-argo` first)."""
     from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE
@@ -64,6 +67,7 @@ def workflow(
         steps_per_epoch=_int("--steps-per-epoch", steps_per_epoch),
         min_accuracy=_float("--min-accuracy", min_accuracy, 0.0),
         cache_max_age=cache_max_age or DEFAULT_CACHE_MAX_AGE,
+        canary=bool(canary),
     )
     rt = _runtime(c, runtime)
     _call(rt.workflow, _checked(rt, request))

@@ -264,10 +264,10 @@ def _ingest_template(s: Settings, cache_max_age: str, source_dir: bool) -> dict[
     return template
 
 
-def _steps(s: Settings) -> list[list[dict[str, Any]]]:
+def _steps(s: Settings, canary: bool) -> list[list[dict[str, Any]]]:
     cache_arg = {"name": CACHE_KEY_PARAM, "value": f"{{{{workflow.parameters.{CACHE_KEY_PARAM}}}}}"}
     names = [STEP_INGEST, STEP_TRAIN, STEP_SELECT]
-    for name in serving_steps(s):
+    for name in [] if canary else serving_steps(s):  # a canary leaves the serving as it is
         names += [create_step(name), name]
     # One step per group: each waits for the one before. Step and template share a name.
     groups: list[list[dict[str, Any]]] = [[{"name": name, "template": name}] for name in names]
@@ -355,9 +355,10 @@ def _templates(
     source_dir: bool,
     parallelism: int | None,
     instance: str | None,
+    canary: bool,
 ) -> list[dict[str, Any]]:
     templates = [
-        {"name": ENTRYPOINT, "steps": _steps(s)},
+        {"name": ENTRYPOINT, "steps": _steps(s, canary)},
         _ingest_template(s, cache_max_age, source_dir),
         _train_template(models, parallelism),
     ]
@@ -371,10 +372,9 @@ def _templates(
             )
         )
     # Not retried (backoffLimit 0): a refusal to publish is a verdict, not a flake.
-    templates.append(
-        _container_template(STEP_SELECT, selection_job(s, min_accuracy=min_accuracy, force=False))
-    )
-    return templates + _serving_templates(s, instance)
+    select = selection_job(s, min_accuracy=min_accuracy, force=False, canary=canary)
+    templates.append(_container_template(STEP_SELECT, select))
+    return templates + ([] if canary else _serving_templates(s, instance))
 
 
 def check_parallelism(parallelism: object) -> None:
@@ -415,8 +415,11 @@ def workflow(
     source_dir: bool = False,
     parallelism: int | None = None,
     instance: str | None = None,
+    canary: bool = False,
 ) -> dict[str, Any]:
-    """The Workflow: ingest -> one TFJob per model in parallel -> select -> serve.
+    """The Workflow: ingest -> one TFJob per model in parallel -> select -> serve; with
+    ``canary``, select publishes a canary release and there is no serving step (`invoke
+    workflow --canary` then judges it from this machine, as `deploy --canary` does).
 
     ``cache_key``: ``memo_key(s.image, contract.RAW_SHA256)``; ``source_dir``: ingest
     reads the raw files ``invoke up --source-dir`` copied into the volume;
@@ -436,6 +439,7 @@ def workflow(
         source_dir=source_dir,
         parallelism=parallelism,
         instance=instance,
+        canary=canary,
     )
     volumes = ingest_job(s)["spec"]["template"]["spec"]["volumes"]
     return {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 from common.poll import Done, Pending, poll
@@ -28,8 +29,9 @@ from k8s.providers.settings import Settings
 from ml import contract, contract_metrics
 from runtime.canary import live
 from runtime.canary.analysis import Result, analyse
-from runtime.canary.cluster import ClusterCanary, Pods
+from runtime.canary.cluster import APPLY_TIMEOUT_S, ClusterCanary, Pods
 from runtime.canary.gates import Thresholds
+from runtime.canary.policy import Policy
 from runtime.cluster.apply import run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.requests import DeployRequest
@@ -43,7 +45,22 @@ SERVING_FLAGS = {
 }  # fmt: skip
 
 
-def deploy_canary(cx: ClusterContext, request: DeployRequest) -> int:
+@dataclass(frozen=True)
+class Prepared:
+    """What a canary is judged with, checked before anything runs."""
+
+    s: Settings
+    isvc: dict[str, Any]
+    ref: PrometheusRef
+    stable: int
+    every: float  # Prometheus's scrape interval, seconds
+    policy: Policy
+
+
+def prepare(cx: ClusterContext, request: DeployRequest) -> Prepared:
+    """Every check a canary makes before it publishes anything: the flags, the serving
+    InferenceService (ours, Ready, our predictor), Prometheus, no canary running, one
+    version served by every pod."""
     state = cx.require_up()
     _refuse_flags(request)
     s = cx.settings()
@@ -57,27 +74,49 @@ def deploy_canary(cx: ClusterContext, request: DeployRequest) -> int:
         )
     stable = _stable(cx, s, ref)
     every = _scrape_s(cx, s, ref)
-    policy = _policy(cx, request, every)
+    return Prepared(s, isvc, ref, stable, every, _policy(cx, request, every))
+
+
+def deploy_canary(cx: ClusterContext, request: DeployRequest) -> int:
+    p = prepare(cx, request)
     cx.out("== selection (canary)")
     job = manifests.selection_job(
-        s, min_accuracy=request.min_accuracy, force=request.force, canary=True
+        p.s, min_accuracy=request.min_accuracy, force=request.force, canary=True
     )
     logs = run_job(cx, job, SELECTION_TIMEOUT_S, "selection")
     for line in logs.splitlines()[-24:]:
         cx.out(f"  select: {line}")
     if cx.dry:
         return 0
-    version = published_canary(logs, s)
+    version = published_canary(logs, p.s)
     if version is None:
-        cx.out(f"no canary: version {stable} keeps serving (the selection said why)")
+        cx.out(f"no canary: version {p.stable} keeps serving (the selection said why)")
         return 0
-    return _run(cx, s, isvc, ref, policy, stable, version, every)
+    return judge(cx, p, version)
 
 
-def _run(
-    cx: ClusterContext, s: Settings, isvc: dict[str, Any], ref: PrometheusRef,
-    policy: Any, stable: int, version: int, every: float,
-) -> int:  # fmt: skip
+def loaded_canary(cx: ClusterContext, p: Prepared) -> int | None:
+    """The canary version every predictor pod has loaded (at weight 0: its server finds it
+    in the folder by itself), or None when none shows within APPLY_TIMEOUT_S (nothing was
+    published). For a canary published by something else than this process: a Workflow's
+    selection step."""
+    probe = ClusterCanary(cx, p.s, ref=p.ref, stable=p.stable, version=0, address="", note=cx.out)
+
+    def judge_pods(pods: Pods) -> Any:
+        seen = {v for pod in pods.up for v in (pods.weights.get(pod) or {})}
+        everywhere = bool(pods.up) and all(pods.weights.get(pod) for pod in pods.up)
+        return Done(seen) if everywhere and len(seen) == 1 else Pending(f"canary {seen}")
+
+    verdict = poll(
+        probe.pods, judge_pods, timeout=APPLY_TIMEOUT_S, interval=2.0, clock=cx.clock,
+        retry_on=(PrometheusError,), retry_for=30.0,
+    )  # fmt: skip
+    return int(next(iter(verdict.value))) if isinstance(verdict, Done) else None
+
+
+def judge(cx: ClusterContext, p: Prepared, version: int) -> int:
+    """Run the analysis of canary ``version`` to its end; 0 promoted, 1 rolled back."""
+    s, isvc, ref, policy, stable = p.s, p.isvc, p.ref, p.policy, p.stable
     address = ((isvc.get("status") or {}).get("address") or {}).get("url") or (
         f"http://{s.service}-predictor.{s.namespace}.svc.cluster.local"
     )
@@ -219,7 +258,7 @@ def _scrape_s(cx: ClusterContext, s: Settings, ref: PrometheusRef) -> float:
     return found.seconds
 
 
-def _policy(cx: ClusterContext, request: DeployRequest, every: float) -> Any:
+def _policy(cx: ClusterContext, request: DeployRequest, every: float) -> Policy:
     """The canary's policy; its interval at least four scrapes (an interval's counts are
     the scrapes' at its two ends: shorter, and one late scrape is much of it), said when
     that lengthens it."""
@@ -229,8 +268,6 @@ def _policy(cx: ClusterContext, request: DeployRequest, every: float) -> Any:
             f"note: --canary-interval {policy.interval_s:g} is shorter than four of Prometheus's "
             f"scrapes (every {every:g} s): judging every {4 * every:g} s"
         )
-        from dataclasses import replace
-
         policy = replace(policy, interval_s=4 * every)
     return policy
 

@@ -30,11 +30,12 @@ from k8s.waits.argo_status import (
     workflow_phase,
 )
 from k8s.waits.cluster_poll import WaitError
+from runtime.cluster import canary_deploy
 from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob
 from runtime.display import ChangedRows
-from runtime.requests import WorkflowRequest
+from runtime.requests import DeployRequest, WorkflowRequest
 
 WATCH_GRACE_S = 120  # beyond the workflow's activeDeadlineSeconds, for Argo to mark it
 STOP_WAIT_S = 180  # for a stopped workflow to go: its TFJobs' workers save and stop first
@@ -62,6 +63,8 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
             f"dir ({cx.wd.root}); run `invoke up --runtime {cx.provider.name} --with-argo` "
             "first (it adds Argo to the running cluster)"
         )
+    # A canary: everything it is judged with checked before anything is submitted.
+    canary = canary_deploy.prepare(cx, DeployRequest(canary=True)) if request.canary else None
     s = cx.settings(
         profile=request.profile, epochs=request.epochs, steps_per_epoch=request.steps_per_epoch
     )
@@ -85,6 +88,7 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         parallelism=fit if fit < len(request.models) else None,
         controller_sa=_controller_service_account(cx),
         instance=cx.instance,
+        canary=request.canary,
     )
     wf = next(o for o in objects if o["kind"] == WORKFLOW_KIND)
     _check_serving_objects(cx, s)
@@ -102,7 +106,19 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         cx.out(f"follow it: `invoke workflow --watch` next time, or {_kubectl(cx, 'get', name)}")
         cx.out(f"stop it: {_kubectl(cx, 'delete', name)} or `invoke workflow --stop`")
         return 0
-    return watch(cx, name, deadline_s=wf["spec"]["activeDeadlineSeconds"])
+    code = watch(cx, name, deadline_s=wf["spec"]["activeDeadlineSeconds"])
+    return code if code or canary is None else _judge_canary(cx, canary)
+
+
+def _judge_canary(cx: ClusterContext, p: canary_deploy.Prepared) -> int:
+    """The Workflow's selection published a canary: the predictor pods load it by
+    themselves; judge it as `deploy --canary` does."""
+    cx.out("== canary: the Workflow's selection step published it; judging it from here")
+    version = canary_deploy.loaded_canary(cx, p)
+    if version is None:
+        cx.out(f"no canary: version {p.stable} keeps serving (the select step's log says why)")
+        return 0
+    return canary_deploy.judge(cx, p, version)
 
 
 SERVING_RUNTIME_API = "serving.kserve.io/v1alpha1"

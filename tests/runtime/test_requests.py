@@ -67,6 +67,7 @@ def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
         (WorkflowRequest, {"profile": "huge"}, "unknown profile 'huge'; valid: quick, full"),
         (WorkflowRequest, {"steps_per_epoch": 0}, "--steps-per-epoch must be at least 1"),
         (WorkflowRequest, {"stop": True, "watch": True}, "--stop deletes the running workflows"),
+        (WorkflowRequest, {"canary": True}, "--canary judges the new version from this machine"),
     ],
     ids=[
         "percentage",
@@ -82,6 +83,7 @@ def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
         "workflow profile",
         "workflow steps",
         "stop and watch",
+        "canary without watch",
     ],
 )
 def test_every_request_is_checked_once_with_the_flag_named(cls, kwargs, message):

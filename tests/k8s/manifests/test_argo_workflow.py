@@ -400,3 +400,21 @@ def test_every_workflow_pod_refuses_an_istio_sidecar_and_keeps_its_token() -> No
     assert "automountServiceAccountToken" not in wf["spec"]
     for t in wf["spec"]["templates"]:
         assert "automountServiceAccountToken" not in t, t["name"]
+
+
+@pytest.mark.parametrize("s", MATRIX)
+def test_a_canary_workflow_selects_into_the_canary_and_serves_nothing(s: Settings) -> None:
+    # `invoke workflow --canary`: the stable's serving objects are left as they are; the
+    # new version is judged from the laptop once the Workflow ends.
+    objs = m.workflow_objects(s, models=MODEL_TYPES, cache_key=KEY, canary=True)
+    wf = objs[-1]
+    for obj in objs:
+        assert k8s_schemas.validate(obj) == [], obj["kind"]
+    assert step_groups(wf) == [[wfm.STEP_INGEST], [wfm.STEP_TRAIN], [wfm.STEP_SELECT]]
+    tfjobs = {m.tfjob_name(x) for x in MODEL_TYPES}
+    resources = {t["name"] for t in wf["spec"]["templates"] if "resource" in t}
+    assert resources == tfjobs, "the TFJobs are the only objects it writes"
+    (select,) = [t for t in wf["spec"]["templates"] if t["name"] == wfm.STEP_SELECT]
+    assert "--canary" in select["container"]["command"]
+    (plain,) = [t for t in build(s)["spec"]["templates"] if t["name"] == wfm.STEP_SELECT]
+    assert "--canary" not in plain["container"]["command"], "a plain workflow as before"

@@ -22,11 +22,11 @@ from invoke import Config, MockContext
 from k8s import manifests
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT, PrometheusRef
 from k8s.providers.settings import Settings
-from ml import contract
+from ml import canary_publish, contract
 from ml.publishing import serving_versions
 from ml.raw import FILES
 from runtime.canary import live
-from runtime.cluster import ClusterRuntime
+from runtime.cluster import ClusterRuntime, canary_deploy
 from runtime.cluster.canary_deploy import published_canary
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.requests import DeployRequest
@@ -179,3 +179,22 @@ def test_the_published_version_is_read_off_the_selections_log():
         published_canary(f"published cnn as {contract.serving_dir(s.mount_path, SVC)}/7", s) is None
     )
     assert published_canary("error: kept version 3", s) is None
+
+
+def test_a_workflows_canary_is_found_in_the_pods_and_judged_the_same_way(
+    rig, tmp_path, monkeypatch, load
+):
+    # `invoke workflow --canary --watch`: checked before the Workflow is submitted; its
+    # select step publishes the canary (here: as ml.select --canary does); the predictor
+    # pods load it by themselves; then the same analysis.
+    lines: list[str] = []
+    rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
+    request = DeployRequest(canary=True, canary_steps=(50,), canary_interval=1.0)
+    prepared = canary_deploy.prepare(rt.cx, request)
+    version = canary_publish.publish_canary(rig.root / "export", rig.root, SVC, {"source": "wf"})
+    assert canary_deploy.loaded_canary(rt.cx, prepared) == version
+    assert canary_deploy.judge(rt.cx, prepared, version) == 0, "\n".join(lines)
+    assert serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1] == version
+    assert [name for name, _, _ in kube.ran] == [
+        "distml-canary-weight", "distml-canary-sample", "distml-canary-end",
+    ]  # fmt: skip

@@ -659,3 +659,42 @@ def test_every_object_the_steps_create_carries_the_instance_label(wd, fake):
     for ops in patches:
         assert {"op": "test", "path": label, "value": instance} in ops
         assert {"op": "add", "path": label, "value": instance} in ops
+
+
+def test_a_canary_workflow_is_checked_first_then_judged_after_it_succeeds(wd, fake, monkeypatch):
+    # The analysis itself (the pods, Prometheus, the Jobs): test_canary_deploy.py. Here:
+    # the order, and that its Workflow selects into the canary and serves nothing.
+    from runtime.cluster import canary_deploy
+
+    with_argo(wd, fake)
+    argo(fake, [status("Succeeded", INGEST_CACHED, TRAIN_DONE)])
+    calls: list[str] = []
+    monkeypatch.setattr(
+        canary_deploy, "prepare", lambda cx, request: calls.append("prepare") or "prepared"
+    )
+    monkeypatch.setattr(canary_deploy, "loaded_canary", lambda cx, p: calls.append(p) or 7)
+    monkeypatch.setattr(
+        canary_deploy, "judge", lambda cx, p, version: calls.append(f"judge {version}") or 1
+    )
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+    assert rt.workflow(WorkflowRequest(watch=True, canary=True)) == 1, "the canary's verdict"
+    assert calls == ["prepare", "prepared", "judge 7"]
+    wf = submitted(fake)
+    select = next(t for t in wf["spec"]["templates"] if t["name"] == "select")
+    assert "--canary" in select["container"]["command"]
+    assert not any(t["name"].startswith("serve") for t in wf["spec"]["templates"])
+
+
+def test_a_canary_that_fails_its_checks_submits_nothing(wd, fake, monkeypatch):
+    from runtime.cluster import canary_deploy
+
+    with_argo(wd, fake)
+
+    def refuse(cx, request):
+        raise ClusterError("a canary on a cluster is judged from Prometheus, and there is none")
+
+    monkeypatch.setattr(canary_deploy, "prepare", refuse)
+    rt = runtime(make_ctx(fake, {}), wd, fake)
+    with pytest.raises(ClusterError, match="judged from Prometheus"):
+        rt.workflow(WorkflowRequest(watch=True, canary=True))
+    assert "Workflow" not in [o["kind"] for o in fake.applied]
