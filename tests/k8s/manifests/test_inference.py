@@ -192,3 +192,15 @@ def test_cpu_is_the_hpa_as_before_whatever_monitoring_there_is() -> None:
     predictor = m.inference_service(s)["spec"]["predictor"]
     assert (predictor["scaleMetric"], predictor["scaleTarget"]) == ("cpu", 80)
     assert "autoScaling" not in predictor
+
+
+@pytest.mark.parametrize("mode", ["knative", "standard"])
+def test_no_canary_is_asked_of_kserve_in_either_mode(mode: str) -> None:
+    # distml's canary is split in the predictor's own server (docs/serving.md, Canary
+    # releases): KServe's canaryTrafficPercent (Knative) and spec.canary (Standard) are never
+    # set, so a canary never makes a revision or a Deployment, nor changes minReplicas.
+    objs = all_objects(settings(serving_mode=mode))
+    isvc = one(objs, "InferenceService")
+    assert "canaryTrafficPercent" not in str(isvc) and "canary" not in isvc["spec"]
+    (c,) = one(objs, "ServingRuntime")["spec"]["containers"]
+    assert c["args"][c["args"].index("--canary-dir") + 1] == "/mnt/models/canary"

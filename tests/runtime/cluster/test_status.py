@@ -70,3 +70,19 @@ def test_status_shows_argo_once_up_installed_it(wd, fake):
     c = make_ctx(fake, k3d_results(exists=True, imported=True))
     assert runtime(c, wd, fake).up(UpRequest(with_argo=True)) == 0
     assert re.search(r"argo workflows +available", status_lines())
+
+
+def test_status_shows_the_last_canarys_outcome_even_without_the_cluster(wd, fake):
+    from runtime.canary import live
+
+    set_up(wd, fake)
+    report = live.Live(live.report_path(wd, "tf-mnist"), version=3, stable=2, pid=1)
+    report.say(lambda line: None, "promoted: version 3 serves every request (step 2 of 2)")
+    report.end()
+    lines: list[str] = []
+    c = make_ctx(fake, k3d_results(exists=False, imported=False))
+    assert runtime(c, wd, fake, lines=lines).status() == 0
+    assert re.search(
+        r"last canary +version 3 beside version 2: promoted: version 3 serves every",
+        "\n".join(lines),
+    )
