@@ -232,8 +232,9 @@ def _stable(cx: ClusterContext, s: Settings, ref: PrometheusRef) -> int:
         pods: Pods = probe.pods()
     except PrometheusError as e:
         raise ClusterError(f"the serving version cannot be read: {e}") from e
-    served = {pods.stable.get(p) for p in pods.up}
-    if not pods.up or None in served or len(served) != 1:
+    # A pod still loading (scaled out just now) serves nothing yet ("") and gets no traffic.
+    served = {v for p in pods.up if (v := pods.stable.get(p))}
+    if len(served) != 1:
         seen = ", ".join(f"{p}: {pods.stable.get(p, '?')}" for p in sorted(pods.up))
         raise ClusterError(
             f"the predictor pods do not all serve one version yet ({seen or 'none up'}; "

@@ -8,6 +8,7 @@ refused before anything runs."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 import time
@@ -198,3 +199,30 @@ def test_a_workflows_canary_is_found_in_the_pods_and_judged_the_same_way(
     assert [name for name, _, _ in kube.ran] == [
         "distml-canary-weight", "distml-canary-sample", "distml-canary-end",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stable", "weights", "says"),
+    [
+        ({"a": "4", "b": ""}, {}, None),  # b is loading: it serves nothing, gets no traffic
+        ({"a": "4", "b": "3"}, {}, "do not all serve one version yet (a: 4, b: 3"),
+        ({"a": "", "b": ""}, {}, "do not all serve one version yet"),
+        ({"a": "4"}, {"a": {"5": 0.0}}, "a canary is loaded in the predictor pods"),
+    ],
+)
+def test_the_stable_is_the_one_version_every_loaded_pod_serves(
+    monkeypatch, tmp_path, stable, weights, says
+):
+    from runtime.canary.cluster import ClusterCanary, Pods
+
+    pods = Pods(frozenset(stable), weights, stable)
+    monkeypatch.setattr(ClusterCanary, "pods", lambda self: pods)
+    c = MockContext(config=Config(overrides={"run": {"dry": False}}))
+    wd = Workdir.at(tmp_path / "wd")
+    cx = ClusterRuntime(c, "kind", wd, REPO, kube=JobsRunHere(), clock=time).cx
+    s = Settings(image="x", service=SVC)
+    if says is None:
+        assert canary_deploy._stable(cx, s, REF) == 4
+    else:
+        with pytest.raises(ClusterError, match=re.escape(says)):
+            canary_deploy._stable(cx, s, REF)
