@@ -41,6 +41,7 @@ from k8s.monitoring.prometheus import PrometheusError, PrometheusRef, Sample
 from k8s.providers.settings import Settings
 from loadtest.metrics_text import Counts
 from ml import contract_metrics as cm
+from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
 from runtime.canary.local import figures
@@ -123,10 +124,9 @@ class ClusterCanary:
     ) -> None:
         self.cx, self.s, self.ref = cx, s, ref
         self.stable, self.version, self.address = stable, version, address
-        self.note = note
+        self._unscored = live.Unscored(note)
         self._counted: Totals = {}
         self._accuracy: dict[str, float] | None = None
-        self._said = ""
 
     # --- Split -------------------------------------------------------------------------
 
@@ -198,12 +198,6 @@ class ClusterCanary:
                 return self._unscored("the sample Job printed no accuracy")
             self._accuracy = {str(k): float(v) for k, v in found["accuracy"].items()}
         return self._accuracy
-
-    def _unscored(self, why: str) -> dict[str, float]:
-        if why != self._said:
-            self.note(f"accuracy sample not scored: {why}")
-            self._said = why
-        return {}
 
     # --- the cluster -------------------------------------------------------------------
 

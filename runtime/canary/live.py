@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runtime.canary.analysis import Result
 from runtime.procs import is_alive
 from runtime.workdir import Workdir
 
@@ -101,3 +102,31 @@ def ended_record(word: str) -> dict[str, Any]:
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "intervals": [],
     }
+
+
+def outcome(
+    result: Result, version: int, stable: int, record: str, say: Callable[[str], None]
+) -> int:
+    """Say how the canary ended; ``deploy --canary``'s exit code (1: rolled back)."""
+    if result.promoted:
+        say(f"promoted: version {version} serves every request ({result.decision.reason})")
+        return 0
+    say(
+        f"error: version {version} was rolled back ({result.decision.reason}); version "
+        f"{stable} serves every request, untouched; its record: {record}"
+    )
+    return 1
+
+
+class Unscored:
+    """Why the labelled sample could not be scored, said once per reason (it is retried
+    every interval; the accuracy gate is Inconclusive meanwhile)."""
+
+    def __init__(self, note: Callable[[str], None]) -> None:
+        self.note, self.last = note, ""
+
+    def __call__(self, why: str) -> dict[str, float]:
+        if why != self.last:
+            self.note(f"accuracy sample not scored: {why}")
+            self.last = why
+        return {}

@@ -28,6 +28,7 @@ from common.poll import Done, Pending, poll
 from loadtest.metrics_text import Counts, MetricsTextError, Page, parse_page
 from loadtest.server_view import METRICS_PATH, MetricsUnavailable, fetch
 from ml import contract, contract_canary
+from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
 from runtime.procs import python_env
@@ -78,10 +79,9 @@ class LocalCanary:
         self.url, self.service, self.volume = url.rstrip("/"), service, volume
         self.stable, self.version = stable, version
         self.step, self.python, self.source_dir = step, python, source_dir
-        self.note = note  # why the labelled sample was not scored, once per reason
+        self._unscored = live.Unscored(note)
         self._last: Page | None = None
         self._accuracy: dict[str, float] | None = None
-        self._said = ""
         self._score = score or _run_step
 
     # --- Split -------------------------------------------------------------------------
@@ -160,13 +160,6 @@ class LocalCanary:
                 return self._unscored(lines[-1])
             self._accuracy = json.loads(done.stdout.strip().splitlines()[-1])["accuracy"]
         return self._accuracy
-
-    def _unscored(self, why: str) -> dict[str, float]:
-        """No accuracy this interval (the gate is Inconclusive); the reason said once."""
-        if why != self._said:
-            self.note(f"accuracy sample not scored: {why}")
-            self._said = why
-        return {}
 
     def _page(self) -> Page:
         return parse_page(fetch(self.url + METRICS_PATH))

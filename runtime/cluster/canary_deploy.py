@@ -28,7 +28,7 @@ from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
 from k8s.providers.settings import Settings
 from ml import contract, contract_metrics
 from runtime.canary import live
-from runtime.canary.analysis import Result, analyse
+from runtime.canary.analysis import analyse
 from runtime.canary.cluster import APPLY_TIMEOUT_S, ClusterCanary, Pods
 from runtime.canary.gates import Thresholds
 from runtime.canary.policy import Policy
@@ -144,7 +144,10 @@ def judge(cx: ClusterContext, p: Prepared, version: int) -> int:
             policy, Thresholds(), canary, canary.measure, lambda: live.take_word(cx.wd),
             cx.clock, say,
         )  # fmt: skip
-        return _said(s, result, version, stable, say)
+        where = f"{contract.rejected_dir(s.mount_path, s.service)}/{version}"
+        return live.outcome(
+            result, version, stable, f"{where}/{contract.PUBLISH_FILE} in the volume", say
+        )
     finally:
         report.end()
 
@@ -155,19 +158,6 @@ def published_canary(logs: str, s: Settings) -> int | None:
     where = re.escape(contract.canary_dir(s.mount_path, s.service))
     found = re.findall(rf"^published \S+ as {where}/([0-9]+)$", logs, re.MULTILINE)
     return int(found[-1]) if found else None
-
-
-def _said(s: Settings, result: Result, version: int, stable: int, say: Any) -> int:
-    if result.promoted:
-        say(f"promoted: version {version} serves every request ({result.decision.reason})")
-        return 0
-    say(
-        f"error: version {version} was rolled back ({result.decision.reason}); version "
-        f"{stable} serves every request, untouched; its record: "
-        f"{contract.rejected_dir(s.mount_path, s.service)}/{version}/{contract.PUBLISH_FILE} "
-        "in the volume"
-    )
-    return 1
 
 
 def _refuse_flags(request: DeployRequest) -> None:

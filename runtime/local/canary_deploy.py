@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ml import contract
 from runtime.canary import live
-from runtime.canary.analysis import Result, analyse
+from runtime.canary.analysis import analyse
 from runtime.canary.gates import Thresholds
 from runtime.canary.live import Live
 from runtime.canary.local import LocalCanary
@@ -71,7 +71,14 @@ def deploy_canary(rt: LocalRuntime, request: DeployRequest) -> int:
                 policy, Thresholds(), canary, canary.measure, lambda: live.take_word(rt.wd), time,
                 lambda line: report.say(rt.out, line),
             )  # fmt: skip
-            return _said(result, version, serving[-1], lambda line: report.say(rt.out, line), rt)
+            where = f"{contract.rejected_dir(rt.wd.volume, rt.service)}/{version}"
+            return live.outcome(
+                result,
+                version,
+                serving[-1],
+                f"{where}/{contract.PUBLISH_FILE}",
+                lambda line: report.say(rt.out, line),
+            )
         finally:
             report.end()
 
@@ -85,15 +92,3 @@ def status_rows(rt: LocalRuntime) -> list[tuple[str, str]]:
     found = live.facts(rt.wd, rt.service)
     running = bool(found.get("running")) and in_progress(rt) == found.get("version")
     return live.status_rows(found, running)
-
-
-def _said(result: Result, version: int, stable: int, out: Any, rt: LocalRuntime) -> int:
-    if result.promoted:
-        out(f"promoted: version {version} serves every request ({result.decision.reason})")
-        return 0
-    out(
-        f"error: version {version} was rolled back ({result.decision.reason}); version "
-        f"{stable} serves every request, untouched; its record: "
-        f"{contract.rejected_dir(rt.wd.volume, rt.service)}/{version}/{contract.PUBLISH_FILE}"
-    )
-    return 1
