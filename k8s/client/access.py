@@ -15,7 +15,8 @@ InferenceService, ServingRuntime are not in ``admin``); Argo Workflows v4.1.2 sh
 (``k8s.client.ownership.written_names``: read, server-side apply, which creates with
 ``create`` + ``patch``, delete), every kind `down` sweeps by label (list, delete), what the
 tasks do with pods (``pods/log`` get, ``pods/exec`` create for ``kubectl cp``,
-``pods/portforward`` create, ``events`` list, Services get for a port-forward), and every
+``pods/portforward`` create, ``events`` list and create (a canary's decisions), Services
+get for a port-forward), and every
 rule of the Roles distml writes (RBAC's escalation check: a Role is created only by who
 holds all it grants).
 """
@@ -92,6 +93,7 @@ def needs(s: Settings, models: Sequence[str], swept: Iterable[tuple[str, str]]) 
         Need("", "pods/portforward", "create"),  # tensorboard, loadtest
         Need("", "services", "get"),  # a port-forward to svc/NAME
         Need("", "events", "list"),
+        Need("", "events", "create"),  # deploy --canary: each decision on the InferenceService
     ]
     if s.image_pull_secret:
         found.append(Need("", "secrets", "get"))

@@ -48,7 +48,7 @@ def test_what_the_tasks_do_with_pods_is_asked_for():
     assert verbs(needs, "pods/log") == ["get"]
     assert verbs(needs, "pods/exec") == ["create"]
     assert verbs(needs, "pods/portforward") == ["create"]
-    assert verbs(needs, "events") == ["list"]
+    assert verbs(needs, "events") == ["list", "create"]  # create: a canary's decisions
 
 
 def test_what_down_sweeps_by_label_can_be_listed_and_deleted():
