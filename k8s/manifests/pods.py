@@ -209,7 +209,10 @@ def loader_pod(s: Settings) -> dict[str, Any]:
         s,
         "loader",
         ["python", "-c", script],
-        resources=Resources("10m", "250m", "32Mi", "128Mi").as_dict(),
+        # No CPU requested (an explicit 0): `status` and `train-all` start it while the
+        # predictors' peak may hold every CPU the node gives, and 10m left it Pending for
+        # the autoscaler's five-minute scale-in ("Insufficient cpu", the kind runs).
+        resources=Resources("0", "250m", "32Mi", "128Mi").as_dict(),
     )
     spec = _project_pod_spec(s, container, restart_policy="Never")
     # python as PID 1 ignores SIGTERM: do not make `kubectl delete` wait 30 s for nothing.

@@ -114,6 +114,8 @@ def test_loader_pod_and_ingest_from_local_files() -> None:
     assert c["command"][:2] == ["python", "-c"]
     assert "time.sleep(3600)" in c["command"][2]
     assert "/trained_model/raw/fashion-mnist" in c["command"][2]
+    # Scheduled beside the predictors' peak (`status` reads the model card through it).
+    assert c["resources"]["requests"]["cpu"] == "0" != c["resources"]["limits"]["cpu"]
     ingest = by_kind(objs, "Job")[0]
     assert ingest["metadata"]["name"] == "distml-ingest"
     assert ingest["spec"]["backoffLimit"] == 2
