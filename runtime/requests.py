@@ -251,11 +251,15 @@ class WorkflowRequest:
     min_accuracy: float = 0.0
     cache_max_age: str = DEFAULT_CACHE_MAX_AGE
     # The selection step publishes a canary release, judged from here once the Workflow
-    # ends (`deploy --canary`'s analysis, its default steps), instead of serving it.
+    # ends (`deploy --canary`'s analysis), instead of serving it.
     canary: bool = False
+    canary_steps: tuple[int, ...] = DeployRequest.canary_steps
+    canary_interval: float = DeployRequest.canary_interval
+    canary_failure_limit: int = DeployRequest.canary_failure_limit
 
     def __post_init__(self) -> None:
         _fraction("--min-accuracy", self.min_accuracy)
+        self.canary_request()  # the canary flags checked as deploy checks them
         if self.canary and not self.watch:
             raise RequestError(
                 "--canary judges the new version from this machine once the Workflow ends: "
@@ -271,3 +275,12 @@ class WorkflowRequest:
                 "--stop deletes the running workflows; --watch follows a new one: use one"
             )
         _training(self.models, self.profile, self.epochs, self.steps_per_epoch)
+
+    def canary_request(self) -> DeployRequest:
+        """The canary release the Workflow ends with, as `deploy --canary` takes it."""
+        return DeployRequest(
+            canary=self.canary,
+            canary_steps=self.canary_steps,
+            canary_interval=self.canary_interval,
+            canary_failure_limit=self.canary_failure_limit,
+        )

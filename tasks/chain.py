@@ -104,6 +104,14 @@ def _train(c, models, runtime, **flags):
     _call(rt.train, _checked(rt, request, refuse=("--gpus-per-worker",)))
 
 
+#: The canary's tuning flags, for `deploy --canary` and `workflow --canary`.
+CANARY_HELP = {
+    "canary-steps": "the canary's traffic shares in percent, in order (default 10,25,50)",
+    "canary-interval": "seconds between the canary's measurements (default 30)",
+    "canary-failure-limit": "failed measurements tolerated before a rollback (default 0)",
+}
+
+
 @task(
     help={"model-type": f"train only these (repeatable): {MODEL_HELP}", **TRAIN_HELP},
     iterable=["model_type"],
@@ -168,10 +176,8 @@ def train(
         "canary": "release the selected version as a canary beside the serving one: it takes "
         "a share of the traffic, step by step, judged every interval on its errors, p99 and "
         "accuracy against the serving version; promoted after the last step or rolled back "
-        "(Ctrl-C rolls back; local runtime; docs/serving.md, Canary releases)",
-        "canary-steps": "the canary's traffic shares in percent, in order (default 10,25,50)",
-        "canary-interval": "seconds between the canary's measurements (default 30)",
-        "canary-failure-limit": "failed measurements tolerated before a rollback (default 0)",
+        "(Ctrl-C rolls back; docs/serving.md, Canary releases)",
+        **CANARY_HELP,
     }
 )
 def deploy(
@@ -207,14 +213,15 @@ def deploy(
         scale_metric=scale_metric or None,
         request_logger=request_logger,
         http_port=_int("--http-port", http_port, int(c.config.http_port)),
-        **_canary_flags(canary, canary_steps, canary_interval, canary_failure_limit),
+        **canary_flags(canary, canary_steps, canary_interval, canary_failure_limit),
     )
     rt = _runtime(c, runtime)
     _call(rt.deploy, _checked(rt, request, refuse=("--canary",)))
 
 
-def _canary_flags(canary, steps, interval, failure_limit) -> dict:
-    """``deploy``'s canary flags as DeployRequest fields (its defaults where not given)."""
+def canary_flags(canary, steps, interval, failure_limit) -> dict:
+    """The canary flags as request fields (DeployRequest's defaults where not given): the
+    same for ``deploy`` and ``workflow``."""
     from runtime.requests import DeployRequest as D
 
     return {

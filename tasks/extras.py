@@ -15,7 +15,7 @@ from runtime.cli import call as _call
 from runtime.cli import checked as _checked
 from runtime.cli import float_flag as _float
 from runtime.cli import int_flag as _int
-from tasks.chain import TRAIN_HELP
+from tasks.chain import CANARY_HELP, TRAIN_HELP, canary_flags
 from tasks.chooser import MODEL_HELP, ROOT, RUNTIME_HELP
 from tasks.chooser import cluster_runtime as _cluster_runtime
 from tasks.chooser import out as _out
@@ -37,6 +37,7 @@ from tasks.chooser import workdir as _workdir
         "cache-max-age": "reuse a cached ingestion this long, e.g. 720h (default), 30m",
         "canary": "end with a canary release of the selected version, judged and promoted or "
         "rolled back as `deploy --canary` does (needs --watch)",
+        **CANARY_HELP,
     },
     iterable=["model_type"],
 )
@@ -52,6 +53,9 @@ def workflow(
     min_accuracy=None,
     cache_max_age=None,
     canary=False,
+    canary_steps=None,
+    canary_interval=None,
+    canary_failure_limit=None,
 ):
     """Run the whole pipeline as one Argo Workflow (cluster; `up --with-argo` first)."""
     from k8s.manifests.argo_workflow import DEFAULT_CACHE_MAX_AGE
@@ -67,7 +71,7 @@ def workflow(
         steps_per_epoch=_int("--steps-per-epoch", steps_per_epoch),
         min_accuracy=_float("--min-accuracy", min_accuracy, 0.0),
         cache_max_age=cache_max_age or DEFAULT_CACHE_MAX_AGE,
-        canary=bool(canary),
+        **canary_flags(bool(canary), canary_steps, canary_interval, canary_failure_limit),
     )
     rt = _runtime(c, runtime)
     _call(rt.workflow, _checked(rt, request))

@@ -35,7 +35,7 @@ from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob
 from runtime.display import ChangedRows
-from runtime.requests import DeployRequest, WorkflowRequest
+from runtime.requests import WorkflowRequest
 
 WATCH_GRACE_S = 120  # beyond the workflow's activeDeadlineSeconds, for Argo to mark it
 STOP_WAIT_S = 180  # for a stopped workflow to go: its TFJobs' workers save and stop first
@@ -64,7 +64,7 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
             "first (it adds Argo to the running cluster)"
         )
     # A canary: everything it is judged with checked before anything is submitted.
-    canary = canary_deploy.prepare(cx, DeployRequest(canary=True)) if request.canary else None
+    canary = canary_deploy.prepare(cx, request.canary_request()) if request.canary else None
     s = cx.settings(
         profile=request.profile, epochs=request.epochs, steps_per_epoch=request.steps_per_epoch
     )

@@ -68,6 +68,12 @@ def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
         (WorkflowRequest, {"steps_per_epoch": 0}, "--steps-per-epoch must be at least 1"),
         (WorkflowRequest, {"stop": True, "watch": True}, "--stop deletes the running workflows"),
         (WorkflowRequest, {"canary": True}, "--canary judges the new version from this machine"),
+        (WorkflowRequest, {"canary_steps": (20,)}, "--canary-steps tunes a canary release"),
+        (
+            WorkflowRequest,
+            {"canary": True, "watch": True, "canary_interval": 0},
+            "--canary-steps/--canary-interval/--canary-failure-limit:",
+        ),
     ],
     ids=[
         "percentage",
@@ -84,6 +90,8 @@ def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
         "workflow steps",
         "stop and watch",
         "canary without watch",
+        "workflow canary flag without --canary",
+        "workflow canary interval",
     ],
 )
 def test_every_request_is_checked_once_with_the_flag_named(cls, kwargs, message):

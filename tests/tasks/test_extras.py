@@ -51,6 +51,9 @@ def test_dry_workflow_on_a_cluster_prints_its_objects_and_touches_nothing(tmp_pa
         (["--cache-max-age", "soon"], "--cache-max-age must be a duration such as 720h"),
         (["--min-accuracy", "90"], "(did you mean 0.9?)"),
         (["--watch", "--stop"], "use one"),
+        (["--watch", "--canary-steps", "20,50"], "--canary-steps tunes a canary release"),
+        (["--watch", "--canary", "--canary-steps", "50,20"], "canary steps must rise"),
+        (["--watch", "--canary", "--canary-interval", "soon"], "--canary-interval"),
     ],
 )
 def test_workflow_values_are_checked_before_a_runtime_is_chosen(wd, args, message):

@@ -669,16 +669,20 @@ def test_a_canary_workflow_is_checked_first_then_judged_after_it_succeeds(wd, fa
     with_argo(wd, fake)
     argo(fake, [status("Succeeded", INGEST_CACHED, TRAIN_DONE)])
     calls: list[str] = []
+    asked: list = []
     monkeypatch.setattr(
-        canary_deploy, "prepare", lambda cx, request: calls.append("prepare") or "prepared"
+        canary_deploy, "prepare", lambda cx, r: asked.append(r) or calls.append("prepare") or "p"
     )
     monkeypatch.setattr(canary_deploy, "loaded_canary", lambda cx, p: calls.append(p) or 7)
     monkeypatch.setattr(
         canary_deploy, "judge", lambda cx, p, version: calls.append(f"judge {version}") or 1
     )
     rt = runtime(make_ctx(fake, {}), wd, fake)
-    assert rt.workflow(WorkflowRequest(watch=True, canary=True)) == 1, "the canary's verdict"
-    assert calls == ["prepare", "prepared", "judge 7"]
+    request = WorkflowRequest(watch=True, canary=True, canary_steps=(20, 50), canary_interval=40)
+    assert rt.workflow(request) == 1, "the canary's verdict"
+    assert calls == ["prepare", "p", "judge 7"]
+    (policy,) = [r.canary_policy() for r in asked]  # the flags reach the analysis
+    assert (policy.steps, policy.interval_s, policy.failure_limit) == ((20, 50), 40, 0)
     wf = submitted(fake)
     select = next(t for t in wf["spec"]["templates"] if t["name"] == "select")
     assert "--canary" in select["container"]["command"]
