@@ -13,12 +13,17 @@ After the lifecycle (version N serves), as a user would:
    with no failed request (the stable answered throughout; the canary's answers are wrong,
    not errors); a ``CanaryRolledBack`` Event.
 
+``--workflow`` (the run with Argo): instead of both, a version trained longer than the
+serving one, by ``invoke workflow --watch --canary``: once the Workflow has published it
+(its output says so), the load starts, and the canary must be promoted as the good one is.
+
 Run by ``nox -s integration -- ... --with-monitoring`` (it needs Prometheus).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -40,6 +45,14 @@ GOOD_LOAD_S = 330  # two steps of two 30 s passes, the selection and the Jobs be
 TRAIN_BAD = ["train-all", "--epochs", "1", "--steps-per-epoch", "1"]
 BAD = ["deploy", "--canary", "--force", "--canary-steps", "20", "--canary-interval", "30"]
 BAD_LOAD_S = 180
+# Four times the serving version's training steps (kind_run.BUDGET), so that the selection
+# publishes it without --force, which the Workflow's select step does not take.
+WORKFLOW = [
+    "workflow", "--watch", "--canary", "--epochs", "1", "--steps-per-epoch", "20",
+    "--canary-steps", "20,50", "--canary-interval", "30",
+]  # fmt: skip
+#: What ``invoke workflow --canary`` says once the Workflow succeeded, before it judges.
+JUDGING = "== canary: the Workflow's selection step published it"
 LINE = re.compile(
     r"^\[\d+\] canary (?P<weight>\d+)%: traffic \w+ \((?P<canary>\d+) of \d+ requests, "
     r"(?P<share>[0-9.]+)% of (?P<total>\d+)\)",
@@ -74,8 +87,8 @@ def share_problems(found: list[tuple[int, float, int]], weights: Sequence[int]) 
     return problems
 
 
-def under_load(seconds: int, *task: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """``invoke *task`` while a Locust load test runs; (its result, the load's summary)."""
+def start_load(seconds: int) -> tuple[subprocess.Popen, Path]:
+    """A Locust load test of ``seconds`` started: (its process, its log)."""
     log = workdir() / f"canary-load-{int(time.time())}.log"
     with open(log, "w") as out:
         load = subprocess.Popen(
@@ -83,13 +96,49 @@ def under_load(seconds: int, *task: str) -> tuple[subprocess.CompletedProcess, d
              "--duration", f"{seconds}s"],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-        try:
-            done = invoke(*task)
-        finally:
-            load.wait(timeout=seconds + 300)
+    return load, log
+
+
+def load_summary(load: subprocess.Popen, log: Path, seconds: int) -> dict:
+    """The load test's summary once it has ended (printing its log's tail)."""
+    load.wait(timeout=seconds + 300)
     print(f"-- the load test meanwhile (exit {load.returncode}):\n{log.read_text()[-1500:]}")
-    summary = json.loads((workdir() / "reports" / "loadtest" / "summary.json").read_text())
+    return json.loads((workdir() / "reports" / "loadtest" / "summary.json").read_text())
+
+
+def under_load(seconds: int, *task: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``invoke *task`` while a Locust load test runs; (its result, the load's summary)."""
+    load, log = start_load(seconds)
+    try:
+        done = invoke(*task)
+    finally:
+        summary = load_summary(load, log, seconds)
     return done, summary
+
+
+def loaded_when_judged(seconds: int, *task: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``invoke *task`` (``workflow --canary``), its output followed: a load test of
+    ``seconds`` starts when it says it judges the canary; (its result, the load's summary,
+    empty when it never said so)."""
+    print(f"== canary check: invoke {' '.join(task)}", flush=True)
+    return follow([sys.executable, "-m", "invoke", *task], seconds)
+
+
+def follow(argv: list[str], seconds: int) -> tuple[subprocess.CompletedProcess, dict]:
+    """:func:`loaded_when_judged` of any command."""
+    proc = subprocess.Popen(  # unbuffered: the line must come when it is said
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    lines, load = [], None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        lines.append(line)
+        if load is None and line.startswith(JUDGING):
+            load = start_load(seconds)
+    done = subprocess.CompletedProcess(proc.args, proc.wait(), "".join(lines))
+    return done, load_summary(*load, seconds) if load else {}
 
 
 def events(reason: str) -> list[str]:
@@ -99,9 +148,12 @@ def events(reason: str) -> list[str]:
     return [str(e.get("message")) for e in found if e.get("reason") == reason]
 
 
-def good() -> list[str]:
-    done, summary = under_load(GOOD_LOAD_S, *GOOD)
-    problems = [] if done.returncode == 0 else [f"deploy --canary exited {done.returncode}"]
+def good(workflow: bool = False) -> list[str]:
+    task = WORKFLOW if workflow else GOOD
+    done, summary = (loaded_when_judged if workflow else under_load)(GOOD_LOAD_S, *task)
+    problems = [] if done.returncode == 0 else [f"{task[0]} --canary exited {done.returncode}"]
+    if not summary:
+        problems.append("the canary was never judged: no load test ran")
     if not re.search(r"^promoted: version \d+ serves every request", done.stdout, re.MULTILINE):
         problems.append("no promotion said")
     measured = shares(done.stdout)
@@ -133,11 +185,17 @@ def bad() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    del argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args not in ([], ["--workflow"]):
+        print("usage: python -m integration.canary_check [--workflow]", file=sys.stderr)
+        return 2
     started = time.monotonic()
     try:
-        problems = good()
-        problems += [f"bad version: {p}" for p in bad()]
+        if args:
+            problems = good(workflow=True)
+        else:
+            problems = good()
+            problems += [f"bad version: {p}" for p in bad()]
     except (DistmlError, OSError, ValueError, subprocess.TimeoutExpired) as e:
         problems = [str(e)]
     if problems:

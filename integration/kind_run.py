@@ -60,6 +60,8 @@ OPERATOR_LIFECYCLE = ["python", "-m", "integration.operator_prometheus"]
 # Then canary releases under load: a good version promoted with each step's measured share
 # within tolerance, a bad one (every model trained one step) rolled back by itself.
 CANARY_CHECK = ["python", "-m", "integration.canary_check"]
+# With Argo: the pipeline again, ending in a canary release of a longer-trained version.
+WORKFLOW_CANARY_CHECK = [*CANARY_CHECK, "--workflow"]
 # After the first deploy: a fresh work dir's `invoke down` must keep the run's cluster and
 # its Ready service (only the work dir that made a lab cluster deletes it).
 FOREIGN_DOWN = ["python", "-m", "integration.foreign_down"]
@@ -99,7 +101,8 @@ def steps(
     before, after = ([TARGETS_CHECK], [DASHBOARD_CHECK, ALERT_FAULT]) if monitoring else ([], [])
     if argo:  # ingest -> TFJobs in parallel -> select -> serve, watched to the end
         workflow = ["invoke", "workflow", "--watch", *BUDGET]
-        return [[*up, "--with-argo"], workflow, *before, load, *after]
+        canary = [WORKFLOW_CANARY_CHECK] if monitoring else []
+        return [[*up, "--with-argo"], workflow, *before, load, *after, *canary]
     deploy = [*DEPLOY, *(MONITORING_DEPLOY if monitoring else [])]
     recover = [["python", "-m", "integration.recovery", *fault] for fault in RECOVERY]
     return [

@@ -3,6 +3,9 @@ needs the kind cluster: nox -s integration -- standard --offline --with-monitori
 
 from __future__ import annotations
 
+import sys
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -41,3 +44,52 @@ def test_the_pattern_reads_what_the_traffic_gate_writes(stable, canary):
         ((weight, share, total),) = found
         assert weight == 20 and total == stable + canary
         assert abs(share - 100 * canary / total) <= 0.05
+
+
+def test_the_line_waited_for_is_the_one_workflow_canary_says(monkeypatch):
+    from types import SimpleNamespace
+
+    from runtime.cluster import canary_deploy, workflow
+
+    said: list[str] = []
+    monkeypatch.setattr(canary_deploy, "loaded_canary", lambda cx, p: None)
+    workflow._judge_canary(SimpleNamespace(out=said.append), SimpleNamespace(stable=3))
+    assert said[0].startswith(cc.JUDGING)
+
+
+def test_the_load_starts_when_the_line_comes_not_when_the_command_ends(monkeypatch, tmp_path):
+    # The command waits, after the line, for the load to have started: a line held in a
+    # buffer until the end would leave it waiting until its own timeout (exit 1).
+    started = tmp_path / "started"
+    script = (
+        "import pathlib, sys, time\n"
+        f"print('training'); print({cc.JUDGING!r} + ' it')\n"
+        "end = time.monotonic() + 20\n"
+        f"while not pathlib.Path({str(started)!r}).exists():\n"
+        "    if time.monotonic() > end: sys.exit(1)\n"
+        "    time.sleep(0.05)\n"
+        "print('promoted')\n"
+    )
+    loads: list[int] = []
+
+    def start_load(seconds):
+        loads.append(seconds)
+        started.touch()
+        return "load", "log"
+
+    monkeypatch.setattr(cc, "start_load", start_load)
+    monkeypatch.setattr(cc, "load_summary", lambda load, log, s: {"requests": 7, "of": load})
+    done, summary = cc.follow([sys.executable, "-c", script], 330)
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.splitlines()[-1] == "promoted"
+    assert loads == [330] and summary == {"requests": 7, "of": "load"}
+
+
+def test_a_command_that_never_judges_starts_no_load(monkeypatch):
+    monkeypatch.setattr(cc, "start_load", lambda s: pytest.fail("a load started"))
+    done, summary = cc.follow([sys.executable, "-c", "print('no canary'); raise SystemExit(0)"], 9)
+    assert (done.returncode, summary) == (0, {})
+
+
+def test_an_unknown_argument_is_refused():
+    assert cc.main(["--bogus"]) == 2

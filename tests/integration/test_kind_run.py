@@ -136,10 +136,11 @@ def test_without_monitoring_the_plan_is_as_before():
     assert not any("monitoring" in " ".join(s) or "dashboard" in " ".join(s) for s in plain)
 
 
-def test_the_argo_run_with_monitoring_checks_around_the_same_load():
+def test_the_argo_run_with_monitoring_checks_around_the_same_load_then_ends_in_a_canary():
     plan = kind_run.steps("standard", None, argo=True, monitoring=True)
     assert _names(plan) == ["up", "workflow", "dashboard_check --targets", "loadtest",
-                            "dashboard_check --training", "alert_fault"]  # fmt: skip
+                            "dashboard_check --training", "alert_fault",
+                            "canary_check --workflow"]  # fmt: skip
     assert {"--with-argo", "--with-monitoring"} <= set(plan[0])
 
 
@@ -149,7 +150,8 @@ def test_the_monitoring_steps_name_modules_and_a_service_that_exist():
     from k8s.monitoring import prometheus
 
     steps = (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK, kind_run.ALERT_FAULT,
-             kind_run.CANARY_CHECK, kind_run.OPERATOR_LIFECYCLE)  # fmt: skip
+             kind_run.CANARY_CHECK, kind_run.WORKFLOW_CANARY_CHECK,
+             kind_run.OPERATOR_LIFECYCLE)  # fmt: skip
     for step in steps:
         assert importlib.util.find_spec(step[2]) is not None, step
     own = f"services/{prometheus.OWN_SERVICE}:{prometheus.PORT}/proxy/{prometheus.TARGETS_PATH}"
