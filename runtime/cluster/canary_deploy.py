@@ -27,9 +27,12 @@ from k8s.monitoring import prometheus, scrape
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
 from k8s.providers.settings import Settings
 from ml import contract, contract_metrics
+
+# canary_cluster as a module, not its names: it imports runtime.cluster (run_job), whose
+# package imports this module, so either may be imported first.
+from runtime.canary import cluster as canary_cluster
 from runtime.canary import live
 from runtime.canary.analysis import analyse
-from runtime.canary.cluster import APPLY_TIMEOUT_S, ClusterCanary, Pods
 from runtime.canary.gates import Thresholds
 from runtime.canary.policy import Policy
 from runtime.cluster.apply import run_job
@@ -100,16 +103,18 @@ def loaded_canary(cx: ClusterContext, p: Prepared) -> int | None:
     in the folder by itself), or None when none shows within APPLY_TIMEOUT_S (nothing was
     published). For a canary published by something else than this process: a Workflow's
     selection step."""
-    probe = ClusterCanary(cx, p.s, ref=p.ref, stable=p.stable, version=0, address="", note=cx.out)
+    probe = canary_cluster.ClusterCanary(
+        cx, p.s, ref=p.ref, stable=p.stable, version=0, address="", note=cx.out
+    )
 
-    def judge_pods(pods: Pods) -> Any:
+    def judge_pods(pods: canary_cluster.Pods) -> Any:
         seen = {v for pod in pods.up for v in (pods.weights.get(pod) or {})}
         everywhere = bool(pods.up) and all(pods.weights.get(pod) for pod in pods.up)
         return Done(seen) if everywhere and len(seen) == 1 else Pending(f"canary {seen}")
 
     verdict = poll(
-        probe.pods, judge_pods, timeout=APPLY_TIMEOUT_S, interval=2.0, clock=cx.clock,
-        retry_on=(PrometheusError,), retry_for=30.0,
+        probe.pods, judge_pods, timeout=canary_cluster.APPLY_TIMEOUT_S, interval=2.0,
+        clock=cx.clock, retry_on=(PrometheusError,), retry_for=30.0,
     )  # fmt: skip
     return int(next(iter(verdict.value))) if isinstance(verdict, Done) else None
 
@@ -121,7 +126,7 @@ def judge(cx: ClusterContext, p: Prepared, version: int) -> int:
         f"http://{s.service}-predictor.{s.namespace}.svc.cluster.local"
     )
     events = Events(cx, s, isvc)
-    canary = ClusterCanary(
+    canary = canary_cluster.ClusterCanary(
         cx, s, ref=ref, stable=stable, version=version, address=address,
         note=cx.out,
     )  # fmt: skip
@@ -215,11 +220,11 @@ def _stable(cx: ClusterContext, s: Settings, ref: PrometheusRef) -> int:
     """The one version every predictor pod serves now (Prometheus's view)."""
     if cx.dry:
         return 0
-    probe = ClusterCanary(
+    probe = canary_cluster.ClusterCanary(
         cx, s, ref=ref, stable=0, version=0, address="", note=cx.out
     )  # only its view of the pods
     try:
-        pods: Pods = probe.pods()
+        pods: canary_cluster.Pods = probe.pods()
     except PrometheusError as e:
         raise ClusterError(f"the serving version cannot be read: {e}") from e
     # A pod still loading (scaled out just now) serves nothing yet ("") and gets no traffic.

@@ -153,3 +153,14 @@ def test_counted_between_readings_takes_new_and_restarted_pods_from_zero(a, b):
     assert counted_since(before, after, 1).total == 0, "another version's counts are not taken"
     restarted = reading(p1=sum(b))  # p1 restarted: its counter began again at 0
     assert counted_since(after, restarted, 2).total == sum(b)
+
+
+@pytest.mark.parametrize("module", ["runtime.canary.cluster", "runtime.cluster.canary_deploy"])
+def test_either_side_of_the_import_cycle_imports_first(module):
+    # runtime.canary.cluster imports runtime.cluster, whose package imports canary_deploy,
+    # which imports runtime.canary.cluster: a fresh interpreter, each one first.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-600:]
