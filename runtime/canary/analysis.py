@@ -4,8 +4,10 @@ The runtime supplies how the traffic is split (``Split``: the local server's wei
 the cluster's replicas) and how an interval is measured (``measure``: the server's
 ``/metrics`` or Prometheus, plus the labelled sample sent to each version). This module
 only sequences them, on a ``Clock`` (``time``, or a fake one in tests), and guarantees the
-ending: whatever stops the loop before a promotion (a rollback decision, ``abort`` from the
-control, Ctrl-C, SIGTERM, an error in the loop itself) rolls back, and the record says why.
+ending: whatever stops the loop before a decision to promote (a rollback decision, ``abort``
+from the control, Ctrl-C, SIGTERM, an error in the loop itself) rolls back, and the record
+says why; once promoting, nothing rolls back, and a promotion or rollback that does not
+finish says what is left and the command that ends it.
 """
 
 from __future__ import annotations
@@ -156,8 +158,8 @@ def analyse(
     it, if it was not a decision)."""
     canary = Canary(policy)
     result = Result(Decision(Action.HOLD, canary.weight, "starting"))
-    try:
-        with sigterm_unwinds():
+    with sigterm_unwinds():
+        try:
             split.set_weight(canary.weight)
             while result.decision.action not in (Action.PROMOTE, Action.ROLLBACK):
                 if word := _wait(policy.interval_s, clock, control):
@@ -169,13 +171,33 @@ def analyse(
                 out(interval.line(len(result.intervals)))
                 if interval.decision.action is Action.STEP:
                     split.set_weight(interval.decision.weight)
-            if result.promoted:
-                split.promote(result)
-                return result
-    except BaseException as e:
-        result.decision = Decision(Action.ROLLBACK, 0, f"stopped: {type(e).__name__} {e}")
-        out(f"canary stopped ({result.decision.reason}): rolling back")
-        split.rollback(result)
-        raise
-    split.rollback(result)
+        except BaseException as e:
+            result.decision = Decision(Action.ROLLBACK, 0, f"stopped: {type(e).__name__} {e}")
+            out(f"canary stopped ({result.decision.reason}): rolling back")
+            _end(split, result, canary.weight, out)
+            raise
+        # Decided: from here nothing turns a promotion into a rollback (its copy may
+        # serve already); a stop or an error says what is left and how to finish.
+        _end(split, result, canary.weight, out)
     return result
+
+
+def _end(split: Split, result: Result, weight: int, out: Callable[[str], None]) -> None:
+    """Promote or roll back, as decided; if that fails or is stopped, say what may be
+    left and how to end it, then re-raise."""
+    try:
+        (split.promote if result.promoted else split.rollback)(result)
+    except BaseException as e:
+        why = f"{type(e).__name__} {e}".strip()
+        if result.promoted:
+            out(
+                f"the promotion did not finish ({why}); it is not rolled back, as its copy "
+                "may serve already: `invoke status` shows what serves, and `invoke canary "
+                "--promote` finishes it while the canary is still there"
+            )
+        else:
+            out(
+                f"the rollback did not finish ({why}): the canary may still answer up to "
+                f"{weight}% of the requests; `invoke canary --abort` ends it"
+            )
+        raise

@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from common.errors import DistmlError
 from runtime.canary.analysis import MeasurementError, Stopped, analyse
 from runtime.canary.gates import Figures, Thresholds
 from runtime.canary.policy import Action, Policy
@@ -145,3 +146,45 @@ def test_sigterm_rolls_back_and_the_handler_is_restored():
         analyse(POLICY, Thresholds(), split, measures(GOOD), lambda: None, clock, print)
     assert split.calls == [(0, "weight 10"), (10, "rollback")]
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+class FailingEnd(RecordingSplit):
+    """A split whose promotion or rollback is stopped half way (``error`` raised)."""
+
+    def __init__(self, clock: FakeClock, error: BaseException) -> None:
+        super().__init__(clock)
+        self.error = error
+
+    def promote(self, result) -> None:
+        super().promote(result)
+        raise self.error
+
+    def rollback(self, result) -> None:
+        super().rollback(result)
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error", [KeyboardInterrupt(), DistmlError("timed out")], ids=["ctrl-c", "error"]
+)
+def test_a_promotion_stopped_half_way_is_never_rolled_back(error):
+    # Its copy may serve already: a rollback on top would set aside the version serving.
+    clock, lines = FakeClock(), []
+    split = FailingEnd(clock, error)
+    with pytest.raises(type(error)):
+        analyse(POLICY, Thresholds(), split, measures(*[GOOD] * 4), lambda: None, clock,
+                lines.append)  # fmt: skip
+    assert [c for _, c in split.calls if not c.startswith("weight")] == ["promote"]
+    assert "it is not rolled back" in lines[-1] and "`invoke canary --promote`" in lines[-1]
+
+
+def test_a_rollback_that_does_not_finish_says_the_share_left_and_how_to_end_it():
+    clock, lines = FakeClock(), []
+    split = FailingEnd(clock, DistmlError("the end Job stayed Pending"))
+    with pytest.raises(DistmlError):
+        analyse(POLICY, Thresholds(), split, measures(GOOD, GOOD, BAD), lambda: None, clock,
+                lines.append)  # fmt: skip
+    assert lines[-1] == (
+        "the rollback did not finish (DistmlError the end Job stayed Pending): the canary may "
+        "still answer up to 50% of the requests; `invoke canary --abort` ends it"
+    )
