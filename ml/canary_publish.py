@@ -21,7 +21,8 @@ This command ends it, with the orchestration's analysis (FILE: a JSON object, ke
 
 Both hold ``ml.select``'s publish lock, and both finish when run again after being killed
 at any point: a promote whose copy already serves only cleans up, and a run after the end
-says so and exits 0.
+says so and exits 0. A reject after a promote killed once its copy served is refused (exit
+1): the version serves already, and only the promotion can finish.
 
 Exit codes: 0 ended (or already ended with this record); 1 no canary to end, or the volume
 is full; 2 bad arguments or record file (nothing changed); 3 another publish held the lock
@@ -196,6 +197,13 @@ def reject(volume: Path, service: str, record: dict[str, Any]) -> str:
     if found is None:
         return _already_ended(volume, service, record, promoted=False)
     root, n = found
+    copy = _serving_copy(Path(contract.serving_dir(volume, service)), root / str(n))
+    if copy is not None:  # a promote killed after its copy: rejecting would hide what serves
+        raise NoCanary(
+            f"cannot reject canary version {n}: a promotion stopped half way has made it "
+            f"serving version {copy} already; finish that promotion (--promote, which "
+            "`invoke canary --promote` runs)"
+        )
     kept = Path(contract.rejected_dir(volume, service)) / str(n)
     if kept.exists():
         raise NoCanary(f"cannot reject canary version {n}: {kept} already exists; move it away")

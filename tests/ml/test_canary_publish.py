@@ -424,3 +424,24 @@ def test_any_record_text_is_a_record_or_a_clean_exit_2(text):
             code = cp.main(argv[3:])
     assert code == (1 if _is_object(text.encode("utf-8", "surrogatepass")) else 2), err.getvalue()
     assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()
+
+
+def test_a_reject_after_a_promote_killed_once_its_copy_serves_is_refused(
+    volume, tmp_path, monkeypatch, capsys
+):
+    # Setting the canary aside now would leave serving version 2 with its model gone from
+    # the canary folder and a record saying it was rejected.
+    with monkeypatch.context() as mp:
+        PROMOTE_KILLS["renamed into serving"](mp, volume)
+        with pytest.raises(Killed):
+            end(volume, record_file(tmp_path))
+    before = serving_files(volume)
+    capsys.readouterr()
+    assert end(volume, record_file(tmp_path), "--reject") == 1
+    err = capsys.readouterr().err
+    assert "promotion stopped half way has made it serving version 2" in err
+    assert "`invoke canary --promote`" in err
+    assert serving_files(volume) == before and "2" in names(canary(volume))
+    assert not rejected(volume).exists() or names(rejected(volume)) == []
+    assert end(volume, record_file(tmp_path)) == 0, "the promotion still finishes"
+    assert names(canary(volume)) == [] and names(serving(volume)) == ["1", "2"]
