@@ -311,6 +311,29 @@ def refuse_during_canary(cx: ClusterContext, verb: str) -> None:
             f"a canary is running (`invoke deploy --canary`, pid {pid}); `{verb}` waits for "
             "it to end, or end it now with `invoke canary --promote` or `--abort`"
         )
+    if left := _canary_left(cx):
+        raise ClusterError(
+            f"canary version {left} is loaded in the predictor pods with no `invoke deploy "
+            f"--canary` running (one was killed?), and takes its share of the requests "
+            f"unjudged; `{verb}` would change the version beside it: end it first with "
+            "`invoke canary --abort` or `--promote`"
+        )
+
+
+def _canary_left(cx: ClusterContext) -> str:
+    """The canary versions Prometheus shows loaded in the predictor pods ("" for none, or
+    when there is no Prometheus: no canary runs on a cluster without one)."""
+    s = cx.settings()
+    ref = prometheus.ref(s)
+    if ref is None or cx.dry:
+        return ""
+    query = contract_metrics.canary_weights(s.namespace, s.service)
+    try:
+        found = prometheus.instant(cx.kube, ref, query, kubectl=cx.provider.kubectl)
+    except prometheus.PrometheusError as e:
+        cx.out(f"note: whether a canary is left in the predictor pods cannot be read ({e})")
+        return ""
+    return ", ".join(sorted({labels.get("version", "?") for labels, _ in found}))
 
 
 def rollback(cx: ClusterContext) -> int:

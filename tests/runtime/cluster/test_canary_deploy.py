@@ -23,7 +23,7 @@ from invoke import Config, MockContext
 from k8s import manifests
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT, PrometheusRef
 from k8s.providers.settings import Settings
-from ml import canary_publish, contract
+from ml import canary_publish, contract, contract_metrics
 from ml.publishing import serving_versions
 from ml.raw import FILES
 from runtime.canary import live
@@ -226,3 +226,24 @@ def test_the_stable_is_the_one_version_every_loaded_pod_serves(
     else:
         with pytest.raises(ClusterError, match=re.escape(says)):
             canary_deploy._stable(cx, s, REF)
+
+
+def test_a_canary_left_loaded_refuses_a_plain_deploy_and_a_rollback(rig, tmp_path, monkeypatch):
+    # The `deploy --canary` that published it was killed: nothing runs here, but the pods
+    # hold the canary (Prometheus shows its weight), and a new stable would go beside it.
+    lines: list[str] = []
+    rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
+    promql = contract_metrics.canary_weights(NS, SVC)
+    version = canary_publish.publish_canary(rig.root / "export", rig.root, SVC, {"source": "x"})
+    try:
+        rig.prom.wait_for("the canary loaded", lambda: rig.prom.query(promql))
+        for verb, act in (("deploy", lambda: rt.deploy(DeployRequest(force=True))),
+                          ("rollback", rt.rollback)):  # fmt: skip
+            with pytest.raises(ClusterError) as err:
+                act()
+            assert f"canary version {version} is loaded in the predictor pods" in str(err.value)
+            assert f"`{verb}` would change" in str(err.value)
+        assert kube.ran == [], "no Job ran"
+    finally:  # the rig is the module's: gone, as Prometheus sees it, for the next test
+        canary_publish.reject(rig.root, SVC, {"reason": "test over"})
+        rig.prom.wait_for("the canary gone", lambda: not rig.prom.query(promql))
