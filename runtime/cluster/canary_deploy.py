@@ -98,25 +98,50 @@ def deploy_canary(cx: ClusterContext, request: DeployRequest) -> int:
     return judge(cx, p, version)
 
 
+def none_loaded(p: Prepared) -> str:
+    """What :func:`loaded_canary`'s None means, said."""
+    return (
+        f"no canary: version {p.stable} keeps serving; no predictor pod loaded one within "
+        f"{canary_cluster.APPLY_TIMEOUT_S:.0f} s: the select step published none (its log "
+        "says why), or the pods could not load it (their logs say why; then `invoke canary "
+        "--abort` sets it aside)"
+    )
+
+
 def loaded_canary(cx: ClusterContext, p: Prepared) -> int | None:
     """The canary version every predictor pod has loaded (at weight 0: its server finds it
-    in the folder by itself), or None when none shows within APPLY_TIMEOUT_S (nothing was
-    published). For a canary published by something else than this process: a Workflow's
-    selection step."""
+    in the folder by itself), or None when no pod shows one within APPLY_TIMEOUT_S (none
+    was published, or no pod could load it). For a canary published by something else than
+    this process: a Workflow's selection step. ClusterError when some pods hold it and
+    others do not: it takes their share of the requests unjudged."""
     probe = canary_cluster.ClusterCanary(
         cx, p.s, ref=p.ref, stable=p.stable, version=0, address="", note=cx.out
     )
+    holding: dict[str, set[str]] = {}  # pod -> canary versions, at the last look
 
     def judge_pods(pods: canary_cluster.Pods) -> Any:
-        seen = {v for pod in pods.up for v in (pods.weights.get(pod) or {})}
-        everywhere = bool(pods.up) and all(pods.weights.get(pod) for pod in pods.up)
+        holding.clear()
+        holding.update({pod: set(pods.weights.get(pod) or {}) for pod in pods.up})
+        seen = set().union(*holding.values())
+        everywhere = bool(pods.up) and all(holding.values())
         return Done(seen) if everywhere and len(seen) == 1 else Pending(f"canary {seen}")
 
     verdict = poll(
         probe.pods, judge_pods, timeout=canary_cluster.APPLY_TIMEOUT_S, interval=2.0,
         clock=cx.clock, retry_on=(PrometheusError,), retry_for=30.0,
     )  # fmt: skip
-    return int(next(iter(verdict.value))) if isinstance(verdict, Done) else None
+    if isinstance(verdict, Done):
+        return int(next(iter(verdict.value)))
+    if any(holding.values()):
+        held = "; ".join(
+            f"{pod}: {', '.join(sorted(v)) or 'none'}" for pod, v in sorted(holding.items())
+        )
+        raise ClusterError(
+            f"the predictor pods do not all hold one canary after "
+            f"{canary_cluster.APPLY_TIMEOUT_S:.0f} s ({held}): the others could not load it "
+            "(their logs say why); `invoke canary --abort` sets it aside"
+        )
+    return None
 
 
 def judge(cx: ClusterContext, p: Prepared, version: int) -> int:

@@ -116,7 +116,7 @@ def _judge_canary(cx: ClusterContext, p: canary_deploy.Prepared) -> int:
     cx.out("== canary: the Workflow's selection step published it; judging it from here")
     version = canary_deploy.loaded_canary(cx, p)
     if version is None:
-        cx.out(f"no canary: version {p.stable} keeps serving (the select step's log says why)")
+        cx.out(canary_deploy.none_loaded(p))
         return 0
     return canary_deploy.judge(cx, p, version)
 

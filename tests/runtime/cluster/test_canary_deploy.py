@@ -247,3 +247,33 @@ def test_a_canary_left_loaded_refuses_a_plain_deploy_and_a_rollback(rig, tmp_pat
     finally:  # the rig is the module's: gone, as Prometheus sees it, for the next test
         canary_publish.reject(rig.root, SVC, {"reason": "test over"})
         rig.prom.wait_for("the canary gone", lambda: not rig.prom.query(promql))
+
+
+@pytest.mark.parametrize(
+    ("weights", "expect"),
+    [
+        ({"a": {"5": 0.0}, "b": {"5": 0.0}}, 5),
+        ({}, None),  # nothing published, or no pod could load it: said by none_loaded
+        ({"a": {"5": 0.0}}, "do not all hold one canary after 180 s (a: 5; b: none)"),
+    ],
+    ids=["every pod", "no pod", "some pods"],
+)
+def test_a_workflows_canary_counts_once_every_pod_holds_it(monkeypatch, tmp_path, weights, expect):
+    from runtime.canary.cluster import ClusterCanary, Pods
+    from runtime.canary.policy import Policy
+    from tests.support.fakekube import FakeClock
+
+    pods = Pods(frozenset({"a", "b"}), weights, {"a": "4", "b": "4"})
+    monkeypatch.setattr(ClusterCanary, "pods", lambda self: pods)
+    c = MockContext(config=Config(overrides={"run": {"dry": False}}))
+    wd = Workdir.at(tmp_path / "wd")
+    cx = ClusterRuntime(c, "kind", wd, REPO, kube=JobsRunHere(), clock=FakeClock()).cx
+    p = canary_deploy.Prepared(Settings(image="x", service=SVC), {}, REF, 4, 1.0, Policy())
+    if isinstance(expect, str):
+        with pytest.raises(ClusterError, match=re.escape(expect)):
+            canary_deploy.loaded_canary(cx, p)
+    else:
+        assert canary_deploy.loaded_canary(cx, p) == expect
+    assert "published none (its log says why), or the pods could not load it" in (
+        canary_deploy.none_loaded(p)
+    )
