@@ -44,7 +44,7 @@ from ml import contract_metrics as cm
 from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
-from runtime.canary.local import figures
+from runtime.canary.local import figures, last_json
 from runtime.cluster.apply import run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 
@@ -193,7 +193,7 @@ class ClusterCanary:
                 logs = self._job(jobs.sample_job(self.s, urls), "the labelled sample")
             except ClusterError as e:
                 return self._unscored(str(e).splitlines()[0])
-            found = _last_json(logs)
+            found = last_json(logs)
             if not isinstance(found.get("accuracy"), dict):
                 return self._unscored("the sample Job printed no accuracy")
             self._accuracy = {str(k): float(v) for k, v in found["accuracy"].items()}
@@ -229,15 +229,3 @@ class ClusterCanary:
                 f"timed out after {APPLY_TIMEOUT_S:.0f} s waiting for {what} "
                 f"({getattr(verdict, 'status', verdict)}); Prometheus {self.ref} reads the pods"
             )
-
-
-def _last_json(logs: str) -> dict[str, Any]:
-    """The last line of ``logs`` that is a JSON object ({} when none is)."""
-    for line in reversed(logs.strip().splitlines()):
-        try:
-            found = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(found, dict):
-            return found
-    return {}

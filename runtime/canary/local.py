@@ -158,7 +158,10 @@ class LocalCanary:
             if done.returncode != 0:
                 lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
                 return self._unscored(lines[-1])
-            self._accuracy = json.loads(done.stdout.strip().splitlines()[-1])["accuracy"]
+            found = last_json(done.stdout)
+            if not isinstance(found.get("accuracy"), dict):
+                return self._unscored("the sample printed no accuracy")
+            self._accuracy = {str(k): float(v) for k, v in found["accuracy"].items()}
         return self._accuracy
 
     def _page(self) -> Page:
@@ -174,6 +177,20 @@ class LocalCanary:
         )  # fmt: skip
         if not isinstance(verdict, Done):
             raise DistmlError(
-                f"timed out after {APPLY_TIMEOUT_S:.0f} s waiting for {what}; a server "
-                "started by an older distml has no canary support: `invoke down`, then deploy"
+                f"timed out after {APPLY_TIMEOUT_S:.0f} s waiting for {what}: the server's log "
+                "(logs/serve.log in the work dir) says why (a canary it could not load; a server "
+                "started by an older distml has no canary support: `invoke down`, then deploy)"
             )
+
+
+def last_json(text: str) -> dict[str, Any]:
+    """The last line of ``text`` that is a JSON object ({} when none is): what
+    ``ml.sample_accuracy`` prints last."""
+    for line in reversed(text.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return {}

@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
@@ -20,7 +22,7 @@ from ml import contract
 from ml import contract_metrics as sm
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
-from runtime.canary.local import LocalCanary
+from runtime.canary.local import LocalCanary, last_json
 from runtime.canary.policy import Action, Decision
 
 SERVICE = "tf-mnist"
@@ -184,3 +186,45 @@ def test_the_record_holds_every_intervals_figures():
     assert record["decision"] == "rollback" and record["reason"] == "1 failed measurement(s)"
     (interval,) = record["intervals"]
     assert interval["canary"]["errors"] == 10 and interval["gates"]["errors"][0] == "fail"
+
+
+@pytest.mark.parametrize(
+    ("stdout", "note"),
+    [
+        ("", "the sample printed no accuracy"),
+        ('progress\n{"accuracy": "90%"}\n', "the sample printed no accuracy"),
+        ('{"accuracy": {"1": 0.9, "2": 0.8}}\nbye\n', None),
+    ],
+    ids=["silent", "not a mapping", "the last object line"],
+)
+def test_a_sample_that_exits_0_is_read_from_its_last_json_line(served, stdout, note):
+    _, url, volume = served
+    notes: list[str] = []
+
+    def scored(argv):
+        return subprocess.CompletedProcess(argv, 0, stdout, "")
+
+    c = canary(url, volume, score=scored, notes=notes)
+    c.set_weight(10)
+    stable, new = c.measure(30)
+    if note:
+        assert (new.accuracy, notes) == (None, [f"accuracy sample not scored: {note}"])
+    else:
+        assert (stable.accuracy, new.accuracy, notes) == (0.9, 0.8, [])
+
+
+@given(st.text())
+def test_any_output_is_read_without_raising(text):
+    assert isinstance(last_json(text), dict)
+
+
+# Lines that are not JSON: no character splitlines() splits on (controls, Zl, Zp).
+LINE = st.text(st.characters(blacklist_categories=("Cc", "Zl", "Zp")))
+NOISE = st.lists(LINE.map(lambda t: "# " + t))
+OBJECTS = st.dictionaries(st.text(), st.one_of(st.integers(), st.text(), st.floats(0, 1)))
+
+
+@given(NOISE, OBJECTS, NOISE)
+def test_the_last_object_line_is_found_among_any_other_lines(before, obj, after):
+    text = "\n".join([*before, json.dumps(obj), *after])
+    assert last_json(text) == obj
