@@ -126,6 +126,7 @@ class ClusterCanary:
         self.stable, self.version, self.address = stable, version, address
         self._unscored = live.Unscored(note)
         self._counted: Totals = {}
+        self._unread = ""  # why the last interval's start could not be read, if it could not
         self._accuracy: dict[str, float] | None = None
 
     # --- Split -------------------------------------------------------------------------
@@ -137,7 +138,10 @@ class ClusterCanary:
             lambda pods: pods.lacking(lambda p: pods.weights.get(p) == {v: weight}),
             f"every predictor pod to send {weight}% of its requests to version {v}",
         )
-        self._counted = self._totals()  # the next interval counts from here
+        try:
+            self._counted = self._totals()  # the next interval counts from here
+        except PrometheusError as e:  # that interval cannot be measured: the next one can
+            self._counted, self._unread = {}, str(e)
 
     def promote(self, result: Result) -> None:
         self._end(result, promote=True)
@@ -169,6 +173,9 @@ class ClusterCanary:
         except PrometheusError as e:
             raise MeasurementError(str(e)) from e
         before, self._counted = self._counted, now
+        if self._unread:
+            unread, self._unread = self._unread, ""
+            raise MeasurementError(f"the interval's start could not be read: {unread}")
         accuracy = self._accuracies()
         stable, canary = (
             figures(counted_since(before, now, v), accuracy.get(str(v)))

@@ -19,13 +19,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from invoke import Config, MockContext
 
-from k8s.monitoring.prometheus import PrometheusRef
+from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
 from k8s.providers.settings import Settings
 from loadtest.metrics_text import Counts
 from ml import canary_publish, contract
 from ml.publishing import serving_versions
 from ml.raw import FILES
-from runtime.canary.analysis import Result
+from runtime.canary.analysis import MeasurementError, Result
 from runtime.canary.cluster import ClusterCanary, Pods, counted_since
 from runtime.canary.policy import Action, Decision
 from runtime.cluster import ClusterRuntime
@@ -129,6 +129,29 @@ def test_a_rolled_back_canary_is_set_aside_and_the_stable_serves_on(rig, tmp_pat
     assert contract.read_publish(kept / contract.PUBLISH_FILE)["rejected"]["reason"] == (
         "errors: 5 of 5"
     )
+
+
+def test_an_unread_interval_start_is_a_measurement_error_not_a_stop(rig, tmp_path, monkeypatch):
+    # Prometheus fails the reading right after a step: that interval is an error (the
+    # policy's consecutive-error limit applies), the next one counts from its own start.
+    canary, _ = canary_of(rig, tmp_path, [])
+    real, calls = ClusterCanary._totals, []
+
+    def flaky(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise PrometheusError("HTTP 503 from the proxy")
+        return real(self)
+
+    monkeypatch.setattr(ClusterCanary, "_totals", flaky)
+    canary.set_weight(50)
+    with pytest.raises(MeasurementError, match="interval's start could not be read: HTTP 503"):
+        canary.measure(30)
+    send(rig.url, 10, 0)
+    wait_counted(rig, canary, 10)
+    stable, new = canary.measure(30)
+    assert (stable.requests, new.requests) == (5, 5)
+    canary.rollback(Result(Decision(Action.ROLLBACK, 0, "test over")))
 
 
 def test_a_failed_job_is_a_clear_error(rig, tmp_path):
