@@ -303,10 +303,13 @@ class Events:
     def record(self, line: str) -> None:
         if self.failed or not self.isvc:
             return
-        warning = line.startswith(("error:", "canary stopped")) or "-> rollback" in line
-        reason = (
+        warning = (
+            line.startswith(("error:", "canary stopped", "the promotion", "the rollback"))
+            or "-> rollback" in line
+        )
+        reason = (  # stopped (Ctrl-C, SIGTERM, an error): rolled back, then re-raised
             "CanaryRolledBack"
-            if line.startswith("error:")
+            if line.startswith(("error:", "canary stopped"))
             else ("CanaryPromoted" if line.startswith("promoted:") else "CanaryAnalysis")
         )
         try:

@@ -277,3 +277,27 @@ def test_a_workflows_canary_counts_once_every_pod_holds_it(monkeypatch, tmp_path
     assert "published none (its log says why), or the pods could not load it" in (
         canary_deploy.none_loaded(p)
     )
+
+
+def test_every_ending_said_is_an_event_of_its_kind(tmp_path):
+    # A stop (Ctrl-C, SIGTERM) rolls back before it is re-raised: no `error:` line follows,
+    # so its own line is the CanaryRolledBack Event.
+    c = MockContext(config=Config(overrides={"run": {"dry": False}}))
+    kube = JobsRunHere()
+    cx = ClusterRuntime(c, "kind", Workdir.at(tmp_path / "wd"), REPO, kube=kube, clock=time).cx
+    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "metadata": {"name": SVC, "uid": "u1"}}
+    said = canary_deploy.Events(cx, Settings(image="x", namespace=NS, service=SVC), isvc)
+    for line in (
+        "[1] canary 20%: traffic pass (...) -> hold (pass 1 of 2)",
+        "[2] canary 20%: errors fail (...) -> rollback (errors)",
+        "canary stopped (stopped: KeyboardInterrupt ): rolling back",
+        "the rollback did not finish (DistmlError x): ...",
+        "error: version 5 was rolled back (errors); version 4 serves every request",
+        "promoted: version 5 serves every request (every step passed)",
+    ):
+        said.record(line)
+    assert [(r, t) for r, t, _ in events(kube)] == [
+        ("CanaryAnalysis", "Normal"), ("CanaryAnalysis", "Warning"),
+        ("CanaryRolledBack", "Warning"), ("CanaryAnalysis", "Warning"),
+        ("CanaryRolledBack", "Warning"), ("CanaryPromoted", "Normal"),
+    ]  # fmt: skip
