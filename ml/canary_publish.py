@@ -137,6 +137,9 @@ def publish_canary(source: Path, volume: Path, service: str, record: dict[str, A
         "published_at": utc_now(),
         "canary": True,
     }
+    # A weight file a late weight Job wrote after the last canary ended: the new one
+    # starts at 0, until the orchestration sets its first step.
+    Path(contract.canary_weight_path(volume, service)).unlink(missing_ok=True)
     _stage(source, Path(contract.canary_dir(volume, service)), version, record)
     return version
 

@@ -445,3 +445,14 @@ def test_a_reject_after_a_promote_killed_once_its_copy_serves_is_refused(
     assert not rejected(volume).exists() or names(rejected(volume)) == []
     assert end(volume, record_file(tmp_path)) == 0, "the promotion still finishes"
     assert names(canary(volume)) == [] and names(serving(volume)) == ["1", "2"]
+
+
+def test_a_new_canary_starts_at_no_share_whatever_weight_file_was_left(volume, tmp_path):
+    # A weight Job that wrote after the last canary ended would otherwise hand the next
+    # one that share before it was judged at all.
+    assert end(volume, record_file(tmp_path), "--reject") == 0
+    weight = Path(contract.canary_weight_path(volume, SERVICE))
+    weight.write_text('{"weight": 50}')  # the late write
+    source = make_version(tmp_path / "candidate", 9, {"source": "y"}, payload=b"newer")
+    version = cp.publish_canary(source, volume, SERVICE, {"source": "y"})
+    assert names(canary(volume)) == [str(version)] and not weight.exists()
