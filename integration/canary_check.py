@@ -32,7 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common.errors import DistmlError
+from common.poll import Done, Pending, poll
 from integration.kind_run import NAMESPACE, context, workdir
+from k8s.client.kube import KubeError
+from k8s.client.objects import ISVC_API, condition, format_condition, is_true
 from ml.contract import DEFAULT_SERVICE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +56,12 @@ WORKFLOW = [
 ]  # fmt: skip
 #: What ``invoke workflow --canary`` says once the Workflow succeeded, before it judges.
 JUDGING = "== canary: the Workflow's selection step published it"
+# Before it: the InferenceService Ready. A Workflow serves with the HPA on CPU, up to 8
+# replicas; after the alert fault, it scaled to 8 on 2 CPUs (5 Pending, so the Deployment
+# lacked minimum availability) and comes back once its 5 min CPU initialization and 5 min
+# stabilization windows have passed. A canary is refused until then, as it should be.
+READY_WAIT_S = 1200
+READY_POLL_S = 5.0
 # From that line: the pods' loading, four intervals, the weight, sample and end Jobs, with
 # a margin (an interval left without load would be Inconclusive, not a pass).
 WORKFLOW_LOAD_S = 420
@@ -144,6 +153,33 @@ def follow(argv: list[str], seconds: int) -> tuple[subprocess.CompletedProcess, 
     return done, load_summary(*load, seconds) if load else {}
 
 
+def wait_ready() -> list[str]:
+    """Wait for the InferenceService to be Ready (saying so); the problem, if it is not."""
+    from k8s.client.kube import ApiKube
+
+    kube, started = ApiKube(context()), time.monotonic()
+
+    def judge(isvc: dict | None) -> Done | Pending:
+        return Done(isvc) if is_true(isvc, "Ready") else Pending(ready_says(isvc))
+
+    verdict = poll(
+        lambda: kube.get(ISVC_API, "InferenceService", DEFAULT_SERVICE, NAMESPACE), judge,
+        timeout=READY_WAIT_S, interval=READY_POLL_S, retry_on=(KubeError,),
+        on_change=lambda line: print(f"  isvc: {line}", flush=True), what="the InferenceService",
+    )  # fmt: skip
+    waited = time.monotonic() - started
+    if isinstance(verdict, Done):
+        print(f"canary check: InferenceService {DEFAULT_SERVICE} Ready after {waited:.0f} s")
+        return []
+    return [f"InferenceService {DEFAULT_SERVICE} not Ready after {waited:.0f} s: {verdict}"]
+
+
+def ready_says(isvc: dict | None) -> str:
+    """Why an InferenceService is not Ready, as its Ready condition says."""
+    cond = condition(isvc, "Ready") if isvc else None
+    return format_condition(cond) if cond else "no Ready condition yet"
+
+
 def events(reason: str) -> list[str]:
     from k8s.client.kube import ApiKube
 
@@ -198,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     try:
         if args:
-            problems = good(workflow=True)
+            problems = wait_ready() or good(workflow=True)
         else:
             problems = good()
             problems += [f"bad version: {p}" for p in bad()]

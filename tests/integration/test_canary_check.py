@@ -93,3 +93,39 @@ def test_a_command_that_never_judges_starts_no_load(monkeypatch):
 
 def test_an_unknown_argument_is_refused():
     assert cc.main(["--bogus"]) == 2
+
+
+class Isvcs:
+    """An API server's answers for the InferenceService, one per look (the last repeats)."""
+
+    def __init__(self, *ready: str) -> None:
+        self.answers = [
+            {"status": {"conditions": [{"type": "Ready", "status": r, "reason": "X"}]}}
+            for r in ready
+        ]
+
+    def __call__(self, context: str) -> Isvcs:
+        return self
+
+    def get(self, api_version, kind, name, namespace):
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def test_the_workflow_check_waits_for_the_service_ready_first(monkeypatch, capsys):
+    from k8s.client import kube
+
+    monkeypatch.setattr(cc, "READY_POLL_S", 0.01)
+    monkeypatch.setattr(kube, "ApiKube", Isvcs("False", "False", "True"))
+    assert cc.wait_ready() == []
+    out = capsys.readouterr().out
+    assert "isvc: Ready=False (X)" in out and f"{cc.DEFAULT_SERVICE} Ready after" in out
+
+
+def test_a_service_never_ready_is_a_problem_and_no_canary_is_tried(monkeypatch):
+    from k8s.client import kube
+
+    monkeypatch.setattr(cc, "READY_POLL_S", 0.01)
+    monkeypatch.setattr(cc, "READY_WAIT_S", 0.05)
+    monkeypatch.setattr(kube, "ApiKube", Isvcs("False"))
+    monkeypatch.setattr(cc, "good", lambda workflow: pytest.fail("a canary was tried"))
+    assert cc.main(["--workflow"]) == 1
