@@ -53,9 +53,11 @@ def predictor_pids(proc: Path = Path("/proc")) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            raw = (entry / "cmdline").read_bytes()
         except OSError:
             continue  # gone, or not ours to read
+        # Any process's arguments, not only UTF-8 ones (the marks are ASCII).
+        cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
         if all(mark in cmdline for mark in PREDICTOR_MARKS):
             found.append(int(entry.name))
     return sorted(found)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import DistmlError
+from common.poll import Done, Pending, poll
 from integration import alert_fault as af
 from k8s.monitoring import prometheus
 from k8s.monitoring.prometheus import PrometheusRef
@@ -43,6 +44,13 @@ def serve_alerts(kube: FakeKube, pid: int, *, always: bool = False) -> None:
 @pytest.fixture
 def stand_in():
     proc = subprocess.Popen(STAND_IN)
+    # Popen returns once exec has begun; the kernel sets the new command line a moment
+    # later (an empty /proc/<pid>/cmdline meanwhile, seen under load): wait for it.
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    verdict = poll(
+        cmdline.read_bytes, lambda b: Done(b) if b else Pending(), timeout=10, interval=0.01
+    )
+    assert isinstance(verdict, Done), "the stand-in never showed its command line"
     yield proc
     proc.kill()
     proc.wait()
@@ -52,7 +60,7 @@ def test_the_predictors_are_found_by_their_command_line(stand_in, tmp_path):
     assert stand_in.pid in af.predictor_pids()
     fake_proc = tmp_path / "proc"
     for pid, cmd in {"7": b"python\0-m\0ml.serve\0/mnt/models\0", "8": b"python\0-m\0ml.train\0",
-                     "self": b"x"}.items():  # fmt: skip
+                     "9": b"dpkg\0--unpack\0caf\xe9.deb\0", "self": b"x"}.items():  # fmt: skip
         (fake_proc / pid).mkdir(parents=True)
         (fake_proc / pid / "cmdline").write_bytes(cmd)
     assert af.predictor_pids(fake_proc) == [7]
