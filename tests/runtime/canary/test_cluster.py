@@ -27,6 +27,7 @@ from ml.publishing import serving_versions
 from ml.raw import FILES
 from runtime.canary.analysis import MeasurementError, Result
 from runtime.canary.cluster import ClusterCanary, Pods, counted_since
+from runtime.canary.gates import Figures
 from runtime.canary.policy import Action, Decision
 from runtime.cluster import ClusterRuntime
 from runtime.cluster.context import ClusterError
@@ -114,13 +115,18 @@ def test_a_canary_takes_its_share_exactly_and_is_promoted(rig, tmp_path):
     ] and all(code == 0 for _, _, code in kube.ran)  # fmt: skip
 
 
+def measured_after_ten(rig: Rig, canary: ClusterCanary) -> tuple[Figures, Figures]:
+    """Ten predict requests sent, counted by Prometheus, then one interval measured."""
+    send(rig.url, 10, 0)
+    wait_counted(rig, canary, 10)
+    return canary.measure(30)
+
+
 def test_a_rolled_back_canary_is_set_aside_and_the_stable_serves_on(rig, tmp_path):
     lines: list[str] = []
     canary, _ = canary_of(rig, tmp_path, lines)
     canary.set_weight(50)
-    send(rig.url, 10, 0)
-    wait_counted(rig, canary, 10)
-    stable, new = canary.measure(30)
+    stable, new = measured_after_ten(rig, canary)
     assert (stable.requests, new.requests) == (5, 5)
     canary.rollback(Result(Decision(Action.ROLLBACK, 0, "errors: 5 of 5")))
     pods = canary.pods()
@@ -147,9 +153,7 @@ def test_an_unread_interval_start_is_a_measurement_error_not_a_stop(rig, tmp_pat
     canary.set_weight(50)
     with pytest.raises(MeasurementError, match="interval's start could not be read: HTTP 503"):
         canary.measure(30)
-    send(rig.url, 10, 0)
-    wait_counted(rig, canary, 10)
-    stable, new = canary.measure(30)
+    stable, new = measured_after_ten(rig, canary)
     assert (stable.requests, new.requests) == (5, 5)
     canary.rollback(Result(Decision(Action.ROLLBACK, 0, "test over")))
 
