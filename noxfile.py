@@ -127,8 +127,8 @@ def unit(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", default=False)
 def fast(session: nox.Session) -> None:
-    """The inner loop: the unit tests that start no process, TensorFlow or server
-    (``tests/support/tiers.py``), in about a minute."""
+    """The inner loop: the unit tests that start no process, TensorFlow or server (a test
+    that does is skipped where it does, ``tests/support/tiers.py``), in about two minutes."""
     _pytest(session, "tests", "--fast", f"--timeout={FAST_TIMEOUT_S}")
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.fakekube import FakeKube
 from tests.support.install_plan import ALL_PLANS, run_plan
+from tests.support.tiers import heavy_fixture
 from tests.support.upstream import PlanCluster
 
 
@@ -33,6 +34,7 @@ def fake() -> Iterator[FakeKube]:
     ],
 )
 def plan(request: pytest.FixtureRequest) -> PlanCluster:
+    heavy_fixture(request, "parses every upstream release file for 12 install plans")
     with pytest.MonkeyPatch.context() as mp:
         provider, mode, argo, monitoring = request.param
         return run_plan(provider, mode, mp, argo, monitoring)

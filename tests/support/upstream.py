@@ -53,8 +53,8 @@ def _had(pin: upstream_files.Pin) -> Path | str:
 
 def _made(pin: upstream_files.Pin, why: str) -> Path | str:
     """The Prometheus Operator's CRDs, which cannot be downloaded here: made from the
-    operator's Go module where Go is (about a minute once, then cached; a test that can get here
-    is in tests/support/tiers.py's HEAVY), else why not. A file made that is not the pinned
+    operator's Go module where Go is (about a minute once, then cached; a process, so
+    ``--fast`` skips the test there), else why not. A file made that is not the pinned
     one fails the test."""
     from integration.kindbuild import operatorcrds
     from integration.kindbuild.run import GO, BuildError

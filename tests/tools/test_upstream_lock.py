@@ -12,6 +12,8 @@ import pytest
 from k8s.install import upstream_files as uf
 from tools import upstream_lock
 
+# Heavy: hashes every file of the local mirrors (tests/support/tiers.py).
+pytestmark = pytest.mark.heavy
 #: The mirrors named when the tests started.
 MIRRORS = {env: os.environ.get(env) for env in uf.MIRROR_ENV.values()}
 

@@ -1,7 +1,7 @@
 """k8s.monitoring.prometheus_operator against the Prometheus Operator's CRDs at the pinned
 release (k8s/install/upstream.lock.json; where they cannot be had, made from the operator's
-Go module by integration/kindbuild/operatorcrds.py, about a minute once: so this file is in
-tests/support/tiers.py's HEAVY): every object strictly valid, and a misspelt field is not."""
+Go module by integration/kindbuild/operatorcrds.py, about a minute once: a process, so
+``--fast`` skips these there): every object strictly valid, and a misspelt field is not."""
 
 from __future__ import annotations
 
