@@ -71,7 +71,7 @@ def _pytest(session: nox.Session, *args: str) -> None:
 
 def _require_data(session: nox.Session, tier: str) -> str:
     """Stop ``tier`` unless ``$DISTML_DATA_DIR`` holds the Fashion-MNIST files; pass it on.
-    (The test tiers need no such check: they find the data as the product does, ``ml.raw``,
+    (The test tiers need no such check: they find the data as the product does, ``ml.data.raw``,
     and skip, saying what to set, when it cannot be had; ``.ci/run`` sets the variable.)"""
     data = os.environ.get("DISTML_DATA_DIR") or ""
     if not (Path(data) / "train-images-idx3-ubyte.gz").is_file():

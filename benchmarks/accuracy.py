@@ -3,12 +3,12 @@
     python benchmarks/accuracy.py [--profiles quick,full] [--seeds 3] [--workers 2]
         [--batch-size-per-replica N]
 
-For each profile and model it runs real ``python -m ml.train`` worker processes on
+For each profile and model it runs real ``python -m ml train`` worker processes on
 127.0.0.1 (as the local runtime and the pods do), evaluates the exported candidate on the
-validation split (5,039 images held out of the training file: what ml.select chooses on)
+validation split (5,039 images held out of the training file: what ml.selection.select chooses on)
 and on the test split (10,000 images: the figure docs/training.md quotes), and records both
 accuracies (mean and spread over seeds), wall time, and examples/s of training next to
-examples/s of the input pipeline alone; and, per seed, the model ml.select's rule picks
+examples/s of the input pipeline alone; and, per seed, the model ml.selection.select's rule picks
 (highest validation accuracy) with its test accuracy. Writes
 ``benchmarks/results/accuracy.json`` and ``accuracy.md`` (the table docs/training.md quotes).
 """
@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ml import contract  # noqa: E402
-from ml.config import resolve  # noqa: E402
+from ml.training.config import resolve  # noqa: E402
 
-SCORED_ON = ("validation", "test")  # ml.data splits every candidate is scored on
+SCORED_ON = ("validation", "test")  # ml.data.dataset splits every candidate is scored on
 
 
 class JobShape(NamedTuple):
@@ -70,8 +70,8 @@ def run_job(volume: Path, model: str, profile: str, seed: int, job: JobShape, lo
 
 def pipeline_throughput(volume: Path, global_batch: int, batches: int = 400) -> float:
     """Examples/s of the input pipeline alone (no model), after one warm-up pass."""
-    from ml.data import SPLIT_EXAMPLES, load_split
-    from ml.pipeline import make_dataset
+    from ml.data.dataset import SPLIT_EXAMPLES, load_split
+    from ml.data.pipeline import make_dataset
 
     ds = make_dataset(
         load_split(volume, "train", log=lambda m: None),
@@ -151,8 +151,8 @@ def merge(reports: list[dict]) -> dict:
 
 def measure(args: argparse.Namespace, out: Path) -> dict:
     """Train and score every profile x model; the report with the pipeline's throughput."""
-    from ml.data import prepare
-    from ml.evaluate import load_split_arrays
+    from ml.data.dataset import prepare
+    from ml.selection.evaluate import load_split_arrays
 
     work = Path(args.work)
     volume, logs = work / "volume", work / "logs"
@@ -187,7 +187,7 @@ def run_scored(
     volume: Path, model: str, profile: str, seed: int, job: JobShape, logs: Path, splits: dict
 ) -> dict:
     """One training job, its candidate scored on each split's arrays (images, labels)."""
-    from ml.evaluate import evaluate_saved_model
+    from ml.selection.evaluate import evaluate_saved_model
 
     wall = run_job(volume, model, profile, seed, job, logs)
     metrics = json.loads(Path(contract.metrics_path(volume, model)).read_text())
@@ -235,8 +235,8 @@ def markdown(report: dict) -> str:
     lines = [
         f"One {report['machine']['cpus']}-core machine, real Fashion-MNIST, "
         f"{report['date']}. Validation: 5,039 images held out of the "
-        "training file (ml.select chooses on it); test: the 10,000-image test split (reported "
-        "only, never chosen on).",
+        "training file (`ml select` chooses on it); test: the 10,000-image test split "
+        "(reported only, never chosen on).",
         "",
         "| profile | model | workers x batch | validation accuracy (mean) | test accuracy "
         "(mean) | test spread (max-min) | seeds | wall s (mean) | train ex/s "
@@ -258,7 +258,7 @@ def markdown(report: dict) -> str:
 
 def selected(results: list[dict]) -> dict[str, list[tuple[int, str, float]]]:
     """Per profile, per seed trained for every model: (seed, the model with the highest
-    validation accuracy, its test accuracy), ml.select's rule."""
+    validation accuracy, its test accuracy), ml.selection.select's rule."""
     picks: dict[str, list[tuple[int, str, float]]] = {}
     for profile in dict.fromkeys(r["profile"] for r in results):
         rows = [r for r in results if r["profile"] == profile]

@@ -12,7 +12,7 @@ part) into ``--out-dir``:
   workers at the same global batch, side by side in each repeat, their medians, the
   ratio, and the input pipeline alone; again for any profile whose global batch differs;
 - serving (``benchmarks/bench_serving.py``): ``hey`` at c=1, 5, 20 against ``python -m
-  ml.serve`` beside the in-process limit at batch 1 and 32, cold start beside ``import
+  ml.server.serve`` beside the in-process limit at batch 1 and 32, cold start beside ``import
   tensorflow``; the request is the real sample image (Fashion-MNIST test image 0);
 - lifecycle (``benchmarks/lifecycle.py``): wall time of each ``invoke`` step on the local
   runtime, quick profile, one run.
@@ -45,7 +45,7 @@ from ml import contract  # noqa: E402
 PARTS = ("training", "serving", "lifecycle")
 RESULTS = REPO / "benchmarks" / "results"
 STEADY_STATE = (
-    "Steady state, as `ml.train` records it in `metrics.json`: examples/s over the epochs "
+    "Steady state, as `ml.training.train` records it in `metrics.json`: examples/s over the epochs "
     "after the first (the first traces the step function), timed from each epoch's first "
     "step to its last: steps only, no validation pass (the runs pass `--no-validation`), no "
     "end-of-epoch callbacks. 1 and 2 workers run one after the other in each repeat, the "
@@ -71,7 +71,7 @@ def machine() -> dict[str, Any]:
 
 def profile_global_batches() -> dict[str, int]:
     """Each profile's global batch with the default worker count."""
-    from ml.config import resolve
+    from ml.training.config import resolve
 
     return {p: resolve(p).global_batch_size(contract.DEFAULT_WORKERS) for p in contract.PROFILES}
 
@@ -142,7 +142,7 @@ def training_section(part: dict[str, Any]) -> list[str]:
 
 def serving_section(part: dict[str, Any]) -> list[str]:
     return [
-        "## Serving: `python -m ml.serve` under `hey` beside the in-process limit",
+        "## Serving: `python -m ml serve` under `hey` beside the in-process limit",
         "",
         f"Model: {part['model']}. Request: {part['request']}. `hey` for {part['duration_s']:g} s "
         f"at each concurrency; median of {part['repeats']}; cold start is process start to "

@@ -1,18 +1,18 @@
-"""Serving benchmark: ``python -m ml.serve`` under ``hey`` beside the in-process limit.
+"""Serving benchmark: ``python -m ml serve`` under ``hey`` beside the in-process limit.
 
     python benchmarks/bench_serving.py [SOURCE] [--repeats 3] [--duration 10] [--out PATH]
         [--compare LABEL=REPO ...]
 
 SOURCE is a SavedModel directory, a serving directory (integer versions) or a volume (its
 ``serving/<default service>``); without it a freshly built, randomly initialised ``cnn`` is
-exported with ``ml.export`` (the figures are about serving, not accuracy: the same graph
+exported with ``ml.model.export`` (the figures are about serving, not accuracy: the same graph
 as a trained one, different weights). The request is the project's own sample request
-(``ml.sample``: Fashion-MNIST test image 0 as a base64 PNG, or its drawn stand-in when the
+(``ml.data.sample``: Fashion-MNIST test image 0 as a base64 PNG, or its drawn stand-in when the
 data is not on this machine), one image per request.
 
 Each repeat, side by side in one run: the exported ``serving_default`` signature called in a
 loop in this process at batch 1 and batch 32 (the in-process limit, same PNG), then for each
-server under test a fresh ``python -m ml.serve`` on 127.0.0.1 (argv from ``ml.contract``):
+server under test a fresh ``python -m ml serve`` on 127.0.0.1 (argv from ``ml.contract``):
 its cold start (process start to readiness 200, polled), and ``hey`` for ``--duration``
 seconds at each concurrency (requests/s, p50/p95/p99, errors); and ``python -c "import
 tensorflow"`` alone. The summary is the median over repeats; the ratios divide the medians.
@@ -70,16 +70,16 @@ def hey_binary() -> str:
 
 def prepare_model(source: Path | None, work: Path) -> tuple[Path, str]:
     """(a serving directory holding at least one version, what model it is)."""
-    from ml.publishing import serving_versions
-    from ml.select import publish
+    from ml.selection.publishing import serving_versions
+    from ml.selection.select import publish
 
     if source is None:
-        from ml.export import export_model
-        from ml.models import build_model
+        from ml.model.architectures import build_model
+        from ml.model.export import export_model
 
         exported = work / "export"
         export_model(build_model("cnn", seed=7), exported)
-        source, what = exported, "a freshly built cnn (random weights, seed 7), ml.export"
+        source, what = exported, "a freshly built cnn (random weights, seed 7), ml.model.export"
     else:
         what = f"the SavedModel from {source}"
     if (source / "saved_model.pb").is_file():
@@ -98,7 +98,7 @@ def prepare_model(source: Path | None, work: Path) -> tuple[Path, str]:
 
 def sample_request(work: Path, data_dir: str | None) -> tuple[Path, bytes, str]:
     """The project's sample request (one b64 PNG): its file, the PNG bytes, what it shows."""
-    from ml.sample import sample_image, write_sample
+    from ml.data.sample import sample_image, write_sample
 
     pixels, what = sample_image(data_dir, synthetic_ok=True)
     written = write_sample(work / "sample", pixels, what)
@@ -112,7 +112,7 @@ def inprocess_limit(version_dir: Path, png: bytes, duration: float) -> dict[str,
     """Calls/s of the exported ``serving_default`` at batch 1 and 32 (input built once)."""
     import tensorflow as tf
 
-    from ml.export import BYTES_INPUT, DEFAULT_SIGNATURE, OUTPUT
+    from ml.model.export import BYTES_INPUT, DEFAULT_SIGNATURE, OUTPUT
 
     fn = tf.saved_model.load(str(version_dir)).signatures[DEFAULT_SIGNATURE]
     result = {}
@@ -165,7 +165,7 @@ def _status(url: str) -> int | None:
 
 
 class Server:
-    """``python -m ml.serve`` from ``repo`` on a free 127.0.0.1 port; ``cold_start`` is the
+    """``python -m ml serve`` from ``repo`` on a free 127.0.0.1 port; ``cold_start`` is the
     seconds from process start to the first readiness 200."""
 
     def __init__(self, repo: Path, serving: Path, log_path: Path) -> None:
@@ -359,7 +359,7 @@ def _repo_pair(text: str) -> tuple[str, Path]:
     label, sep, path = text.partition("=")
     if not sep or not label or not (Path(path) / "ml" / "serve.py").is_file():
         raise argparse.ArgumentTypeError(
-            f"expected LABEL=DIR with DIR a distml checkout (DIR/ml/serve.py), got {text!r}"
+            f"expected LABEL=DIR with DIR a distml checkout (DIR/ml/server/serve.py), got {text!r}"
         )
     return label, Path(path).resolve()
 

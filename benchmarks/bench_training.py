@@ -3,13 +3,13 @@
     python benchmarks/bench_training.py [--repeats 3] [--model cnn] [--epochs 4] [--steps 150]
         [--steps-per-execution N]
 
-Each repeat runs the real ``python -m ml.train`` worker processes twice, side by side:
+Each repeat runs the real ``python -m ml train`` worker processes twice, side by side:
 one worker at the whole global batch (all cores as TF threads) and two
 MultiWorkerMirroredStrategy workers over 127.0.0.1 at half of it each (the cores divided
 between them), exactly as the local runtime runs them (``runtime.local.jobs.JobRunner``). The
 order alternates between repeats, so drift on a noisy machine falls on both.
 
-Steady state, as ``ml.train`` records it in ``metrics.json``: examples/s over the epochs
+Steady state, as ``ml.training.train`` records it in ``metrics.json``: examples/s over the epochs
 after the first (which traces the step function), timed from each epoch's first step to
 its last (no validation pass, no end-of-epoch callbacks; the runs pass ``--no-validation``).
 The input pipeline alone (no model) is measured at the same global batch.
@@ -66,7 +66,7 @@ def run_once(volume: Path, workers: int, args: argparse.Namespace, logs: Path) -
 
 def measure(args: argparse.Namespace) -> dict:
     """``repeats`` side-by-side pairs; medians, the ratio, and the pipeline alone."""
-    from ml.data import prepare
+    from ml.data.dataset import prepare
 
     work = Path(args.work)
     volume, logs = work / "volume", work / "logs"

@@ -215,8 +215,8 @@ def main() -> int:
         run_job(dk, args.image, volume, manifests.ingest_job(s, manifests.raw_data_dir(s)))
         workers = {m: train(dk, args.image, volume, s, m) for m in args.models}
         run_job(dk, args.image, volume, manifests.selection_job(s, min_accuracy=0, force=False))
-        from ml.data import read_idx
-        from ml.sample import encode_png
+        from ml.data.dataset import read_idx
+        from ml.data.sample import encode_png
 
         png = encode_png(read_idx(Path(args.data_dir) / "t10k-images-idx3-ubyte.gz")[0])
         predictor = serve(dk, args.image, volume, s, png)

@@ -32,6 +32,7 @@ from integration import alert_sink
 from integration.kind_run import NAMESPACE, context
 from k8s.client.kube import Kube
 from k8s.monitoring import prometheus
+from ml import contract
 from ml.contract import DEFAULT_SERVICE
 
 ALERT = "DistmlPredictorDown"
@@ -42,8 +43,8 @@ FIRE_SLACK_S = 60
 CLEAR_TIMEOUT_S = 90
 #: Alertmanager's group wait (10 s) or group interval (1 m), and its webhook's retries.
 NOTIFY_TIMEOUT_S = 120
-#: A predictor's command names the model directory KServe mounts (ml/contract.py serve).
-PREDICTOR_MARKS = ("ml.serve", "/mnt/models")
+#: A predictor's command names the model directory KServe mounts (ml/contract/__init__.py serve).
+PREDICTOR_MARKS = (contract.step_mark("serve"), "/mnt/models")
 
 
 def predictor_pids(proc: Path = Path("/proc")) -> list[int]:

@@ -25,7 +25,7 @@ INSTANCE_LABEL = "distml/instance"  # k8s.manifests.names (stdlib only here)
 COMMON_LABELS = {"app.kubernetes.io/part-of": "distml", "app.kubernetes.io/managed-by": "distml"}
 KINDS = "tfjobs,jobs,pvc,configmaps,servingruntimes,inferenceservices"
 IMPOSTOR = "distml-notes"
-REFUSED_COPY = "is a copy of the work dir at"  # runtime.workdir_identity
+REFUSED_COPY = "is a copy of the work dir at"  # runtime.workdir.origin
 
 
 def user_workdir() -> Path:

@@ -35,8 +35,8 @@ from integration.kind_run import NAMESPACE, context
 from k8s.client.objects import name_of, pod_ready, predictor_pods
 from k8s.monitoring import prometheus, scrape, stack
 from k8s.monitoring.grafana import dashboard
-from ml import contract_train_metrics as tmx
 from ml.contract import DEFAULT_SERVICE
+from ml.contract import training_metrics as tmx
 
 TARGETS_TIMEOUT_S = 120.0
 

@@ -5,7 +5,7 @@ quantiles of a histogram, computed as Prometheus's ``histogram_quantile`` comput
 The page is outside input (a server of any version, or something else on that port): it is
 parsed with prometheus-client's own text parser, and anything it or the checks here refuse
 is a :class:`MetricsTextError`, never another exception. Names and labels are
-``ml/contract_metrics.py``'s. prometheus-client is imported when a page is parsed.
+``ml/contract/serving_metrics.py``'s. prometheus-client is imported when a page is parsed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from common.errors import DistmlError
-from ml.contract_metrics import (
+from ml.contract.serving_metrics import (
     CANARY_WEIGHT,
     IN_FLIGHT,
     INFER_ROUTE,

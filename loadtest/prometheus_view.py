@@ -21,7 +21,7 @@ from common.errors import DistmlError
 from common.poll import Clock, Done, Failed, Pending, poll
 from loadtest.metrics_text import Counts, bound
 from loadtest.server_view import Absent, Log, Row, ServerView, figures
-from ml import contract_metrics as sm
+from ml.contract import serving_metrics as sm
 
 NO_PROMETHEUS = (
     "this cluster has no distml Prometheus; `invoke up --with-monitoring` installs it "

@@ -7,7 +7,7 @@ One small interface, :class:`ServerView`, two sources:
 - :class:`MetricsEndpoint` (local runtime): the server's ``/metrics`` page scraped directly,
   before the run, once a second during it, and after it once every answer has been counted;
 - ``loadtest.prometheus_view.PrometheusView`` (cluster): Prometheus's instant queries
-  (``ml/contract_metrics.py``) through the API server.
+  (``ml/contract/serving_metrics.py``) through the API server.
 
 And :class:`Absent` when there is none (a cluster without Prometheus), which says why and
 how to get one. The view's report (:func:`report`) states the server's count next to

@@ -1,6 +1,6 @@
 """Pod code for distml: everything that runs inside a training, selection or serving pod.
 
-The pod contract (``python -m ml.<step> ...``) is this package's only API. It imports
+The pod contract (``python -m ml <step> ...``) is this package's only API. It imports
 nothing from the orchestration side (``tasks/``, ``runtime/``, ``k8s/``, ``loadtest/``).
 """
 

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def python_env() -> dict[str, str]:
     """The environment every pod-contract step runs with here: this repository importable
-    (``python -m ml.<step>``), output unbuffered, TensorFlow's C++ logging quiet."""
+    (``python -m ml <step>``), output unbuffered, TensorFlow's C++ logging quiet."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"

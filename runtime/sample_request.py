@@ -1,4 +1,4 @@
-"""The sample request the tasks print and the load test sends, written by the ``ml.sample``
+"""The sample request the tasks print and the load test sends, written by the ``ml.data.sample``
 pod-contract step (this side imports nothing from ``ml/`` but ``ml.contract``)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from runtime.procs import python_env
 def write_sample_request(
     root: Path, source_dir: str | None, out: Callable[[str], None], *, synthetic_ok: bool = False
 ) -> Path:
-    """``root/sample-request.json`` (and ``root/sample.png``), written by ``ml.sample`` unless
+    """``root/sample-request.json`` (and ``root/sample.png``), written by ``ml.data.sample`` unless
     the request is there already.
 
     Raises:
@@ -32,7 +32,7 @@ def write_sample_request(
         argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=python_env()
     )
     if done.returncode != 0:
-        reason = done.stderr.strip() or f"python -m ml.sample exited with {done.returncode}"
+        reason = done.stderr.strip() or f"python -m ml sample exited with {done.returncode}"
         raise DistmlError(reason)
     written = json.loads(done.stdout.strip().splitlines()[-1])
     out(f"sample input: {written['png']} ({written['what']})")

@@ -158,7 +158,7 @@ def train(
 @task(
     help={
         "runtime": RUNTIME_HELP,
-        "predictor": "kserve (default: the project's server, python -m ml.serve) or tfserving "
+        "predictor": "kserve (default: the project's server, python -m ml serve) or tfserving "
         "(KServe's TF Serving runtime; cluster only)",
         "min-accuracy": "refuse to publish a winner below this validation accuracy (0-1)",
         "force": "publish the winner even if worse than what is serving",
@@ -333,7 +333,7 @@ def down(c, runtime=None, purge=False, keep_cluster=False, forget=False):
 @task
 def moved(c):
     """Say this work dir is the original, moved here: it takes over its recorded place."""
-    from runtime.workdir_identity import moved as _moved
+    from runtime.workdir.origin import moved as _moved
     from tasks.chooser import out, workdir
 
     _call(_moved, workdir(c), out)

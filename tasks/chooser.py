@@ -63,8 +63,8 @@ def runtime(c, requested, *, for_up=False, for_down=False, context=None):
 
 def _where(c, wd, for_up):
     """A copied work dir is refused (its record is another's); a copy's `up` makes it a
-    new work dir; `up` records where a work dir lives (runtime.workdir_identity)."""
-    from runtime import workdir_identity as identity
+    new work dir; `up` records where a work dir lives (runtime.workdir.origin)."""
+    from runtime.workdir import origin as identity
 
     if for_up and not c.config.run.dry:
         identity.renew(wd, out)

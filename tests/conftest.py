@@ -42,12 +42,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @functools.cache
 def _data_dir() -> Path | str:
     """The Fashion-MNIST files' directory, found as the product's ingest finds them
-    (``ml.raw``: ``$DISTML_DATA_DIR``, Debian's package, Keras's cache, else a download from
+    (``ml.data.raw``: ``$DISTML_DATA_DIR``, Debian's package, Keras's cache, else a download from
     ``$DISTML_DATA_MIRROR`` or the official mirror), or why they cannot be had (one line).
 
     A copy that is found but corrupt is an error, not a skip."""
     from k8s.install.upstream_files import TIMEOUT
-    from ml import contract, raw
+    from ml import contract
+    from ml.data import raw
 
     quiet = lambda line: None  # noqa: E731
     if any(all((p / f).is_file() for f in raw.FILES) for p in raw.search_places()):
@@ -82,12 +83,13 @@ def required_data_dir(shared_data_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def prepared_volume(tmp_path_factory, shared_data_dir):
-    """One real ``ml.data.prepare`` into a fresh volume (~15 s): (volume, result, log lines)."""
-    from ml import data
+    """One real ``ml.data.dataset.prepare`` into a fresh volume (~15 s): (volume, result,
+    log lines)."""
+    from ml.data import dataset
 
     volume = tmp_path_factory.mktemp("volume")
     lines: list[str] = []
-    result = data.prepare(volume, source_dir=shared_data_dir, log=lines.append)
+    result = dataset.prepare(volume, source_dir=shared_data_dir, log=lines.append)
     return volume, result, lines
 
 
@@ -95,12 +97,12 @@ def prepared_volume(tmp_path_factory, shared_data_dir):
 def isolated_data_places(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_url: str
 ) -> tuple[Path, Path]:
-    """Point ``ml.raw``'s Debian and Keras dirs at empty temp dirs; unset the data env vars.
+    """Point ``ml.data.raw``'s Debian and Keras dirs at empty temp dirs; unset the data env vars.
 
     ``$DISTML_DATA_MIRROR`` is set to a refusing loopback port, so nothing can reach the real
     mirror by accident. Returns ``(debian_dir, keras_dir)`` (not created).
     """
-    from ml import raw
+    from ml.data import raw
 
     debian, keras = tmp_path / "sys-debian", tmp_path / "sys-keras"
     monkeypatch.setattr(raw, "DEBIAN_DIR", debian)

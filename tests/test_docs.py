@@ -128,11 +128,15 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path) -> None:
     ]
 
 
-def _map_paths() -> list[str]:
-    """Every path the README's architecture map names at the start of a line, braces
-    expanded (``ml/{a,b}.py`` -> ``ml/a.py``, ``ml/b.py``)."""
-    text = README.read_text()
-    block = text.split("## Architecture", 1)[1].split("```", 2)[1]
+MAPS = {"README.md": "## Architecture", "docs/architecture.md": "## Map"}
+
+
+def _map_paths(page: str = "README.md") -> list[str]:
+    """Every path an architecture map (the first code block under its heading, ``MAPS``)
+    names at the start of a line, braces expanded (``ml/{a,b}.py`` -> ``ml/a.py``,
+    ``ml/b.py``)."""
+    text = (REPO / page).read_text()
+    block = text.split(MAPS[page], 1)[1].split("```", 2)[1]
     paths = []
     for line in block.splitlines():
         first = line.split(maxsplit=1)[0].rstrip(",") if line[:1].strip() else ""
@@ -141,12 +145,26 @@ def _map_paths() -> list[str]:
     return [p for p in paths if p]
 
 
-def test_every_path_in_the_architecture_map_exists() -> None:
-    missing = [p for p in _map_paths() if not (REPO / p).exists()]
-    assert missing == [], f"the README's map names paths that do not exist: {missing}"
+@pytest.mark.parametrize("page", MAPS)
+def test_every_path_in_the_architecture_map_exists(page: str) -> None:
+    missing = [p for p in _map_paths(page) if not (REPO / p).exists()]
+    assert missing == [], f"{page}'s map names paths that do not exist: {missing}"
 
 
 def test_the_architecture_map_names_every_package() -> None:
     named = {p.split("/")[0] for p in _map_paths()}
     packages = {p.parent.name for p in REPO.glob("*/__init__.py")} - {"tests"}
     assert packages - named == set(), "add the package to the README's architecture map"
+
+
+def test_the_full_map_names_every_room() -> None:
+    """Every package one level down (``ml/data/``, ``runtime/workdir/``) has its line in
+    docs/architecture.md's map, as a path or inside its parent's braces."""
+    named = {p.rstrip("/") for p in _map_paths("docs/architecture.md")}
+    named |= {str(Path(p).parent) for p in named}
+    rooms = {
+        str(p.parent.relative_to(REPO))
+        for p in REPO.glob("*/*/__init__.py")
+        if p.parts[-3] != "tests"
+    }
+    assert rooms - named == set(), "add the room to docs/architecture.md's map"

@@ -1,5 +1,5 @@
 """The house rules, checked: which layer may import which, file and function sizes, and
-every pod-contract command and volume path built in one place (``ml/contract.py``)."""
+every pod-contract command and volume path built in one place (``ml/contract/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ ORCHESTRATION = ("common", "k8s", "runtime", "loadtest")
 OURS = ("common", "k8s", "runtime", "loadtest", "ml", "tasks", "benchmarks", "tools", "integration")
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 60
+CONTRACT = REPO / "ml" / "contract" / "__init__.py"
 
 
 def _sources(*packages: str) -> list[Path]:
@@ -102,8 +103,9 @@ def test_the_orchestration_side_loads_no_tensorflow_numpy_or_kserve():
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('tensorflow', 'numpy', 'kserve', 'keras', 'tf_keras')); "
         "ml = sorted(m for m in sys.modules if m.split('.')[0] == 'ml'); "
-        "print(heavy, ml); ok = {'ml', 'ml.contract', 'ml.contract_metrics', "
-        "'ml.contract_train_metrics', 'ml.contract_volume_lock', 'ml.contract_canary'}; "
+        "print(heavy, ml); ok = {'ml', 'ml.contract', 'ml.contract.serving_metrics', "
+        "'ml.contract.training_metrics', 'ml.contract.volume_lock', "
+        "'ml.contract.canary_commands', 'ml.contract.records'}; "
         "sys.exit(1 if heavy or not set(ml) <= ok else 0)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
@@ -111,21 +113,21 @@ def test_the_orchestration_side_loads_no_tensorflow_numpy_or_kserve():
 
 
 def test_every_pod_command_is_built_by_the_contract():
-    # Code, not prose: an argv element "-m" followed by "ml.<step>", or a helper given one.
-    pattern = re.compile(r"""["']-m["'],\s*["']ml\.|_command\(\s*["']ml\.""")
+    # Code, not prose: an argv element "-m" followed by "ml" or "ml.<module>", or a helper
+    # given one.
+    pattern = re.compile(r"""["']-m["'],\s*["']ml[."']|_command\(\s*["']ml[."']""")
     offenders = [
         f"{f.relative_to(REPO)}:{f.read_text()[: m.start()].count(chr(10)) + 1}"
         for f in _sources(*ORCHESTRATION, "tasks", "benchmarks", "ml")
-        if f.name != "contract.py"
+        if f != CONTRACT
         for m in pattern.finditer(f.read_text())
     ]
     assert offenders == []
 
 
-CONTRACT = REPO / "ml" / "contract.py"
 # Literals that name a volume directory but are not a path in the volume: (file, literal).
 NOT_VOLUME_PATHS = {
-    ("runtime/workdir.py", "reports"),  # <workdir>/reports: beside the volume, not in it
+    ("runtime/workdir/__init__.py", "reports"),  # <workdir>/reports: beside the volume, not in it
 }
 PATH_CALLS = {"Path", "PurePosixPath", "joinpath", "join", "_p"}
 
@@ -191,7 +193,7 @@ def test_volume_paths_come_from_the_contract():
         for line, value in _path_literals(ast.parse(f.read_text()), dirs)
         if (str(f.relative_to(REPO)), value) not in NOT_VOLUME_PATHS
     ]
-    assert offenders == [], "build volume paths with ml/contract.py's functions"
+    assert offenders == [], "build volume paths with ml/contract/__init__.py's functions"
 
 
 @pytest.mark.parametrize(
@@ -263,11 +265,12 @@ UNTESTED_ON_PURPOSE = {
     "loadtest/chart.py": "drawn by the real runs in tests/loadtest/ (their chart.png)",
     "ml/__init__.py": "sets TF_USE_LEGACY_KERAS only; every TF test runs with it",
     "ml/__main__.py": "a usage text; tests/image/test_image.py reads it from the image",
-    "ml/preprocess.py": "inside every signature: tests/ml/test_export.py, test_pipeline.py",
-    "ml/server/body_limit.py": "over HTTP: tests/ml/test_serve_http.py (413s)",
+    "ml/data/preprocess.py": "inside every signature: tests/ml/model/test_export.py and "
+    "tests/ml/data/test_pipeline.py",
+    "ml/server/body_limit.py": "over HTTP: tests/ml/server/test_serve_http.py (413s)",
     "ml/server/client_error.py": "one exception; every parser test asserts its status",
-    "ml/server/fast_predict.py": "every V1 predict in tests/ml/test_serve_http.py",
-    "ml/server/header_timeout.py": "over HTTP: tests/ml/test_serve_http.py (slow headers)",
+    "ml/server/fast_predict.py": "every V1 predict in tests/ml/server/test_serve_http.py",
+    "ml/server/header_timeout.py": "over HTTP: tests/ml/server/test_serve_http.py (slow headers)",
     "benchmarks/bench_serving.py": "measures with hey and real servers (nox -s bench)",
     "benchmarks/bench_training.py": "measures real training (nox -s bench)",
     "benchmarks/pod_memory.py": "measures pods in Docker, by hand",

@@ -5,9 +5,9 @@ service's folder and answers its share of requests (``ml/server/canary.py``). Wh
 analysis needs from the cluster are three short Jobs on the volume, and an Event per
 decision on the InferenceService (what ``kubectl describe inferenceservice`` shows):
 
-- ``distml-canary-weight``: ``ml.canary_weight``, the share in ``weight.json``;
-- ``distml-canary-end``: ``ml.canary_publish --promote|--reject``, the analysis as text;
-- ``distml-canary-sample``: ``ml.sample_accuracy``, the held-out labelled sample sent to each
+- ``distml-canary-weight``: ``ml canary_weight``, the share in ``weight.json``;
+- ``distml-canary-end``: ``ml canary_publish --promote|--reject``, the analysis as text;
+- ``distml-canary-sample``: ``ml sample_accuracy``, the held-out labelled sample sent to each
   version's own URL through the predictor's in-cluster Service.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from k8s.manifests.names import labels, raw_data_dir
 from k8s.manifests.pods import volume_job
 from k8s.providers.settings import Resources, Settings
-from ml import contract_canary
+from ml.contract import canary_commands
 
 WEIGHT_JOB = "distml-canary-weight"
 END_JOB = "distml-canary-end"
@@ -41,12 +41,12 @@ MESSAGE_LIMIT = 1024
 
 
 def weight_job(s: Settings, weight: int) -> dict[str, Any]:
-    command = contract_canary.canary_weight(s.mount_path, s.service, weight)
+    command = canary_commands.canary_weight(s.mount_path, s.service, weight)
     return volume_job(s, WEIGHT_JOB, COMPONENT, command, FILE_RESOURCES)
 
 
 def end_job(s: Settings, *, promote: bool, record_json: str) -> dict[str, Any]:
-    command = contract_canary.canary_end(
+    command = canary_commands.canary_end(
         s.mount_path, s.service, promote=promote, record_json=record_json
     )
     return volume_job(s, END_JOB, COMPONENT, command, FILE_RESOURCES)
@@ -54,8 +54,8 @@ def end_job(s: Settings, *, promote: bool, record_json: str) -> dict[str, Any]:
 
 def sample_job(s: Settings, endpoints: Mapping[str, str]) -> dict[str, Any]:
     """Each endpoint's accuracy on the held-out sample, from the Fashion-MNIST files in the
-    volume (``up --source-dir`` put them there; else ml.raw downloads them)."""
-    command = contract_canary.sample_accuracy(endpoints, raw_data_dir(s))
+    volume (``up --source-dir`` put them there; else ml.data.raw downloads them)."""
+    command = canary_commands.sample_accuracy(endpoints, raw_data_dir(s))
     return volume_job(s, SAMPLE_JOB, COMPONENT, command, SAMPLE_RESOURCES)
 
 

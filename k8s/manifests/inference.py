@@ -26,7 +26,8 @@ from k8s.manifests.placement import predictor_placement, volume_labels
 from k8s.manifests.pods import base_env, container_security_context, env_list, meta
 from k8s.monitoring import prometheus
 from k8s.providers.settings import REQUEST_METRICS, Resources, Settings
-from ml import contract, contract_metrics
+from ml import contract
+from ml.contract import serving_metrics
 
 # With the canary folder (``deploy --canary``): the server loads a canary release from the
 # service's own folder, the one KServe mounts, and splits requests by its weight file.
@@ -40,15 +41,15 @@ _SERVE = contract.serve(
 
 
 def serving_runtime(s: Settings) -> dict[str, Any]:
-    """The ServingRuntime running our own server (``python -m ml.serve``) in the project
+    """The ServingRuntime running our own server (``python -m ml serve``) in the project
     image; ``inference_service`` selects it for ``predictor == "kserve"``."""
     container = {
         "name": "kserve-container",
         "image": s.image,
         "imagePullPolicy": "IfNotPresent",
         # KServe replaces {{.Name}} with the InferenceService's name.
-        "command": _SERVE[:3],
-        "args": _SERVE[3:],
+        "command": contract.split_step(_SERVE)[0],
+        "args": contract.split_step(_SERVE)[1],
         "env": env_list(base_env()),
         "ports": [{"containerPort": PREDICTOR_PORT, "name": "http1", "protocol": "TCP"}],
         # Ready only once a model version has loaded (the server answers 503 until then):
@@ -113,10 +114,10 @@ def request_query(s: Settings) -> str:
     per second, all pods together, over four of the Prometheus's scrapes: short, so that
     scaling follows a load within a few scrapes, and long enough for rate() to have two
     samples when one scrape is late."""
-    window = contract_metrics.rate_window(s.scrape_interval_s, KEDA_FLOOR_S)
+    window = serving_metrics.rate_window(s.scrape_interval_s, KEDA_FLOOR_S)
     if s.scale_metric == "concurrency":
-        return contract_metrics.concurrency(s.namespace, s.service, window)
-    return contract_metrics.request_rate(s.namespace, s.service, window)
+        return serving_metrics.concurrency(s.namespace, s.service, window)
+    return serving_metrics.request_rate(s.namespace, s.service, window)
 
 
 def keda_autoscaling(s: Settings) -> dict[str, Any]:

@@ -63,7 +63,7 @@ VOLUME_NAME = "data"
 TFJOB_CONTAINER = "tensorflow"
 TFJOB_PORT = 2222
 # A deleted worker pod (a replaced job, a drain, an eviction) gets SIGTERM, and this long
-# before SIGKILL: the workers agree on a step, save it and exit (ml.preemption). Measured
+# before SIGKILL: the workers agree on a step, save it and exit (ml.training.preemption). Measured
 # here from SIGTERM to exit: 0.3-1.5 s (the save itself 0.05-0.4 s), 6 workers on 2 cores
 # the slowest. Not longer: until it ends, the training operator (v1.9) counts the
 # terminating pod as failed and may fail the whole TFJob.

@@ -28,9 +28,9 @@ from k8s.manifests.names import (
 from k8s.manifests.placement import placement, volume_labels
 from k8s.providers.settings import Resources, Settings
 from ml import contract
-from ml import contract_train_metrics as train_metrics
-from ml.contract_metrics import SCRAPE_INTERVAL_S
-from ml.contract_train_metrics import ADDRESS_ENV, JOB_ENV, LINGER_ENV
+from ml.contract import training_metrics as train_metrics
+from ml.contract.serving_metrics import SCRAPE_INTERVAL_S
+from ml.contract.training_metrics import ADDRESS_ENV, JOB_ENV, LINGER_ENV
 
 # -- shared pieces ---------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ def _pod(metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def ingest_job(s: Settings, source_dir_in_volume: str | None = None) -> dict[str, Any]:
-    """``python -m ml.ingest``: prepare the dataset in ``<mount>/datasets``."""
+    """``python -m ml ingest``: prepare the dataset in ``<mount>/datasets``."""
     command = contract.ingest(s.mount_path, source_dir_in_volume)
     return _job(s, INGEST_JOB, "ingest", command, backoff_limit=2)
 
@@ -277,8 +277,9 @@ def train_command(s: Settings, model: str) -> list[str]:
     )
 
 
-#: How long a worker keeps serving /metrics after its last step (ml/train_metrics.py): three
-#: of distml's own scrapes, so that Prometheus sees the job's final figures.
+#: How long a worker keeps serving /metrics after its last step
+#: (ml/training/train_metrics.py): three of distml's own scrapes, so that Prometheus sees
+#: the job's final figures.
 METRICS_LINGER_S = 3 * SCRAPE_INTERVAL_S
 
 
@@ -391,7 +392,7 @@ def volume_job(
 def selection_job(
     s: Settings, *, min_accuracy: float, force: bool, rollback: bool = False, canary: bool = False
 ) -> dict[str, Any]:
-    """``python -m ml.select``: publish the best candidate (or, with ``rollback``, the
+    """``python -m ml select``: publish the best candidate (or, with ``rollback``, the
     previous version). backoffLimit 0: a refusal to publish is a verdict, not a flake.
     The image the pods run (``s.image``, the content-hash tag) is the published version's
     code version."""

@@ -7,7 +7,7 @@ distml already uses.
 Which Prometheus: the user's, named by the setting ``cluster.prometheus``
 ("NAMESPACE/SERVICE:PORT"), else distml's own (``up --with-monitoring``: Service
 :data:`OWN_SERVICE` in distml's namespace, port :data:`PORT`), else none. The queries are
-``ml.contract_metrics``'s; the labels they select on (``namespace``, ``isvc``, ``pod``)
+``ml.contract.serving_metrics``'s; the labels they select on (``namespace``, ``isvc``, ``pod``)
 are attached by the scrape config of distml's own Prometheus (``k8s.monitoring.stack``), and a
 user's Prometheus must attach the same (docs/monitoring.md).
 

@@ -8,11 +8,11 @@ scrape distml's pods and load distml's rules, as pure builders (``invoke render
   keeps it (a name could miss: KServe's TF Serving runtime declares no port), at
   ``/metrics``.
 - PodMonitor :data:`TRAINING` - distml's training workers (the TFJob pods' labels), on
-  their container port named ``metrics`` (``ml.contract_train_metrics.PORT_NAME``).
+  their container port named ``metrics`` (``ml.contract.training_metrics.PORT_NAME``).
 - PrometheusRule :data:`RULES` - ``k8s.monitoring.rules.groups()`` as they are.
 
 The labels are the ones distml's own scrape jobs attach (``k8s.monitoring.stack``), which
-``ml.contract_metrics``'s and ``ml.contract_train_metrics``'s queries select on: the
+``ml.contract.serving_metrics``'s and ``ml.contract.training_metrics``'s queries select on: the
 Operator gives every target ``namespace``, ``pod`` and ``container`` (and ``endpoint`` with a
 named port); each endpoint's relabelings add ``isvc`` from the pod label and keep Running
 pods only (the Operator drops only Failed and Succeeded ones: a Pending predictor would be a
@@ -33,7 +33,7 @@ from k8s.manifests.pods import meta
 from k8s.monitoring import rules
 from k8s.monitoring.stack import COMPONENT, meta_label
 from k8s.providers.settings import Settings
-from ml import contract_train_metrics as train_metrics
+from ml.contract import training_metrics as train_metrics
 
 API_VERSION = "monitoring.coreos.com/v1"
 PREDICTOR = "distml-predictor"

@@ -10,8 +10,8 @@ The file is Prometheus's ``rule_files`` format (``groups:``): distml's own Prome
 it (``k8s.monitoring.stack``), and a user's loads it as it is. Every rule selects on
 labels, never on a namespace or service: it applies to every distml service the Prometheus
 scrapes, and every alert carries ``namespace`` (and ``isvc`` where it is a service's), which
-`invoke status` filters on. The serving queries are ``ml.contract_metrics``'s; the training
-ones are built from ``ml.contract_train_metrics``'s names. Pure: no I/O but ``main``'s.
+`invoke status` filters on. The serving queries are ``ml.contract.serving_metrics``'s; the training
+ones are built from ``ml.contract.training_metrics``'s names. Pure: no I/O but ``main``'s.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 from common import generated_file
-from ml import contract_metrics as sm
-from ml import contract_train_metrics as tm
+from ml.contract import serving_metrics as sm
+from ml.contract import training_metrics as tm
 
 PATH = Path(__file__).with_name("distml-rules.yaml")
 #: The SLO period the workbook's burn rates are computed for.

@@ -1,5 +1,5 @@
 """How often a Prometheus scrapes one InferenceService's predictor pods, and so which
-windows its queries need (``ml.contract_metrics.rate_window``: four scrapes).
+windows its queries need (``ml.contract.serving_metrics.rate_window``: four scrapes).
 
 distml's own Prometheus scrapes every ``SCRAPE_INTERVAL_S``; a user's scrapes as its
 owner set it up (the Prometheus Operator's default is 30 s, Prometheus's own 1 m). A
@@ -24,7 +24,7 @@ from k8s.client.kube import Kube
 from k8s.client.objects import Kubectl, unnamed_context
 from k8s.monitoring import prometheus
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef, Target
-from ml import contract_metrics
+from ml.contract import serving_metrics
 
 CONFIG_PATH = "api/v1/status/config"
 #: Prometheus's own default ``global.scrape_interval``.
@@ -90,7 +90,7 @@ def interval(
     if every:
         return Interval(every, f"its {len(mine)} target(s) of {namespace}/{service}", True)
     if ref.own:
-        return Interval(float(contract_metrics.SCRAPE_INTERVAL_S), "distml's own scrape job")
+        return Interval(float(serving_metrics.SCRAPE_INTERVAL_S), "distml's own scrape job")
     body = prometheus.get(kube, ref, CONFIG_PATH, {}, kubectl)
     try:
         every = parse_config(body)

@@ -4,12 +4,12 @@ it needs, in distml's namespace and only there.
 - ServiceAccount, Role and RoleBinding: list/watch pods, endpoints and services in the
   namespace. No ClusterRole: it works for a user whose rights end at their namespace, on
   a cluster shared with others.
-- ConfigMap ``prometheus.yml``: one scrape job (``contract_metrics.SCRAPE_JOB``) over the
+- ConfigMap ``prometheus.yml``: one scrape job (``serving_metrics.SCRAPE_JOB``) over the
   namespace's pods (``kubernetes_sd_configs`` role pod, that namespace only) that carry
   KServe's InferenceService label, on the server's container port (``PREDICTOR_PORT``) at
   ``/metrics``. Not KServe's ``serving.kserve.io/enable-prometheus-scraping`` annotation:
   it points at queue-proxy's port 9091, which Standard mode's pods do not have. The
-  relabelling attaches the labels ``ml.contract_metrics``'s queries select on:
+  relabelling attaches the labels ``ml.contract.serving_metrics``'s queries select on:
   ``namespace``, ``isvc`` (the InferenceService) and ``pod``. In standard mode, a second
   job scrapes KEDA's operator through its Service (a static target: no right needed in
   KEDA's namespace), for the alert on KEDA's reads. Beside it, ``distml-rules.yaml``
@@ -37,8 +37,8 @@ from k8s.manifests.pods import container_security_context, meta
 from k8s.monitoring import alertmanager, rules
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT
 from k8s.providers.settings import Resources, Settings
-from ml import contract_metrics
-from ml import contract_train_metrics as train_metrics
+from ml.contract import serving_metrics
+from ml.contract import training_metrics as train_metrics
 
 COMPONENT = "monitoring"
 NAME = OWN_SERVICE  # every object's name
@@ -68,8 +68,8 @@ def scrape_config(s: Settings) -> dict[str, Any]:
     """The predictor pods' scrape job."""
     isvc = meta_label(ISVC_POD_LABEL)
     return {
-        "job_name": contract_metrics.SCRAPE_JOB,
-        "scrape_interval": f"{contract_metrics.SCRAPE_INTERVAL_S}s",
+        "job_name": serving_metrics.SCRAPE_JOB,
+        "scrape_interval": f"{serving_metrics.SCRAPE_INTERVAL_S}s",
         "metrics_path": "/metrics",
         "kubernetes_sd_configs": [
             {
@@ -98,7 +98,7 @@ def scrape_config(s: Settings) -> dict[str, Any]:
 
 
 #: The training workers' scrape job: TFJob pods' container port named "metrics"
-#: (ml/contract_train_metrics.py; k8s.manifests.pods.tfjob), while Running.
+#: (ml/contract/training_metrics.py; k8s.manifests.pods.tfjob), while Running.
 TRAINING_JOB = "distml-training"
 
 
@@ -156,7 +156,7 @@ def keda_scrape_config() -> dict[str, Any]:
 def prometheus_config(s: Settings) -> dict[str, Any]:
     """Its scrape jobs (KEDA's in standard mode, where `up --with-monitoring` installs it)
     and its rules."""
-    interval = f"{contract_metrics.SCRAPE_INTERVAL_S}s"
+    interval = f"{serving_metrics.SCRAPE_INTERVAL_S}s"
     jobs = [scrape_config(s), training_scrape_config(s), operator_scrape_config()]
     jobs.append(alertmanager.scrape_config())
     if s.serving_mode == "standard":

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from ml import contract, contract_metrics
+from ml import contract
+from ml.contract import serving_metrics
 
 SERVING_MODES = ("knative", "standard")
 PREDICTORS = ("kserve", "tfserving")
@@ -134,7 +135,7 @@ class Settings:
     # How often the Prometheus KEDA queries scrapes the predictor: the window of its query
     # (four scrapes). distml's own scrapes every 5 s; a user's is read at `deploy`
     # (k8s.monitoring.scrape).
-    scrape_interval_s: float = contract_metrics.SCRAPE_INTERVAL_S
+    scrape_interval_s: float = serving_metrics.SCRAPE_INTERVAL_S
     request_logger: bool = False
     predictor_resources: Resources = field(
         default_factory=lambda: Resources("250m", "1", "704Mi", "1536Mi")

@@ -1,4 +1,4 @@
-"""The model server behind ``python -m ml.serve`` (``ml/serve.py``: its flags and ``main``).
+"""The model server behind ``python -m ml serve`` (``ml/server/serve.py``: its flags and ``main``).
 
     kserve_adapter   the served ``kserve.Model`` and KServe's REST server, bound to --host
     routes           the documented routes only (V1, the V2 protocol's read-only routes,
@@ -18,6 +18,6 @@
     header_timeout   uvicorn's HTTP protocol with a deadline for request headers
 
 Importing this package imports nothing: KServe parses ``sys.argv`` when first imported, so
-``kserve_adapter`` is imported only through ``ml.serve.load_kserve``. Every module but
+``kserve_adapter`` is imported only through ``ml.server.serve.load_kserve``. Every module but
 ``kserve_adapter`` and ``routes`` loads neither kserve nor TensorFlow.
 """

@@ -1,7 +1,7 @@
 """The canary beside the served version: which requests it answers, and which version it is.
 
 A canary release publishes the new version into its own directory (``--canary-dir``,
-``V/serving/S/canary``; ``ml/contract.py``), not the serving one, with a weight file beside it
+``V/serving/S/canary``; ``ml.contract``), not the serving one, with a weight file beside it
 (``weight.json``: ``{"weight": W}``, the percent of requests the canary answers). The
 server loads the newest version there exactly as it loads a served version (completely,
 warmed up, then one reference assignment) and sends it ``W`` % of the requests; the rest
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ml import contract
-from ml.publishing import serving_versions
+from ml.selection.publishing import serving_versions
 
-log = logging.getLogger("ml.serve")
+log = logging.getLogger("ml.server.serve")
 
 WEIGHT_FILE = contract.CANARY_WEIGHT_FILE
 

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ml.export import BYTES_INPUT, DEFAULT_SIGNATURE, PIXELS_INPUT, PIXELS_SIGNATURE
-from ml.models import INPUT_SHAPE
+from ml.model.architectures import INPUT_SHAPE
+from ml.model.export import BYTES_INPUT, DEFAULT_SIGNATURE, PIXELS_INPUT, PIXELS_SIGNATURE
 from ml.server.client_error import ClientError
 from ml.server.image_header import ImageHeaderError, image_size
 
@@ -31,7 +31,7 @@ SIGNATURE_INPUTS: Mapping[str, str] = {
     PIXELS_SIGNATURE: PIXELS_INPUT,
 }
 #: Image formats the ``serving_default`` signature decodes. TF's ``decode_image`` with
-#: ``channels=1`` (ml/preprocess.py) rejects GIF, BMP and WebP, so those are refused up
+#: ``channels=1`` (ml/data/preprocess.py) rejects GIF, BMP and WebP, so those are refused up
 #: front with a clear message instead of a TensorFlow error.
 DECODABLE_FORMATS = ("png", "jpeg")
 

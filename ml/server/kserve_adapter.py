@@ -2,7 +2,7 @@
 ``--host`` with the documented routes only, a body limit, metrics of every request and error
 answers that say how to fix the request.
 
-Import it through ``ml.serve.load_kserve`` (KServe parses ``sys.argv`` when first imported).
+Import it through ``ml.server.serve.load_kserve`` (KServe parses ``sys.argv`` when first imported).
 
 Configuration goes through KServe's public API (``kserve.ModelServer(...)``, its
 ``register_model``, ``setup_event_loop`` and ``register_signal_handler``, and
@@ -31,7 +31,7 @@ from kserve.metrics import PREDICT_HIST_TIME
 from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
 from kserve.protocol.rest.server import RESTServer
 
-from ml.export import OUTPUT
+from ml.model.export import OUTPUT
 from ml.server.batcher import Batcher
 from ml.server.body_limit import BodyLimitMiddleware
 from ml.server.canary import requested_version
@@ -45,7 +45,7 @@ from ml.server.v1 import HINT, format_response, parse_request
 from ml.server.v2 import parse_v2_request, signature_metadata
 from ml.server.watcher import VersionWatcher
 
-log = logging.getLogger("ml.serve")
+log = logging.getLogger("ml.server.serve")
 
 
 class FashionMnistModel(kserve.Model):

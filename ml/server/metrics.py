@@ -1,7 +1,7 @@
 """The server's Prometheus metrics: a registry each server owns, and the ASGI middleware that
 counts and times every request.
 
-Names, labels and buckets are ``ml/contract_metrics.py``'s: the pod contract's, whose PromQL
+Names, labels and buckets are ``ml/contract/serving_metrics.py``'s: the pod contract's, whose PromQL
 every reader uses. :class:`ServerMetrics` holds, in a registry of its own (so two servers in one
 process, as in tests, count apart):
 
@@ -42,7 +42,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, Metric
 
-from ml.contract_metrics import (
+from ml.contract.serving_metrics import (
     BATCH_BUCKETS,
     BATCH_SIZE,
     CANARY_WEIGHT,

@@ -1,4 +1,4 @@
-"""The routes ``ml.serve`` answers, the documented ones only, and its answer for every other
+"""The routes ``ml.server.serve`` answers, the documented ones only, and its answer for every other
 URL.
 
 KServe's ``RESTServer.create_application`` mounts every route of its protocols, among them

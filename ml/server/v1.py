@@ -1,7 +1,7 @@
 """The V1 REST protocol, pure: a request body in, a validated batch out; the V1 answer
 format. No kserve, no TensorFlow.
 
-Request forms (TF Serving's REST forms for the two signatures in ``ml/export.py``)::
+Request forms (TF Serving's REST forms for the two signatures in ``ml/model/export.py``)::
 
     {"instances": [{"b64": "<base64 PNG/JPEG>"}, ...]}                 row form, bytes
     {"instances": [{"image_bytes": {"b64": "..."}}, ...]}              row form, named input
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ml.data import CLASS_NAMES
-from ml.export import BYTES_INPUT, DEFAULT_SIGNATURE, PIXELS_INPUT, PIXELS_SIGNATURE
+from ml.data.dataset import CLASS_NAMES
+from ml.model.export import BYTES_INPUT, DEFAULT_SIGNATURE, PIXELS_INPUT, PIXELS_SIGNATURE
 from ml.server.client_error import ClientError
 from ml.server.instances import (
     DEFAULT_MAX_IMAGE_PIXELS,

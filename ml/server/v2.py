@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ml.export import BYTES_INPUT, DEFAULT_SIGNATURE, OUTPUT, PIXELS_INPUT, PIXELS_SIGNATURE
+from ml.model.export import BYTES_INPUT, DEFAULT_SIGNATURE, OUTPUT, PIXELS_INPUT, PIXELS_SIGNATURE
 from ml.server.client_error import ClientError
 from ml.server.instances import (
     DEFAULT_MAX_IMAGE_PIXELS,

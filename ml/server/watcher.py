@@ -18,15 +18,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ml.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
-from ml.models import INPUT_SHAPE, NUM_CLASSES
-from ml.publishing import serving_versions
+from ml.model.architectures import INPUT_SHAPE, NUM_CLASSES
+from ml.model.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
+from ml.model.tf_errors import tf_detail
+from ml.selection.publishing import serving_versions
 from ml.server.canary import CanaryDir
 from ml.server.client_error import ClientError
 from ml.server.instances import SIGNATURE_INPUTS
-from ml.tf_errors import tf_detail
 
-log = logging.getLogger("ml.serve")
+log = logging.getLogger("ml.server.serve")
 
 
 class LoadedVersion(NamedTuple):
@@ -53,7 +53,7 @@ def load_version(version: int, path: Path) -> LoadedVersion:
         if name not in saved_model.signatures:
             raise ValueError(
                 f"no signature {name!r} (has {', '.join(sorted(saved_model.signatures))}); "
-                "export it with ml.export.export_model"
+                "export it with ml.model.export.export_model"
             )
         fn = saved_model.signatures[name]
         inputs = set(fn.structured_input_signature[1])
@@ -271,11 +271,11 @@ class VersionWatcher:
 def _find_undecodable(images: Sequence[bytes], error: Any) -> tuple[str, str]:
     """After a batch failed to decode: which instance, and why (error path only).
 
-    Decodes one image at a time with the signature's own decoder (ml.preprocess).
+    Decodes one image at a time with the signature's own decoder (ml.data.preprocess).
     """
     import tensorflow as tf
 
-    from ml.preprocess import decode_image
+    from ml.data.preprocess import decode_image
 
     for i, data in enumerate(images):
         try:

@@ -12,7 +12,7 @@ simply not routed to).
 
 This module is the analysis' ``Split`` and ``measure`` for it:
 
-- ``set_weight``: a Job writes ``weight.json`` in the volume (``ml.canary_weight``); then
+- ``set_weight``: a Job writes ``weight.json`` in the volume (``ml.selection.canary_weight``); then
   Prometheus must show every predictor pod applying it (``distml_canary_weight``);
 - ``measure``: Prometheus, per version, since the last reading: requests and 5xx on the
   predict and infer routes only, and their p99, from the counters and latency buckets
@@ -21,7 +21,7 @@ This module is the analysis' ``Split`` and ``measure`` for it:
   its first scrape); plus, once, each version's accuracy on
   the labelled sample (a Job sends it to each version's own URL through the in-cluster
   Service);
-- ``promote`` and ``rollback``: a Job runs ``ml.canary_publish`` with the record as text,
+- ``promote`` and ``rollback``: a Job runs ``ml.selection.canary_publish`` with the record as text,
   then Prometheus must show every pod serving the result.
 """
 
@@ -40,7 +40,7 @@ from k8s.monitoring import prometheus
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef, Sample
 from k8s.providers.settings import Settings
 from loadtest.metrics_text import Counts
-from ml import contract_metrics as cm
+from ml.contract import serving_metrics as cm
 from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ml.contract_metrics import LATENCY_OBJECTIVE_S
+from ml.contract.serving_metrics import LATENCY_OBJECTIVE_S
 
 
 class Outcome(Enum):

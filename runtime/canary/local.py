@@ -1,6 +1,6 @@
 """The canary on the local runtime: the one server process holds both versions.
 
-``ml.select --canary`` publishes the new version into ``V/serving/S/canary``; the server (started
+``ml select --canary`` publishes the new version into ``V/serving/S/canary``; the server (started
 with ``--canary-dir``) loads it beside the stable and answers the share of requests its
 ``weight.json`` gives (``ml/server/canary.py``). This module is the analysis' ``Split`` and
 ``measure`` for it:
@@ -9,8 +9,8 @@ with ``--canary-dir``) loads it beside the stable and answers the share of reque
   returns once the server's ``distml_canary_weight`` gauge shows it applied;
 - ``measure`` reads ``/metrics`` and takes, per version, what was counted since the last
   reading on the predict and infer routes (never probes), and each version's accuracy on
-  the held-out labelled sample (``ml.sample_accuracy``, sent to each version's own V2 URL);
-- ``promote`` and ``rollback`` run ``ml.canary_publish`` (the canary becomes the served
+  the held-out labelled sample (``ml sample_accuracy``, sent to each version's own V2 URL);
+- ``promote`` and ``rollback`` run ``ml canary_publish`` (the canary becomes the served
   version, or is set aside with the record), then wait until the server shows it.
 """
 
@@ -27,7 +27,8 @@ from common.errors import DistmlError
 from common.poll import Done, Pending, poll
 from loadtest.metrics_text import Counts, MetricsTextError, Page, parse_page
 from loadtest.server_view import METRICS_PATH, MetricsUnavailable, fetch
-from ml import contract, contract_canary
+from ml import contract
+from ml.contract import canary_commands
 from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
@@ -52,7 +53,7 @@ def write_weight(path: Path, weight: int) -> None:
 
 
 def _run_step(argv: list[str]) -> subprocess.CompletedProcess:
-    """``ml.sample_accuracy`` as a process (it needs numpy and the data: the pod side)."""
+    """``ml.selection.sample_accuracy`` as a process (it needs numpy and the data: the pod side)."""
     return subprocess.run(
         argv, capture_output=True, text=True, timeout=SAMPLE_TIMEOUT_S,
         env=python_env(), stdin=subprocess.DEVNULL,
@@ -117,7 +118,7 @@ class LocalCanary:
             f".record-{self.service}-{self.version}.json"
         )
         record.write_text(json.dumps(record_of(result), indent=2) + "\n")
-        argv = contract_canary.canary_end(
+        argv = canary_commands.canary_end(
             self.volume, self.service, promote=promote, record=record, python=self.python
         )
         code = self.step("promote" if promote else "roll back", argv)
@@ -150,7 +151,7 @@ class LocalCanary:
                 str(v): f"{self.url}/v2/models/{self.service}/versions/{v}/infer"
                 for v in (self.stable, self.version)
             }
-            argv = contract_canary.sample_accuracy(endpoints, self.source_dir, python=self.python)
+            argv = canary_commands.sample_accuracy(endpoints, self.source_dir, python=self.python)
             try:
                 done = self._score(argv)
             except subprocess.TimeoutExpired:
@@ -185,7 +186,7 @@ class LocalCanary:
 
 def last_json(text: str) -> dict[str, Any]:
     """The last line of ``text`` that is a JSON object ({} when none is): what
-    ``ml.sample_accuracy`` prints last."""
+    ``ml.selection.sample_accuracy`` prints last."""
     for line in reversed(text.strip().splitlines()):
         try:
             found = json.loads(line)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from k8s.monitoring import alertmanager, prometheus
 from k8s.monitoring.prometheus import Alert, PrometheusError
 from runtime.cluster.context import ClusterContext
-from runtime.tables import one_line
+from runtime.output.tables import one_line
 
 Row = tuple[str, str]
 LABEL = "alerts"

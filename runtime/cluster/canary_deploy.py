@@ -26,7 +26,8 @@ from k8s.manifests.names import RUNTIME_NAME
 from k8s.monitoring import prometheus, scrape
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
 from k8s.providers.settings import Settings
-from ml import contract, contract_metrics
+from ml import contract
+from ml.contract import serving_metrics
 
 # canary_cluster as a module, not its names: it imports runtime.cluster (run_job), whose
 # package imports this module, so either may be imported first.
@@ -271,7 +272,7 @@ def _stable(cx: ClusterContext, s: Settings, ref: PrometheusRef) -> int:
 
 def _scrape_s(cx: ClusterContext, s: Settings, ref: PrometheusRef) -> float:
     if cx.dry:
-        return float(contract_metrics.SCRAPE_INTERVAL_S)
+        return float(serving_metrics.SCRAPE_INTERVAL_S)
     try:
         found = scrape.interval(cx.kube, ref, s.namespace, s.service, kubectl=cx.provider.kubectl)
     except PrometheusError as e:

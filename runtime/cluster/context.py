@@ -25,8 +25,8 @@ from k8s.client.ownership import (
 from k8s.providers.base import Provider
 from k8s.providers.settings import EXISTING, Settings, with_cpu_requests
 from runtime.cluster.cluster_error import ClusterError
-from runtime.state import State
 from runtime.workdir import Workdir
+from runtime.workdir.state import State
 
 Out = Callable[[str], None]
 _UNREAD = object()  # `apply`'s caller has not read the object it applies

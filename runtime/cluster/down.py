@@ -14,11 +14,11 @@ from k8s.install.operators import Installer, components
 from k8s.manifests.names import INSTANCE_LABEL
 from k8s.providers.settings import Settings
 from k8s.waits.argo_status import WORKFLOW_API, WORKFLOW_KIND
-from runtime import workdir_identity
 from runtime.cluster import lab_owner
 from runtime.cluster.apply import delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError, Out
 from runtime.workdir import MARKER, Workdir
+from runtime.workdir import origin as workdir_identity
 
 # What distml applies in its namespace, deleted by label (the PVC is waited for apart).
 # The Workflow first: its TFJobs go with it; then its ServiceAccount, Role and RoleBinding.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from k8s.client.kube import Kube, KubeError
 from runtime.cluster.cluster_error import ClusterError
-from runtime.state import State
+from runtime.workdir.state import State
 
 FORGET = "`invoke down --forget` clears this work dir's record without touching any cluster"
 ROOT_CA = "kube-root-ca.crt"  # the ConfigMap every namespace has (its key: ca.crt)

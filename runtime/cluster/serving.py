@@ -23,7 +23,7 @@ from k8s.monitoring import prometheus, scrape
 from k8s.providers.settings import Settings
 from k8s.waits.cluster_poll import WaitError
 from k8s.waits.isvc_wait import wait_isvc_ready
-from ml import contract_metrics
+from ml.contract import serving_metrics
 from runtime.canary import live
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
@@ -147,7 +147,7 @@ def _scaling(cx: ClusterContext, s: Settings, request: DeployRequest) -> Setting
     target = request.target or (DEFAULT_RPS_TARGET if asked == "rps" else s.target)
     per = "requests in flight" if asked == "concurrency" else "requests per second"
     s = replace(s, scale_metric=asked, target=target, scrape_interval_s=_scrape_interval(cx, s))
-    window = contract_metrics.rate_window(s.scrape_interval_s, inference.KEDA_FLOOR_S)
+    window = serving_metrics.rate_window(s.scrape_interval_s, inference.KEDA_FLOOR_S)
     cx.out(
         f"scaling: KEDA on {per}, {target} per replica, read from Prometheus over the last {window}"
     )
@@ -327,7 +327,7 @@ def _canary_left(cx: ClusterContext) -> str:
     ref = prometheus.ref(s)
     if ref is None or cx.dry:
         return ""
-    query = contract_metrics.canary_weights(s.namespace, s.service)
+    query = serving_metrics.canary_weights(s.namespace, s.service)
     try:
         found = prometheus.instant(cx.kube, ref, query, kubectl=cx.provider.kubectl)
     except prometheus.PrometheusError as e:

@@ -26,15 +26,15 @@ from k8s.manifests import HPA_CPU_TARGET_PERCENT
 from k8s.manifests.names import ARGO_NAMESPACE, INSTANCE_LABEL
 from k8s.monitoring import prometheus, scrape
 from k8s.monitoring import stack as monitoring_objects
-from ml import contract_metrics
-from ml.contract import model_card, read_publish, serving_record
+from ml.contract import serving_metrics, serving_record
+from ml.contract.records import model_card, read_publish
 from runtime.canary import live as canary_live
 from runtime.cluster import alerts, lab_owner, training_view
 from runtime.cluster.access_check import TASK as ACCESS_TASK
 from runtime.cluster.context import ClusterContext
 from runtime.cluster.volume import Volume
-from runtime.state import State
-from runtime.tables import one_line, table
+from runtime.output.tables import one_line, table
+from runtime.workdir.state import State
 
 Row = tuple[str, str]
 CARD_TIMEOUT_S = 120  # the loader pod that reads the model card off the volume
@@ -243,7 +243,7 @@ def _scaling(cx: ClusterContext, state: State) -> list[Row]:
 
 
 def live(cx: ClusterContext) -> list[Row]:
-    """The service as Prometheus sees it now (`ml.contract_metrics`'s queries); one row
+    """The service as Prometheus sees it now (`ml.contract.serving_metrics`'s queries); one row
     saying why when it cannot be read."""
     ref = prometheus.ref(cx.settings())
     if ref is None:
@@ -257,11 +257,11 @@ def live(cx: ClusterContext) -> list[Row]:
 
     try:
         every = scrape.interval(cx.kube, ref, ns, svc, kubectl=cx.provider.kubectl)
-        w = contract_metrics.rate_window(every.seconds, contract_metrics.STATUS_FLOOR_S)
-        rate = read(contract_metrics.request_rate(ns, svc, w))
-        errors = read(contract_metrics.error_ratio(ns, svc, w))
-        quantiles = [read(contract_metrics.latency_quantile(ns, svc, q, w)) for q in QUANTILES]
-        pods = read(contract_metrics.replicas(ns, svc))
+        w = serving_metrics.rate_window(every.seconds, serving_metrics.STATUS_FLOOR_S)
+        rate = read(serving_metrics.request_rate(ns, svc, w))
+        errors = read(serving_metrics.error_ratio(ns, svc, w))
+        quantiles = [read(serving_metrics.latency_quantile(ns, svc, q, w)) for q in QUANTILES]
+        pods = read(serving_metrics.replicas(ns, svc))
     except prometheus.PrometheusError as e:
         return [("Prometheus", one_line(str(e)))]
     ms = "/".join("-" if v is None else f"{v * 1000:.0f}" for v in quantiles)

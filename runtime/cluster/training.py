@@ -14,14 +14,15 @@ from k8s import manifests
 from k8s.providers.settings import Settings
 from k8s.waits.cluster_poll import WaitError
 from k8s.waits.tfjobs import TFJobRow, wait_tfjobs
-from ml.contract import metrics_path, read_metrics
+from ml.contract import metrics_path
+from ml.contract.records import read_metrics
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob
 from runtime.cluster.up import ingest
 from runtime.cluster.volume import Volume
-from runtime.display import ChangedRows
+from runtime.output.display import ChangedRows
+from runtime.output.tables import table
 from runtime.requests import TrainRequest
-from runtime.tables import table
 
 WAIT_GRACE_S = 120  # beyond the jobs' own deadline, for the operator to mark them
 COPY_OUT_TIMEOUT_S = 180
@@ -179,7 +180,7 @@ def fetch_training_results(cx: ClusterContext, s: Settings, models: Sequence[str
             rows.append((model, "-" if acc is None else f"{acc:.4f}", str(metrics.epochs)))
     for line in table(rows).splitlines():
         cx.out(line)
-    from runtime.charts import training_curves
+    from runtime.output.charts import training_curves
 
     chart = training_curves(local, cx.wd.reports / "training-curves.png")
     if chart:

@@ -1,5 +1,5 @@
 """`invoke status` on a cluster while training runs: each TFJob's live figures, from the
-workers' ``/metrics`` as Prometheus scraped them (``ml/contract_train_metrics.py``'s
+workers' ``/metrics`` as Prometheus scraped them (``ml/contract/training_metrics.py``'s
 queries; distml's own Prometheus scrapes every worker, a user's must too). One row per
 TFJob that has a worker training now; none when nothing trains; one row saying why when
 Prometheus cannot be read."""
@@ -7,10 +7,10 @@ Prometheus cannot be read."""
 from __future__ import annotations
 
 from k8s.monitoring import prometheus, scrape
-from ml import contract_metrics
-from ml import contract_train_metrics as tmx
+from ml.contract import serving_metrics
+from ml.contract import training_metrics as tmx
 from runtime.cluster.context import ClusterContext
-from runtime.tables import one_line
+from runtime.output.tables import one_line
 
 Row = tuple[str, str]
 
@@ -28,7 +28,7 @@ def rows(cx: ClusterContext) -> list[Row]:
     ns = cx.namespace
     try:
         every = scrape.interval(cx.kube, ref, ns, cx.service, kubectl=cx.provider.kubectl)
-        window = contract_metrics.rate_window(every.seconds)  # live: four scrapes, no floor
+        window = serving_metrics.rate_window(every.seconds)  # live: four scrapes, no floor
         running = f"sum by ({tmx.JOB_LABEL}) ({tmx.TRAINING}{{{tmx.selector(ns)}}} == 1)"
         training = _by_job(cx, ref, running)
         rates = _by_job(cx, ref, tmx.throughput(ns, window))

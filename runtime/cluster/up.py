@@ -18,8 +18,7 @@ from k8s.providers.lab import Minikube
 from k8s.providers.settings import SERVING_MODES, Settings
 from k8s.waits.cluster_poll import WaitError
 from k8s.waits.workload_waits import wait_deployments_available
-from ml import contract_metrics
-from ml.contract import RAW_FILES
+from ml.contract import RAW_FILES, serving_metrics
 from runtime.cluster import existing_up, lab_owner
 from runtime.cluster.apply import apply_reporting, run_job
 from runtime.cluster.context import ClusterContext, ClusterError
@@ -149,7 +148,7 @@ def _monitoring(cx: ClusterContext, s: Settings) -> None:
     ref = prometheus.ref(s)
     cx.out(
         f"Prometheus: ready at {ref.address if ref else '?'}; it scrapes the predictor pods "
-        f"every {contract_metrics.SCRAPE_INTERVAL_S} s (`invoke status` reads it)"
+        f"every {serving_metrics.SCRAPE_INTERVAL_S} s (`invoke status` reads it)"
     )
     where = s.alert_webhook or f"nowhere ({alertmanager.SETTING} is not set)"
     cx.out(f"Alertmanager: beside it, on its loopback; alerts are sent to {where}")

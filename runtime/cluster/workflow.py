@@ -34,7 +34,7 @@ from runtime.cluster import canary_deploy
 from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob
-from runtime.display import ChangedRows
+from runtime.output.display import ChangedRows
 from runtime.requests import WorkflowRequest
 
 WATCH_GRACE_S = 120  # beyond the workflow's activeDeadlineSeconds, for Argo to mark it

@@ -1,7 +1,7 @@
 """The local runtime: the pod contract run as processes on 127.0.0.1, no cluster.
 
-A "TFJob" is N ``python -m ml.train`` processes with the TF_CONFIG the operator would
-give them; the volume is ``<workdir>/volume``; serving is ``python -m ml.serve`` in the
+A "TFJob" is N ``python -m ml train`` processes with the TF_CONFIG the operator would
+give them; the volume is ``<workdir>/volume``; serving is ``python -m ml serve`` in the
 background (``runtime.local.serving``). It never claims to autoscale: one server process
 serves every request. Every process goes through one ``Executor``: with ``dry=True``
 (``invoke --dry``) each command is printed and nothing is touched.
@@ -29,6 +29,7 @@ from runtime.local import down as _down
 from runtime.local import serving
 from runtime.local import up as _up
 from runtime.local.executor import Executor, Out
+from runtime.output.tables import table
 from runtime.requests import (
     DeployRequest,
     DownRequest,
@@ -38,7 +39,6 @@ from runtime.requests import (
     UpRequest,
     WorkflowRequest,
 )
-from runtime.tables import table
 from runtime.workdir import Workdir
 
 
@@ -139,7 +139,7 @@ class LocalRuntime:
         return 0
 
     def chart(self) -> None:
-        from runtime.charts import training_curves
+        from runtime.output.charts import training_curves
 
         chart = training_curves(self.wd.volume, self.wd.reports / "training-curves.png")
         if chart:

@@ -3,7 +3,7 @@
 With ``deploy --canary`` running, its loop looks at a control file every second
 (``runtime.canary.live.take_word``): this writes the word there and waits until that deploy has
 acted on it and says how it ended. With none running (it was killed, ``kill -9`` or a lost terminal,
-leaving the canary in the volume), this ends the canary itself through ``ml.canary_publish``,
+leaving the canary in the volume), this ends the canary itself through ``ml canary_publish``,
 with a record saying so; the server follows at its next poll.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.poll import Done, Pending, poll
-from ml import contract_canary
+from ml.contract import canary_commands
 from runtime.canary import live
 from runtime.local.serving import in_progress
 
@@ -60,12 +60,12 @@ def _tell(rt: LocalRuntime, word: str, pid: int) -> int:
 
 
 def _end_here(rt: LocalRuntime, word: str, version: int) -> int:
-    """No deploy runs the canary: end it with ``ml.canary_publish``, a record saying so."""
+    """No deploy runs the canary: end it with ``ml canary_publish``, a record saying so."""
     record = live.ended_record(word)
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=rt.wd.root, delete=False) as f:
         json.dump(record, f)
     try:
-        argv = contract_canary.canary_end(
+        argv = canary_commands.canary_end(
             rt.wd.volume, rt.service, promote=word == "promote", record=f.name, python=rt.python
         )
         code, _ = rt.ex.step(f"{word} canary version {version}", argv, rt.wd.logs / "canary.log")

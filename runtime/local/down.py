@@ -9,6 +9,7 @@ import errno
 import shutil
 from typing import TYPE_CHECKING
 
+from ml import contract
 from runtime.local import serving
 from runtime.procs import is_alive, stop_pid, stop_pids
 from runtime.requests import DownRequest
@@ -17,7 +18,7 @@ from runtime.workdir import MARKER
 if TYPE_CHECKING:
     from runtime.local import LocalRuntime
 
-TRAIN_TAG = "ml.train"
+TRAIN_TAG = contract.step_mark("train")
 
 
 def down(rt: LocalRuntime, request: DownRequest) -> int:

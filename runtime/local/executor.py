@@ -37,7 +37,7 @@ def interesting(line: str) -> bool:
 
 
 def shown(cmd: Sequence[str]) -> str:
-    """A command as the user reads it: ``python -m ml.x ...`` whatever the interpreter."""
+    """A command as the user reads it: ``python -m ml train ...`` whatever the interpreter."""
     return "python " + " ".join(cmd[1:])
 
 

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from common.process_group import stop_groups
 from ml import contract
-from ml.contract_train_metrics import ADDRESS_ENV, JOB_ENV
+from ml.contract.training_metrics import ADDRESS_ENV, JOB_ENV
 from runtime.procs import free_ports, tail
 
 STOP_GRACE_S = 5.0  # SIGTERM, then SIGKILL for what is left: one deadline for all workers
@@ -51,7 +51,7 @@ class Worker:
     proc: subprocess.Popen
     log_path: Path
     reader: threading.Thread
-    metrics_port: int = 0  # where it serves /metrics on 127.0.0.1 (ml/train_metrics.py)
+    metrics_port: int = 0  # where it serves /metrics on 127.0.0.1 (ml/training/train_metrics.py)
 
     @property
     def metrics_url(self) -> str:

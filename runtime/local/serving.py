@@ -1,4 +1,4 @@
-"""Local serving: select and publish, one ``ml.serve`` process in the background, rollback,
+"""Local serving: select and publish, one ``ml.server.serve`` process in the background, rollback,
 and the Locust load test against it. Functions of the ``LocalRuntime`` they serve."""
 
 from __future__ import annotations
@@ -15,17 +15,18 @@ from typing import TYPE_CHECKING, Any
 from common.poll import Done, Failed, Pending, poll
 from common.process_group import stop_group
 from ml import contract
-from ml.contract_volume_lock import LockHeld, volume_lock
+from ml.contract import records
+from ml.contract.volume_lock import LockHeld, volume_lock
 from runtime.image import code_version
+from runtime.output.tables import ms, table
 from runtime.procs import REPO, is_ours, port_is_free, started_at, tail
 from runtime.requests import DeployRequest, LoadtestRequest
-from runtime.state import Server
-from runtime.tables import ms, table
+from runtime.workdir.state import Server
 
 if TYPE_CHECKING:
     from runtime.local import LocalRuntime
 
-SERVER_TAG = "ml.serve"
+SERVER_TAG = contract.step_mark("serve")
 READY_TIMEOUT_S = 180.0
 ROLLBACK_TIMEOUT_S = 120.0
 CHECK_EVERY_S = 0.25
@@ -127,7 +128,7 @@ def _ready(url: str) -> bool:
 
 
 def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> Server | None:
-    """Start ``ml.serve`` on 127.0.0.1:``http_port``; return once it answers ready (None
+    """Start ``ml.server.serve`` on 127.0.0.1:``http_port``; return once it answers ready (None
     on a dry run). A server that never gets ready, or a Ctrl-C meanwhile, is stopped."""
     check_port(rt, http_port)
     log_path = rt.wd.logs / "serve.log"
@@ -221,7 +222,7 @@ def select_step(rt: LocalRuntime, request: DeployRequest, canary: bool = False) 
     if rt.ex.dry:
         return None
     report_path = Path(contract.selection_report(rt.wd.volume))
-    report = contract.read_selection(report_path)
+    report = records.read_selection(report_path)
     if report_path.is_file() and report_path.stat().st_mtime < started:
         report = {}  # the report of an earlier selection: this one failed before writing one
     if code != 0:

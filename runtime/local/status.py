@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ml import contract
+from ml.contract import records
 from runtime.local import canary_deploy, train_view
 from runtime.local.serving import running_server, versions
-from runtime.tables import ms
+from runtime.output.tables import ms
 
 if TYPE_CHECKING:
     from runtime.local import LocalRuntime
@@ -40,13 +41,13 @@ def status_rows(rt: LocalRuntime) -> list[Row]:
 
 
 def _candidate_rows(rt: LocalRuntime) -> list[Row]:
-    report = contract.read_selection(contract.selection_report(rt.wd.volume))
+    report = records.read_selection(contract.selection_report(rt.wd.volume))
     scores = {c["model_type"]: c for c in report.get("candidates", [])}
     root = Path(contract.candidates_dir(rt.wd.volume))
     models = sorted(p.name for p in root.glob("*") if p.is_dir() and not p.name.startswith("."))
     rows = []
     for model in models:
-        metrics = contract.read_metrics(contract.metrics_path(rt.wd.volume, model))
+        metrics = records.read_metrics(contract.metrics_path(rt.wd.volume, model))
         detail = "exported"
         if metrics and metrics.val_accuracy is not None:
             detail = f"last-epoch val acc {metrics.val_accuracy:.4f}"
@@ -60,12 +61,12 @@ def _candidate_rows(rt: LocalRuntime) -> list[Row]:
 
 
 def _serving_card(rt: LocalRuntime, latest: int) -> list[Row]:
-    """The serving version's model card (its publish.json; the serving copy ml.select
+    """The serving version's model card (its publish.json; the serving copy ml.selection.select
     keeps, else, on a volume from before it kept one, the version's own)."""
-    record = contract.read_publish(contract.serving_record(rt.wd.volume, rt.service))
+    record = records.read_publish(contract.serving_record(rt.wd.volume, rt.service))
     if record.get("version") != latest:
-        record = contract.read_publish(rt.serving_dir / str(latest) / contract.PUBLISH_FILE)
-    return [(f"serving {label}", text) for label, text in contract.model_card(record)]
+        record = records.read_publish(rt.serving_dir / str(latest) / contract.PUBLISH_FILE)
+    return [(f"serving {label}", text) for label, text in records.model_card(record)]
 
 
 def live_rows(url: str, service: str) -> list[Row]:

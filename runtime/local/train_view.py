@@ -1,5 +1,5 @@
 """`invoke status` on the local runtime while training runs: each job's live figures, read
-from its workers' ``/metrics`` (``ml/train_metrics.py``; the URLs the job runner records
+from its workers' ``/metrics`` (``ml/training/train_metrics.py``; the URLs the job runner records
 in the state). A page is outside input: parsed with prometheus-client's own parser, and a
 page that cannot be read or parsed is said in its row, never a crash.
 
@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ml import contract_train_metrics as tmx
+from ml.contract import training_metrics as tmx
 
 Row = tuple[str, str]
 TIMEOUT_S = 2.0

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ml import contract
+from ml.contract import records
 from runtime.local.jobs import Job, JobRunner, failure_report
+from runtime.output.tables import table
 from runtime.procs import python_env
 from runtime.requests import TrainRequest
-from runtime.tables import table
 
 if TYPE_CHECKING:
     from runtime.local import LocalRuntime
@@ -65,7 +66,7 @@ def train(rt: LocalRuntime, request: TrainRequest, display: object = None) -> in
 
 
 def _run(rt: LocalRuntime, request: TrainRequest, jobs: list[Job], parallel: int, display) -> None:
-    from runtime.display import JobDisplay
+    from runtime.output.display import JobDisplay
 
     display = display or JobDisplay(rt.out)
     runner = JobRunner(
@@ -100,7 +101,7 @@ def _summary_rows(rt: LocalRuntime, jobs: Sequence[Job]) -> list[tuple[str, ...]
         ("model", "state", "restarts", "resumed at", "val acc (last epoch)", "time")
     ]
     for job in jobs:
-        metrics = contract.read_metrics(contract.metrics_path(rt.wd.volume, job.name))
+        metrics = records.read_metrics(contract.metrics_path(rt.wd.volume, job.name))
         acc = metrics.val_accuracy if metrics and job.state == "succeeded" else None
         resumed = (
             "-"

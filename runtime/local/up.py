@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ml import contract
+from ml.contract import records
 from runtime.local import serving
 from runtime.requests import UpRequest
 
@@ -66,7 +67,7 @@ def up(rt: LocalRuntime, request: UpRequest) -> int:
     code, output = rt.ex.step("ingest", ingest, log)
     if code != 0:
         raise rt.error(f"ingest failed (exit {code}); full log: {log}")
-    already = not contract.read_ingest_line(output).changed
+    already = not records.read_ingest_line(output).changed
     state = rt.wd.state()
     sample_existed = (rt.wd.root / contract.SAMPLE_REQUEST).is_file()
     serving.write_sample(rt, source_dir)

@@ -112,8 +112,8 @@ def _replace_candidate_with_failing_model(wd: Path, data_dir: Path) -> None:
 
     import numpy as np
 
-    from ml.data import load_arrays
-    from ml.models import build_model
+    from ml.data.dataset import load_arrays
+    from ml.model.architectures import build_model
     from tests.support.failing_model import export_failing_on
 
     (x, y), (x_test, _) = load_arrays(data_dir)

@@ -194,9 +194,12 @@ def test_every_process_the_lifecycle_starts_listens_on_loopback_only(served):
     def judge(now: dict[int, tuple[str, set[tuple[str, int]]]]) -> Done | Pending:
         listening = [cmd for cmd, sockets in now.values() if sockets]
         kinds = {
-            k for cmd in listening for k in ("ml.train", "ml.serve", "tensorboard") if k in cmd
+            k
+            for cmd in listening
+            for k in ("ml.training.train", "ml.server.serve", "tensorboard")
+            if k in cmd
         }
-        workers = sum("ml.train" in cmd for cmd in listening)
+        workers = sum("ml.training.train" in cmd for cmd in listening)
         return Done() if len(kinds) == 3 and workers == 2 else Pending(str(listening))
 
     try:

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ml.contract import LINEAGE_FIELDS, RAW_SHA256
-from ml.contract_metrics import PREDICT_ROUTE, REQUESTS_TOTAL
+from ml.contract import RAW_SHA256
+from ml.contract.records import LINEAGE_FIELDS
+from ml.contract.serving_metrics import PREDICT_ROUTE, REQUESTS_TOTAL
 from runtime.image import image_tag
 from tests.ml.server.scrape import Scrape
 from tests.support.e2e_kit import REPO, SERVICE, deployed, invoke, post, processes_mentioning
@@ -289,7 +290,9 @@ def test_a_killed_worker_restarts_the_job_which_resumes(tmp_path, data_dir):
             assert time.monotonic() < deadline, "training never reached epoch 2"
             time.sleep(0.2)
         pids = json.loads((wd / "state.json").read_text())["train_pids"]
-        victim = [p for p in pids if "ml.train" in Path(f"/proc/{p}/cmdline").read_text()][-1]
+        victim = [p for p in pids if "ml.training.train" in Path(f"/proc/{p}/cmdline").read_text()][
+            -1
+        ]
         os.kill(victim, signal.SIGKILL)
         out, _ = proc.communicate(timeout=600)
     finally:

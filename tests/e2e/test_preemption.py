@@ -24,7 +24,7 @@ from ml.contract import PREEMPTED_EXIT, PROGRESS_PREFIX
 from runtime.local.jobs import STOP_GRACE_S, tf_config
 from runtime.procs import free_ports
 
-# 3 steps per call: divides neither 40 nor the check interval (ml.preemption.CHECK_EVERY).
+# 3 steps per call: divides neither 40 nor the check interval (ml.training.preemption.CHECK_EVERY).
 EPOCHS, STEPS, SPE = 2, 40, 3
 
 
@@ -41,7 +41,7 @@ class Workers:
     ) -> None:
         ports = free_ports(2)
         cmd = [
-            sys.executable, "-m", "ml.train", "--volume", str(volume), "--model-type", "cnn",
+            sys.executable, "-m", "ml", "train", "--volume", str(volume), "--model-type", "cnn",
             "--source-dir", str(data_dir), "--epochs", str(epochs),
             "--steps-per-epoch", str(steps), "--log-every", "1",
             "--steps-per-execution", str(SPE),

@@ -49,7 +49,8 @@ def trained(dk, image, volume, data_dir):
             image,
             "python",
             "-m",
-            "ml.train",
+            "ml",
+            "train",
             "--volume",
             "/trained_model",
             "--model-type",
@@ -85,7 +86,8 @@ def test_selection_in_a_container_publishes_version_1(dk, image, volume, data_di
         image,
         "python",
         "-m",
-        "ml.select",
+        "ml",
+        "select",
         "--volume",
         "/trained_model",
         "--source-dir",
@@ -108,7 +110,8 @@ def test_server_in_a_container_answers_the_host(dk, image, volume, data_dir, tra
         image,
         "python",
         "-m",
-        "ml.serve",
+        "ml",
+        "serve",
         "--model-dir",
         "/trained_model/serving/tf-mnist",
         "--model-name",
@@ -133,8 +136,8 @@ def test_server_in_a_container_answers_the_host(dk, image, volume, data_dir, tra
         assert state == "true", dk.run("logs", name, check=False).stderr[-3000:]
         assert time.monotonic() < deadline, "the containerised server never became ready"
         time.sleep(0.5)
-    from ml.data import read_idx
-    from ml.sample import encode_png
+    from ml.data.dataset import read_idx
+    from ml.data.sample import encode_png
 
     png = encode_png(read_idx(data_dir / "t10k-images-idx3-ubyte.gz")[0])
     body = json.dumps(
@@ -152,7 +155,7 @@ def test_server_in_a_container_answers_the_host(dk, image, volume, data_dir, tra
 def test_the_container_user_is_not_root(dk, image):
     assert dk.run("run", "--rm", image, "id", "-u").stdout.strip() == "1000"
     usage = dk.run("run", "--rm", image).stdout
-    assert "python -m ml.train" in usage and "python -m ml.serve" in usage
+    assert "python -m ml train" in usage and "python -m ml serve" in usage
 
 
 def test_no_certificates_or_caches_are_left_in_the_image(dk, image):

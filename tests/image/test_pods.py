@@ -199,8 +199,8 @@ def test_predictor_pod_is_ready_only_once_the_model_loads_then_answers(
         time.sleep(0.5)
     assert set(codes) <= {200, 503}, codes
 
-    from ml.data import read_idx
-    from ml.sample import encode_png
+    from ml.data.dataset import read_idx
+    from ml.data.sample import encode_png
 
     png = encode_png(read_idx(data_dir / "t10k-images-idx3-ubyte.gz")[0])
     body = json.dumps({"instances": [{"b64": base64.b64encode(png).decode()}]}).encode()

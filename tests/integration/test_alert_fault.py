@@ -21,8 +21,9 @@ from tests.support.fakekube import FakeKube
 
 NS, SVC = "kubeflow", "tf-mnist"
 REF = PrometheusRef(NS, prometheus.OWN_SERVICE, prometheus.PORT)
-# A process whose command line reads like a predictor's (ml/contract.py serve).
-STAND_IN = [sys.executable, "-c", "import time; time.sleep(600)", "ml.serve", "/mnt/models"]
+# A process whose command line reads like a predictor's (ml.contract.serve).
+SLEEP = [sys.executable, "-c", "import time; time.sleep(600)"]
+STAND_IN = [*SLEEP, "-m", "ml", "serve", "--model-dir", "/mnt/models"]
 
 
 def stopped(pid: int) -> bool:
@@ -59,7 +60,8 @@ def stand_in():
 def test_the_predictors_are_found_by_their_command_line(stand_in, tmp_path):
     assert stand_in.pid in af.predictor_pids()
     fake_proc = tmp_path / "proc"
-    for pid, cmd in {"7": b"python\0-m\0ml.serve\0/mnt/models\0", "8": b"python\0-m\0ml.train\0",
+    for pid, cmd in {"7": b"python\0-m\0ml\0serve\0--model-dir\0/mnt/models\0",
+                     "8": b"python\0-m\0ml\0train\0--volume\0/mnt/models\0",
                      "9": b"dpkg\0--unpack\0caf\xe9.deb\0", "self": b"x"}.items():  # fmt: skip
         (fake_proc / pid).mkdir(parents=True)
         (fake_proc / pid / "cmdline").write_bytes(cmd)

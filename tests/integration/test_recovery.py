@@ -59,4 +59,4 @@ def test_the_worker_runs_python_as_pid_1_so_sigterm_reaches_the_trainer():
 
     pod = manifests.tfjob(Settings(image="distml:x"), "cnn")["spec"]["tfReplicaSpecs"]["Worker"]
     (container,) = pod["template"]["spec"]["containers"]
-    assert container["command"][:3] == ["python", "-m", "ml.train"]
+    assert container["command"][:4] == ["python", "-m", "ml", "train"]

@@ -37,14 +37,14 @@ def ok_run(tmp_path_factory) -> tuple[dict, Path, set[str], list[str]]:
 
 class MeteredServer:
     """The loopback predict server with a ``/metrics`` page, counting as distml's server
-    counts (ml/contract_metrics.py: every predict answered, by code, and its latency),
+    counts (ml/contract/serving_metrics.py: every predict answered, by code, and its latency),
     written by prometheus-client. ``extra`` predict requests are counted that nobody sent
     (a server that over-counts)."""
 
     def __init__(self, handler: type, extra_every: int = 0) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-        from ml import contract_metrics as sm
+        from ml.contract import serving_metrics as sm
 
         self.registry = r = CollectorRegistry()
         self.requests = Counter(sm.REQUESTS, "r", sm.REQUEST_LABELS, registry=r)

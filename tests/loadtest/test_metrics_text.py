@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from loadtest.metrics_text import INF, Counts, MetricsTextError, histogram_quantile, parse_page
-from ml import contract_metrics as sm
+from ml.contract import serving_metrics as sm
 from tests.support.serve_fuzz import FUZZ
 
 MODEL = "tf-mnist"
@@ -24,7 +24,7 @@ READY = "/v1/models/{model_name}"
 
 
 class Server:
-    """The metrics distml's server writes (ml/contract_metrics.py), in a registry."""
+    """The metrics distml's server writes (ml/contract/serving_metrics.py), in a registry."""
 
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()

@@ -25,7 +25,7 @@ from loadtest.prometheus_view import (
     scraped_timeout_s,
 )
 from loadtest.server_view import Absent, report
-from ml.contract_metrics import SCRAPE_INTERVAL_S
+from ml.contract.serving_metrics import SCRAPE_INTERVAL_S
 from tests.loadtest.conftest import metered_server
 from tests.support.fakekube import FakeClock, FakeKube
 from tests.support.loopback_prometheus import loopback_prometheus

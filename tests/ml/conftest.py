@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from ml import contract
-from ml.config import resolve
-from ml.data import load_arrays
-from ml.export import export_model
-from ml.models import build_model
+from ml.data.dataset import load_arrays
+from ml.model.architectures import build_model
+from ml.model.export import export_model
+from ml.training.config import resolve
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +28,7 @@ def saved_models(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
     good.fit(x[:6400, ..., None] / 255.0, y[:6400], batch_size=128, epochs=1, verbose=0)
     export_model(good, root / "good")
     export_model(build_model("cnn", seed=2), root / "bad")
-    # What ml.train writes beside the SavedModel: the resolved parameters of this run.
+    # What ml.training.train writes beside the SavedModel: the resolved parameters of this run.
     cfg = resolve("quick", overrides={"model_type": "cnn", "epochs": 1, "seed": 1})
     cfg.extra.update(workers=1, global_batch_size=128, steps_per_epoch_resolved=50)
     (root / "good" / contract.PARAMS_FILE).write_text(cfg.to_yaml())

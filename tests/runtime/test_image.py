@@ -31,7 +31,9 @@ def test_the_tag_is_a_content_hash_that_ignores_what_the_image_ignores(context):
     (context / "ml" / "__pycache__").mkdir(exist_ok=True)
     (context / "ml" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
     assert img.image_tag(context) == tag
-    (context / "ml" / "models.py").write_text((context / "ml" / "models.py").read_text() + "\n")
+    (context / "ml" / "model" / "architectures.py").write_text(
+        (context / "ml" / "model" / "architectures.py").read_text() + "\n"
+    )
     assert img.image_tag(context) != tag
 
 

@@ -84,7 +84,7 @@ def test_a_recorded_pid_is_ours_only_with_its_start_time(sleeper):
     assert is_ours(sleeper.pid, "time.sleep", started)
     # The same pid with another start time is a recycled pid: someone else's process.
     assert not is_ours(sleeper.pid, "time.sleep", started - 5.0)
-    assert not is_ours(sleeper.pid, "ml.serve", started)
+    assert not is_ours(sleeper.pid, "ml.server.serve", started)
     sleeper.kill()
     sleeper.wait()
     assert not is_ours(sleeper.pid, "time.sleep", started)

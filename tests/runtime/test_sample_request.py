@@ -1,4 +1,4 @@
-"""runtime.sample_request, the tasks' side of the sample-request step: it runs ``ml.sample``
+"""runtime.sample_request, the tasks' side of the sample-request step: it runs ``ml.data.sample``
 once, prints what it wrote, and raises the step's own reason when there is no data."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 
 from common.errors import DistmlError
 from ml import contract
-from ml.data import CLASS_NAMES, read_idx
-from ml.raw import DEBIAN_DIR
+from ml.data.dataset import CLASS_NAMES, read_idx
+from ml.data.raw import DEBIAN_DIR
 from runtime.sample_request import write_sample_request
 
 

@@ -1,10 +1,10 @@
-"""runtime/workdir.py: a work dir is ours only once ``create`` has marked it (what
+"""runtime/workdir/__init__.py: a work dir is ours only once ``create`` has marked it (what
 `down --purge` checks before removing anything), and its state goes through state.json."""
 
 from __future__ import annotations
 
-from runtime.state import State
 from runtime.workdir import Workdir
+from runtime.workdir.state import State
 
 
 def test_create_marks_the_work_dir_as_ours_once(tmp_path):

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 TAG = image_tag(REPO)
 OK = Result(exited=0)
 
-# What ml.select writes as publish.json (the fields ml.contract.LINEAGE_FIELDS names).
+# What ml.selection.select writes as publish.json (the fields ml.records.LINEAGE_FIELDS names).
 PUBLISH_RECORD = {
     "source": "candidate cnn",
     "model_type": "cnn",

@@ -2,7 +2,7 @@
 the test, never a switch in the product).
 
 ``export_failing_on(model, image, path)`` exports ``model`` with the export contract's
-signatures (``ml.export.export_model``), wrapped so that a batch holding ``image`` fails
+signatures (``ml.model.export.export_model``), wrapped so that a batch holding ``image`` fails
 with a TensorFlow NotFoundError (it reads a file that is not there): the server answers such
 a request 500. Every other input is answered as ``model`` answers it, so the version loads,
 warms up (zeros) and passes the selection (validation images); the load test's sample
@@ -21,8 +21,8 @@ def export_failing_on(model: Any, image: Any, path: Path) -> Path:
     """``image``: [28, 28, 1] float32 in [0, 1], as the pixels signature takes it."""
     import tensorflow as tf
 
-    from ml.export import export_model
-    from ml.preprocess import standardize
+    from ml.data.preprocess import standardize
+    from ml.model.export import export_model
 
     target = standardize(tf.constant(image, tf.float32))  # as the model sees it
 

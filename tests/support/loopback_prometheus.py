@@ -25,7 +25,7 @@ import pytest
 
 from common.poll import Done, Pending, poll
 from k8s.client.kube import ProxyError
-from ml import contract_metrics as sm
+from ml.contract import serving_metrics as sm
 from runtime.procs import free_ports
 
 BINARY = "/usr/bin/prometheus"

@@ -2,7 +2,7 @@
 with zlib/struct (no TensorFlow), the table of bad requests with the status and the text
 each answer must hold, and a KServe V2 request of encoded images.
 
-The limits are those the HTTP tests' server is started with (tests/ml/test_serve_http.py);
+The limits are those the HTTP tests' server is started with (tests/ml/server/test_serve_http.py);
 the unit tests pass the same limits to the parsers."""
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ BAD_REQUESTS = [
         "true or false",
         id="return_class_names not a boolean",
     ),
-    # JSON has no NaN, but Python's json module accepts it: ml.serve parses bodies that are
+    # JSON has no NaN, but Python's json module accepts it: ml.server.serve parses bodies that are
     # not sent as application/json itself (KServe hands them over as bytes).
     pytest.param(
         Raw(json.dumps({"instances": [np.full((28, 28), np.nan).tolist()]}).encode(), "text/plain"),

@@ -1,4 +1,4 @@
-"""The app ``python -m ml.serve`` serves, built in process (no socket, no TensorFlow) with a
+"""The app ``python -m ml serve`` serves, built in process (no socket, no TensorFlow) with a
 stub model version, for tests of its routes and answers.
 
 ``stub_app()`` builds it with ``ml.server.kserve_adapter.rest_server`` and ``create_application``,
@@ -14,8 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ml import serve
-from ml.server import watcher
+from ml.server import serve, watcher
 
 MODEL = "tf-mnist"
 VERSION = 3

@@ -1,4 +1,4 @@
-"""The real model server (``python -m ml.serve``) on a loopback port, serving a small random
+"""The real model server (``python -m ml serve``) on a loopback port, serving a small random
 cnn exported here, and predict requests to it: for the tests that read what it counts
 through a real Prometheus."""
 
@@ -34,12 +34,12 @@ def _png() -> bytes:
 
 @contextlib.contextmanager
 def served_model(root: Path, *, canary: bool = False) -> Iterator[str]:
-    """``python -m ml.serve`` on a free loopback port, serving version 1 of a random cnn
+    """``python -m ml serve`` on a free loopback port, serving version 1 of a random cnn
     exported under ``root`` (the volume; ``root/export`` the model); its base URL. Stopped
     after. ``canary``: started with the service's canary folder, as a cluster's is."""
-    from ml.export import export_model
-    from ml.models import build_model
-    from ml.select import publish
+    from ml.model.architectures import build_model
+    from ml.model.export import export_model
+    from ml.selection.select import publish
 
     export_model(build_model("cnn", seed=7), root / "export")
     serving = root / "serving" / SVC

@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-DRAWS = "tests/runtime/test_charts.py::test_no_history_draws_no_chart_and_a_history_draws_a_png"
+DRAWS = (
+    "tests/runtime/output/test_charts.py::test_no_history_draws_no_chart_and_a_history_draws_a_png"
+)
 
 NEW_FILE = """
 import multiprocessing

@@ -16,7 +16,7 @@ def test_cluster_only_flags_are_noted_as_ignored_on_the_local_runtime(wd):
     assert "note: --target, --request-logger apply to cluster runtimes; ignored on local" in (
         r.stdout
     )
-    assert "would run (selection): python -m ml.select" in r.stdout
+    assert "would run (selection): python -m ml select" in r.stdout
     # publish.json's code version: the image tag this repository's code builds to.
     assert f"--code-version {image_tag(REPO)}" in r.stdout
     assert r.stdout.rstrip().endswith("--host 127.0.0.1 --http-port 8181")

@@ -1,4 +1,4 @@
-"""A copied work dir is not the work dir it copies (runtime.workdir_identity): its first
+"""A copied work dir is not the work dir it copies (runtime.workdir.origin): its first
 task is refused, naming the original; its `up` makes it a new work dir; `invoke moved`
 takes the record over only when the original is gone. And a plain `up` never switches the
 runtime a work dir is set up on."""

@@ -15,7 +15,7 @@ import pytest
 
 from k8s.client.drykube import DryKube
 from k8s.client.kube import ApiKube, KubeError, ProxyError
-from ml import contract_metrics
+from ml.contract import serving_metrics
 from tests.support.api_server import FakeApiServer, status_body, write_kubeconfig
 
 PROXY = "/api/v1/namespaces/team-a/services/distml-prometheus:9090/proxy/api/v1/query"
@@ -51,7 +51,7 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiKube]:
 
 
 def test_a_query_goes_through_the_service_proxy_intact(api: ApiKube) -> None:
-    promql = contract_metrics.error_ratio("team-a", "tf-mnist", "2m") + " + 0"
+    promql = serving_metrics.error_ratio("team-a", "tf-mnist", "2m") + " + 0"
     body = api.proxy_get("team-a", "distml-prometheus", 9090, "api/v1/query", {"query": promql})
     assert json.loads(body) == {"status": "success", "echo": promql}
     (request,) = [r for r in FakeApiServer.requests if r["path"] == PROXY]

@@ -12,7 +12,8 @@ from k8s.client.ownership import stamp
 from k8s.manifests import canary_jobs as cj
 from k8s.manifests.names import INSTANCE_LABEL, raw_data_dir
 from k8s.providers.settings import quantity
-from ml import canary_publish, canary_weight, sample_accuracy
+from ml import contract
+from ml.selection import canary_publish, canary_weight, sample_accuracy
 from tests.support import k8s_schemas
 from tests.support.manifests_kit import settings
 
@@ -51,10 +52,13 @@ def test_every_object_is_valid_and_carries_the_instance_label_once_stamped():
 
 def test_each_job_runs_its_module_with_arguments_its_parser_takes():
     weight, end, sample = jobs()
-    assert canary_weight.build_parser().parse_args(command(weight)[3:]).weight == 10
-    args = canary_publish.build_parser().parse_args(command(end)[3:])
+    assert (
+        canary_weight.build_parser().parse_args(contract.split_step(command(weight))[1]).weight
+        == 10
+    )
+    args = canary_publish.build_parser().parse_args(contract.split_step(command(end))[1])
     assert args.reject and json.loads(args.record_json) == {"reason": "a 'quote' and \"more\""}
-    parsed = sample_accuracy.parser().parse_args(command(sample)[3:])
+    parsed = sample_accuracy.parser().parse_args(contract.split_step(command(sample))[1])
     assert parsed.source_dir == raw_data_dir(settings())
     assert parsed.endpoint == [
         (

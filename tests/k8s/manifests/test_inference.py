@@ -11,7 +11,7 @@ import pytest
 from k8s import manifests as m
 from k8s.install import versions
 from k8s.providers.settings import PREDICTORS, PROVIDERS
-from ml import contract_metrics
+from ml.contract import serving_metrics
 from tests.support import k8s_schemas
 from tests.support.manifests_kit import all_objects, by_kind, one, settings
 
@@ -79,7 +79,7 @@ def test_kserve_predictor_runs_our_server_from_the_model_mount() -> None:
     assert c["name"] == "kserve-container"
     # The canary folder is inside the mount: `deploy --canary` on a cluster.
     assert c["command"] + c["args"] == [
-        "python", "-m", "ml.serve", "--model-dir", "/mnt/models", "--model-name", "{{.Name}}",
+        "python", "-m", "ml", "serve", "--model-dir", "/mnt/models", "--model-name", "{{.Name}}",
         "--canary-dir", "/mnt/models/canary", "--host", "0.0.0.0", "--http-port", "8080",
     ]  # fmt: skip
     assert c["ports"] == [{"containerPort": 8080, "name": "http1", "protocol": "TCP"}]
@@ -120,7 +120,7 @@ def test_request_logger_only_when_asked() -> None:
 
 def test_predictor_is_ready_only_when_a_model_answers():
     from k8s.providers.settings import Settings
-    from ml.contract_metrics import UNCOUNTED_PATHS
+    from ml.contract.serving_metrics import UNCOUNTED_PATHS
 
     s = Settings(image="distml:0123456789ab")
     container = m.serving_runtime(s)["spec"]["containers"][0]
@@ -155,8 +155,8 @@ def test_request_metrics_give_kserves_keda_form_strictly_valid(metric, where, ad
     assert external["target"] == {"type": "Value", "value": "4"}
     # distml's own 5 s scrape: the 30 s floor; a time-averaged concurrency (Little's law).
     queries = {
-        "concurrency": contract_metrics.concurrency("kubeflow", "tf-mnist", "30s"),
-        "rps": contract_metrics.request_rate("kubeflow", "tf-mnist", "30s"),
+        "concurrency": serving_metrics.concurrency("kubeflow", "tf-mnist", "30s"),
+        "rps": serving_metrics.request_rate("kubeflow", "tf-mnist", "30s"),
     }
     assert external["metric"]["query"] == queries[metric]
     # Beside it, CPU: what the HPA still scales up on while Prometheus cannot be read

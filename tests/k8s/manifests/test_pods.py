@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from k8s import manifests as m
+from ml import contract
 from ml.contract import MODEL_TYPES
 from tests.support.manifests_kit import (
     IMAGE,
@@ -35,7 +36,7 @@ def test_tfjob_worker_shape() -> None:
     assert container["name"] == "tensorflow"  # the operator looks for this name
     assert container["ports"] == [
         {"containerPort": 2222, "name": "tfjob-port"},
-        {"containerPort": 9464, "name": "metrics"},  # ml/train_metrics.py's /metrics
+        {"containerPort": 9464, "name": "metrics"},  # ml/training/train_metrics.py's /metrics
     ]
     assert worker["template"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
     assert job["spec"]["runPolicy"] == {
@@ -80,7 +81,7 @@ def test_tfjob_names_are_distinct_dns_names() -> None:
 def test_train_command_and_overrides() -> None:
     plain = m.train_command(settings(), "cnn")
     assert plain == [
-        "python", "-m", "ml.train", "--volume", "/trained_model", "--model-type", "cnn",
+        "python", "-m", "ml", "train", "--volume", "/trained_model", "--model-type", "cnn",
         "--profile", "quick", "--log-every", "5",
     ]  # fmt: skip
     tuned = m.train_command(settings(profile="full", epochs=4, steps_per_epoch=9), "cnn")
@@ -122,7 +123,7 @@ def test_loader_pod_and_ingest_from_local_files() -> None:
     assert "ttlSecondsAfterFinished" not in ingest["spec"]
     command = ingest["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command == [
-        "python", "-m", "ml.ingest", "--volume", "/trained_model",
+        "python", "-m", "ml", "ingest", "--volume", "/trained_model",
         "--source-dir", "/trained_model/raw/fashion-mnist",
     ]  # fmt: skip
     no_local = all_objects(settings())
@@ -175,7 +176,7 @@ def test_selection_and_rollback_jobs() -> None:
     assert select["metadata"]["name"] == "distml-select"
     assert select["spec"]["backoffLimit"] == 0
     assert _command(select) == [
-        "python", "-m", "ml.select", "--volume", "/trained_model", "--service", "tf-mnist",
+        "python", "-m", "ml", "select", "--volume", "/trained_model", "--service", "tf-mnist",
         "--min-accuracy", "0.85", "--force", "--code-version", IMAGE,
     ]  # fmt: skip
     # The code version recorded in publish.json is the image this very pod runs.
@@ -204,17 +205,19 @@ def test_pvc_and_namespace() -> None:
 
 
 def test_commands_parse_with_the_pod_clis(monkeypatch) -> None:
-    from ml import ingest, serve, train
-    from ml import select as select_cli
+    from ml.data import ingest
+    from ml.selection import select as select_cli
+    from ml.server import serve
+    from ml.training import train
 
     objs = all_objects(settings(epochs=2, steps_per_epoch=3), source_dir=True, force=True)
     ingest_cmd = _command(by_kind(objs, "Job")[0])
-    args = ingest._parser().parse_args(ingest_cmd[3:])
+    args = ingest._parser().parse_args(contract.split_step(ingest_cmd)[1])
     assert (args.volume, args.source_dir) == ("/trained_model", "/trained_model/raw/fashion-mnist")
 
     for job in by_kind(objs, "TFJob"):
         cmd = _worker(job)["template"]["spec"]["containers"][0]["command"]
-        args = train.build_parser().parse_args(cmd[3:])
+        args = train.build_parser().parse_args(contract.split_step(cmd)[1])
         assert (args.epochs, args.steps_per_epoch, args.log_every) == (2, 3, 5)
         assert args.model_type == job["metadata"]["labels"]["distml/model"]
 
@@ -227,7 +230,7 @@ def test_commands_parse_with_the_pod_clis(monkeypatch) -> None:
         8080,
     )
 
-    # ml.select parses inside main(): run it with the work itself replaced.
+    # ml.selection.select parses inside main(): run it with the work itself replaced.
     calls: list[tuple[Any, ...]] = []
 
     def fake_select(volume, service, **kwargs):
@@ -241,10 +244,10 @@ def test_commands_parse_with_the_pod_clis(monkeypatch) -> None:
     monkeypatch.setattr(select_cli, "select", fake_select)
     monkeypatch.setattr(select_cli, "rollback", fake_rollback)
     (select,) = [j for j in by_kind(objs, "Job") if j["metadata"]["name"] == "distml-select"]
-    assert select_cli.main(_command(select)[3:]) == 0
+    assert select_cli.main(contract.split_step(_command(select))[1]) == 0
     kind, volume, service, kwargs = calls[-1]
     assert (kind, str(volume), service) == ("select", "/trained_model", "tf-mnist")
     assert (kwargs["force"], kwargs["min_accuracy"]) == (True, 0.0)
     rollback = m.selection_job(settings(), min_accuracy=0, force=False, rollback=True)
-    assert select_cli.main(_command(rollback)[3:]) == 0
+    assert select_cli.main(contract.split_step(_command(rollback))[1]) == 0
     assert calls[-1] == ("rollback", Path("/trained_model"), "tf-mnist")

@@ -12,6 +12,6 @@ from tests.support.served_model import served_model
 
 @pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``python -m ml.serve`` on a free loopback port, serving version 1; its base URL."""
+    """``python -m ml serve`` on a free loopback port, serving version 1; its base URL."""
     with served_model(tmp_path_factory.mktemp("served")) as url:
         yield url

@@ -17,7 +17,7 @@ from k8s.client.kube import KubeError, ProxyError
 from k8s.monitoring import prometheus as prom
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
 from k8s.providers.settings import Settings
-from ml import contract_metrics
+from ml.contract import serving_metrics
 from tests.support.fakekube import FakeKube
 
 NS = "kubeflow"
@@ -72,7 +72,7 @@ def test_a_bad_prometheus_setting_names_the_setting_and_the_form(text: str) -> N
 
 def test_instant_reads_through_the_proxy_and_parses_every_series() -> None:
     kube = FakeKube()
-    query = contract_metrics.request_rate(NS, "tf-mnist", "1m")
+    query = serving_metrics.request_rate(NS, "tf-mnist", "1m")
     seen = serving(kube, vector(({"pod": "a"}, "1.5"), ({"pod": "b"}, "+Inf")))
     assert prom.instant(kube, OWN, query) == [({"pod": "a"}, 1.5), ({"pod": "b"}, math.inf)]
     assert seen == [{"path": "api/v1/query", "query": query}]
@@ -98,8 +98,8 @@ def test_targets_give_job_labels_and_health() -> None:
     kube = FakeKube()
     active = [
         {
-            "labels": {"job": contract_metrics.SCRAPE_JOB, "isvc": "tf-mnist", "pod": "p-1"},
-            "scrapePool": contract_metrics.SCRAPE_JOB,
+            "labels": {"job": serving_metrics.SCRAPE_JOB, "isvc": "tf-mnist", "pod": "p-1"},
+            "scrapePool": serving_metrics.SCRAPE_JOB,
             "scrapeUrl": "http://10.0.0.5:8080/metrics",
             "lastError": "",
             "health": "up",

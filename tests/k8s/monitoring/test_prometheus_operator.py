@@ -1,5 +1,5 @@
 """k8s.monitoring.prometheus_operator: the PodMonitors keep exactly the pods and ports distml's
-own scrape jobs keep, labelled as ml.contract_metrics's and ml.contract_train_metrics's
+own scrape jobs keep, labelled as ml.contract.serving_metrics's and ml.contract.training_metrics's
 queries select them, once the Prometheus Operator has turned them into scrape jobs (its
 relabelling, transcribed in tests/support/relabel.py, run here); the PrometheusRule is
 distml's rules. Strict validation against the Operator's CRDs: test_prometheus_operator_crds.py.
@@ -17,8 +17,8 @@ from k8s.manifests.names import ISVC_POD_LABEL, PREDICTOR_PORT, is_ours
 from k8s.monitoring import prometheus_operator as po
 from k8s.monitoring import rules, stack
 from k8s.providers.settings import Settings
-from ml import contract_metrics
-from ml import contract_train_metrics as train_metrics
+from ml.contract import serving_metrics
+from ml.contract import training_metrics as train_metrics
 from tests.support.relabel import pod_monitor_relabelings, relabel, sd_target
 from tests.support.upstream import selector_matches
 
@@ -86,11 +86,11 @@ def test_a_predictor_s_server_port_is_scraped_with_the_labels_the_queries_select
         "container": KSERVE_CONTAINER,
         "job": f"{NS}/{po.PREDICTOR}",  # the Operator's; distml never selects on it
     }
-    for matcher in contract_metrics.selector(NS, "tf-mnist").split(","):
+    for matcher in serving_metrics.selector(NS, "tf-mnist").split(","):
         name, value = matcher.split("=", 1)
         assert kept[name] == json.loads(value)
-    assert "job=" not in contract_metrics.selector(NS, "tf-mnist")
-    assert_no_label_is_renamed(kept, contract_metrics.REQUEST_LABELS)
+    assert "job=" not in serving_metrics.selector(NS, "tf-mnist")
+    assert_no_label_is_renamed(kept, serving_metrics.REQUEST_LABELS)
 
 
 def test_the_predictors_labels_are_those_distml_s_own_prometheus_gives_them() -> None:

@@ -24,7 +24,7 @@ from k8s.monitoring.prometheus import PrometheusRef
 from k8s.providers.settings import Settings
 from loadtest.prometheus_view import PrometheusView
 from loadtest.server_view import MetricsUnavailable, fetch
-from ml import contract_metrics as sm
+from ml.contract import serving_metrics as sm
 from tests.support.fakekube import FakeKube
 from tests.support.loopback_prometheus import LoopbackPrometheus, loopback_prometheus
 from tests.support.served_model import send

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from k8s.monitoring import rules
-from ml import contract_metrics as sm
-from ml import contract_train_metrics as tm
+from ml.contract import serving_metrics as sm
+from ml.contract import training_metrics as tm
 
 BINARY = shutil.which("promtool") or "/usr/bin/promtool"
 NS, ISVC = "team-a", "tf-mnist"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from k8s.monitoring import prometheus as prom
 from k8s.monitoring import scrape
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
-from ml import contract_metrics
+from ml.contract import serving_metrics
 from tests.support.fakekube import FakeKube
 
 NS, SVC = "team-a", "tf-mnist"
@@ -147,7 +147,7 @@ def test_before_any_target_distmls_own_is_its_scrape_job_and_a_users_its_config(
     kube = FakeKube()
     serve(kube, OWN, [], "")
     own = scrape.interval(kube, OWN, NS, SVC)
-    assert (own.seconds, own.from_targets) == (contract_metrics.SCRAPE_INTERVAL_S, False)
+    assert (own.seconds, own.from_targets) == (serving_metrics.SCRAPE_INTERVAL_S, False)
     serve(kube, USERS, [_target("30s", namespace=NS, isvc="another")], "global:\n  x: 1\n")
     users = scrape.interval(kube, USERS, NS, SVC)
     assert (users.seconds, users.from_targets) == (60, False)
@@ -174,7 +174,7 @@ def test_a_target_whose_interval_is_no_duration_is_refused() -> None:
     [(5, 0, "20s"), (5, 30, "30s"), (5, 60, "60s"), (30, 60, "120s"), (15.5, 0, "62s")],
 )
 def test_a_window_holds_four_scrapes_and_its_floor(every: float, floor: float, window: str):
-    assert contract_metrics.rate_window(every, floor) == window
+    assert serving_metrics.rate_window(every, floor) == window
 
 
 def test_a_keda_query_written_for_a_faster_scrape_is_said_with_what_to_do() -> None:

@@ -1,6 +1,6 @@
 """k8s.monitoring.stack: distml's own Prometheus is strictly valid for the pinned Kubernetes, needs
 no right outside its namespace, and its scrape config keeps exactly the predictors' server
-ports, labelled as ml.contract_metrics's queries select them (the relabelling run
+ports, labelled as ml.contract.serving_metrics's queries select them (the relabelling run
 here the way Prometheus runs it: keep, and replace with its defaults)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from k8s.install import versions
 from k8s.manifests import ISVC_POD_LABEL, PREDICTOR_PORT
 from k8s.monitoring import alertmanager, prometheus, rules, stack
 from k8s.providers.settings import Settings
-from ml import contract_metrics
+from ml.contract import serving_metrics
 from tests.support import k8s_schemas
 from tests.support.relabel import relabel, sd_target
 from tests.support.upstream import selector_matches
@@ -94,8 +94,8 @@ def test_the_config_map_holds_the_config_as_prometheus_reads_it() -> None:
     text = by_kind(s)["ConfigMap"]["data"][stack.CONFIG_FILE]
     assert json.loads(text) == stack.prometheus_config(s)  # JSON is YAML
     job = stack.prometheus_config(s)["scrape_configs"][0]
-    assert job["job_name"] == contract_metrics.SCRAPE_JOB
-    assert job["scrape_interval"] == f"{contract_metrics.SCRAPE_INTERVAL_S}s"
+    assert job["job_name"] == serving_metrics.SCRAPE_JOB
+    assert job["scrape_interval"] == f"{serving_metrics.SCRAPE_INTERVAL_S}s"
     assert job["metrics_path"] == "/metrics"
 
 
@@ -108,7 +108,7 @@ def test_only_the_predictors_server_port_is_scraped_labelled_as_the_queries_sele
     kept = relabel(rules, sd_target("tf-mnist-predictor-1", port=str(PREDICTOR_PORT), labels=isvc))
     assert kept == {"namespace": "team-a", "isvc": "tf-mnist", "pod": "tf-mnist-predictor-1"}
     # Every label matcher of the queries' selector holds on the series of that target.
-    for matcher in contract_metrics.selector("team-a", "tf-mnist").split(","):
+    for matcher in serving_metrics.selector("team-a", "tf-mnist").split(","):
         name, value = matcher.split("=", 1)
         assert kept[name] == json.loads(value)
     dropped = {
@@ -216,7 +216,7 @@ def test_keda_is_scraped_by_its_service_in_standard_mode_only() -> None:
     standard = stack.prometheus_config(settings(serving_mode="standard"))["scrape_configs"]
     knative = stack.prometheus_config(settings(serving_mode="knative"))["scrape_configs"]
     both = [
-        contract_metrics.SCRAPE_JOB,
+        serving_metrics.SCRAPE_JOB,
         stack.TRAINING_JOB,
         stack.OPERATOR_JOB,
         alertmanager.SCRAPE_JOB,

@@ -1,5 +1,5 @@
 """Fixtures of the tests that run the real server (test_metrics_http.py, test_clients.py):
-``exported``, the model they serve, and ``start_server``, which starts ``python -m ml.serve``
+``exported``, the model they serve, and ``start_server``, which starts ``python -m ml serve``
 processes (tests/ml/server/serve_process.py) and stops them when the module is done."""
 
 from __future__ import annotations

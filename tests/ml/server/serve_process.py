@@ -1,6 +1,6 @@
 """The real model server as a process, for the tests that talk to it over HTTP
-(tests/ml/test_serve_http.py, tests/ml/server/test_metrics_http.py, test_clients.py):
-``Server`` runs ``python -m ml.serve`` on a free 127.0.0.1 port with the test limits
+(tests/ml/server/test_serve_http.py, tests/ml/server/test_metrics_http.py, test_clients.py):
+``Server`` runs ``python -m ml serve`` on a free 127.0.0.1 port with the test limits
 (tests/support/serve_requests.py), its output in a log file; ``wait_for`` polls a condition
 with a deadline; ``http_json`` is one request, its status and JSON answer;
 ``export_test_model`` is the model they serve. Light at import (no TensorFlow, no KServe)."""
@@ -54,7 +54,7 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, log: Calla
 
 
 class Server:
-    """``python -m ml.serve`` as a subprocess, its output in a log file."""
+    """``python -m ml serve`` as a subprocess, its output in a log file."""
 
     def __init__(self, model_dir: Path, log_path: Path, *extra: str) -> None:
         self.model_dir = model_dir
@@ -64,7 +64,7 @@ class Server:
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         command = [
-            sys.executable, "-m", "ml.serve", "--model-dir", str(model_dir),
+            sys.executable, "-m", "ml", "serve", "--model-dir", str(model_dir),
             "--model-name", MODEL, "--host", "127.0.0.1", "--http-port", str(self.port),
             "--poll-interval", "0.2", "--max-instances", str(MAX_INSTANCES),
             "--max-body-bytes", str(MAX_BODY_BYTES), *extra,
@@ -149,8 +149,8 @@ def http_json(
 
 def export_test_model(path: Path) -> Path:
     """A randomly initialised cnn, exported to ``path`` (its outputs vary across images)."""
-    from ml.export import export_model
-    from ml.models import build_model
+    from ml.model.architectures import build_model
+    from ml.model.export import export_model
 
     export_model(build_model("cnn", seed=7), path)
     return path

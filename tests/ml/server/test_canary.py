@@ -107,7 +107,7 @@ def test_without_a_weight_file_or_with_a_bad_one_the_canary_answers_nothing(dirs
     serving, canary = dirs
     publish(canary, 2)
     w = watcher.VersionWatcher(serving, loader=loader(), canary_dir=canary)
-    caplog.set_level(logging.WARNING, "ml.serve")
+    caplog.set_level(logging.WARNING, "ml.server.serve")
     w.poll()
     assert {w.route().version for _ in range(20)} == {1}
     (canary / WEIGHT_FILE).write_text("fifty")

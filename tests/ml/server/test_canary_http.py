@@ -1,4 +1,4 @@
-"""A canary release in the real server (``python -m ml.serve --canary-dir``): the canary
+"""A canary release in the real server (``python -m ml serve --canary-dir``): the canary
 answers exactly its weight's share of the requests, each version's requests are counted
 apart on ``/metrics``, a real client (tritonclient) reaches either version by name, and the
 weight moves and the canary leaves without a restart and without a failed request."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ml.contract_metrics import CANARY_WEIGHT, LATENCY, REQUESTS_TOTAL
-from ml.select import publish
+from ml.contract.serving_metrics import CANARY_WEIGHT, LATENCY, REQUESTS_TOTAL
+from ml.selection.select import publish
 from ml.server.canary import WEIGHT_FILE
 from tests.ml.server.serve_process import Server, wait_for
 from tests.support.serve_requests import MODEL
@@ -26,7 +26,7 @@ def release(exported: Path, start_server, tmp_path_factory) -> tuple[Server, Pat
     root = tmp_path_factory.mktemp("volume")
     publish(exported, root / "serving", {"source": "test"})  # version 1: the stable
     canary = root / "canary"
-    shutil.copytree(exported, canary / "2")  # the canary, as ml.select --canary publishes it
+    shutil.copytree(exported, canary / "2")  # the canary, as ml select --canary publishes it
     server = start_server(root / "serving", "--canary-dir", str(canary))
     server.wait_ready()
     return server, canary

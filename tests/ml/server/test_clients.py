@@ -1,4 +1,4 @@
-"""Real Open Inference Protocol clients against the real server (``python -m ml.serve``):
+"""Real Open Inference Protocol clients against the real server (``python -m ml serve``):
 Triton's HTTP client (``tritonclient[http]``: health, readiness, server and model metadata,
 inference with binary and JSON tensors in and out) and KServe's ``InferenceRESTClient``
 (readiness, inference). Every answer agrees with the V1 predict route's."""
@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ml import serve
-from ml.select import publish
-from ml.server import v2
+from ml.selection.select import publish
+from ml.server import serve, v2
 from tests.ml.server.serve_process import Server
 from tests.support.serve_requests import MODEL
 

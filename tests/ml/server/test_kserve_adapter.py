@@ -4,8 +4,7 @@ timeout given reach uvicorn."""
 
 from __future__ import annotations
 
-from ml import serve
-from ml.server import watcher
+from ml.server import serve, watcher
 
 
 def test_rest_server_configures_uvicorn_as_given() -> None:

@@ -1,5 +1,5 @@
 """ml.server.metrics in process, around a small ASGI app (no kserve, no web framework): it
-writes the names ml/contract_metrics.py's readers read; each request is counted once by
+writes the names ml/contract/serving_metrics.py's readers read; each request is counted once by
 route template, model, code and answering version, timed, and in flight only while
 answered; unknown paths are one route, ``other``; the scrape and the health probes are not
 counted; a server's metrics are its own, and its exposition holds the default registry's
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ml.contract_metrics import (
+from ml.contract.serving_metrics import (
     BATCH_SIZE,
     IN_FLIGHT,
     LATENCY,

@@ -1,4 +1,4 @@
-"""``GET /metrics`` of the real server (``python -m ml.serve``), read with prometheus-client's
+"""``GET /metrics`` of the real server (``python -m ml serve``), read with prometheus-client's
 parser: each counter moves exactly as the requests sent (the direct V1 path and KServe's, V2
 JSON and binary, 4xx of each kind, 503 before a version loads, 408 and 400 from the HTTP
 protocol), the scrape and the health probes are not counted, in-flight requests are seen
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ml.contract_metrics import BATCH_SIZE, IN_FLIGHT, LATENCY, OTHER_ROUTE, REQUESTS_TOTAL
-from ml.select import publish
+from ml.contract.serving_metrics import BATCH_SIZE, IN_FLIGHT, LATENCY, OTHER_ROUTE, REQUESTS_TOTAL
+from ml.selection.select import publish
 from tests.ml.server.scrape import increase
 from tests.ml.server.serve_process import Server, wait_for
 from tests.support.serve_requests import MAX_BODY_BYTES, MODEL, SMALL_PNG, ZEROS, b64

@@ -1,4 +1,4 @@
-"""ml.server.routes, through ml.serve's web app in process (``tests/support/serve_stub.py``):
+"""ml.server.routes, through ml.server.serve's web app in process (``tests/support/serve_stub.py``):
 only the documented routes are mounted, none that changes state; every other URL, method or
 model version gets a 404 or 405 naming what is served; the Open Inference Protocol's
 read-only routes answer as it says; and V2 bodies that are not V2 requests get a 400."""

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ml.contract_metrics import OTHER_ROUTE, REQUESTS_TOTAL, UNCOUNTED_PATHS
+from ml.contract.serving_metrics import OTHER_ROUTE, REQUESTS_TOTAL, UNCOUNTED_PATHS
 from ml.server import routes
 from tests.ml.server.scrape import Scrape
 from tests.support.serve_fuzz import FUZZ, HEADER_CHARACTERS, V1_BYTES, V2_BODY, V2_BYTES, encoded

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from ml.data import CLASS_NAMES
+from ml.data.dataset import CLASS_NAMES
 from ml.server import client_error as errors
 from ml.server import v1
 from tests.support.serve_requests import BAD_REQUESTS, MAX_INSTANCES, SMALL_PNG, ZEROS, Raw, b64

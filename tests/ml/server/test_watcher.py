@@ -48,11 +48,16 @@ def test_watcher_serves_newest_integer_version_and_skips_failures(tmp_path: Path
 
 
 def test_the_server_lists_versions_without_importing_the_selection() -> None:
-    # The version rule is ml.publishing's: serving must not load ml.select (and with it
-    # ml.evaluate, the publish lock and the canary's end) to know which version to serve.
+    # The version rule is ml.selection.publishing's: serving must not load
+    # ml.selection.select (and with it ml.selection.evaluate, the publish lock and the
+    # canary's end) to know which version to serve.
     code = "import sys, ml.server.watcher; print(*sorted(sys.modules))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert "ml.publishing" in out
-    assert not {"ml.select", "ml.evaluate", "ml.canary_publish"} & set(out)
+    assert "ml.selection.publishing" in out
+    assert not {
+        "ml.selection.select",
+        "ml.selection.evaluate",
+        "ml.selection.canary_publish",
+    } & set(out)

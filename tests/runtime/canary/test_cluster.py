@@ -22,9 +22,11 @@ from invoke import Config, MockContext
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
 from k8s.providers.settings import Settings
 from loadtest.metrics_text import Counts
-from ml import canary_publish, contract
-from ml.publishing import serving_versions
-from ml.raw import FILES
+from ml import contract
+from ml.contract import records
+from ml.data.raw import FILES
+from ml.selection import canary_publish
+from ml.selection.publishing import serving_versions
 from runtime.canary.analysis import MeasurementError, Result
 from runtime.canary.cluster import ClusterCanary, Pods, counted_since
 from runtime.canary.gates import Figures
@@ -63,7 +65,7 @@ def rig(tmp_path_factory, shared_data_dir) -> Rig:
 
 
 def canary_of(rig: Rig, tmp_path: Path, lines: list[str]) -> tuple[ClusterCanary, JobsRunHere]:
-    """A canary of a new version (published as ``ml.select --canary`` does) beside the one
+    """A canary of a new version (published as ``ml select --canary`` does) beside the one
     serving, judged through a FakeKube whose Jobs run here."""
     stable = serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1]
     version = canary_publish.publish_canary(rig.root / "export", rig.root, SVC, {"source": "t"})
@@ -106,7 +108,7 @@ def test_a_canary_takes_its_share_exactly_and_is_promoted(rig, tmp_path):
     assert stable.accuracy is not None and stable.accuracy == new.accuracy, lines
     canary.promote(Result(Decision(Action.PROMOTE, 100, "every gate passed")))
     assert canary.pods().stable == {"p1": str(canary.version)} and not canary.pods().weights
-    record = contract.read_publish(
+    record = records.read_publish(
         Path(contract.serving_dir(rig.root, SVC)) / str(canary.version) / contract.PUBLISH_FILE
     )
     assert record["canary"]["reason"] == "every gate passed"
@@ -132,7 +134,7 @@ def test_a_rolled_back_canary_is_set_aside_and_the_stable_serves_on(rig, tmp_pat
     pods = canary.pods()
     assert pods.stable == {"p1": str(canary.stable)} and not pods.weights
     kept = Path(contract.rejected_dir(rig.root, SVC)) / str(canary.version)
-    assert contract.read_publish(kept / contract.PUBLISH_FILE)["rejected"]["reason"] == (
+    assert records.read_publish(kept / contract.PUBLISH_FILE)["rejected"]["reason"] == (
         "errors: 5 of 5"
     )
 

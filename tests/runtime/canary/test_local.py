@@ -1,7 +1,7 @@
 """runtime/canary/local.py against a stand-in server on loopback: its /metrics is written by
-prometheus-client with the server's own metric names, and, as ``ml.serve --canary-dir``
-does, it applies the weight file at its next poll. The steps (ml.canary_publish,
-ml.sample_accuracy) are recorded or faked here; the real ones run in tests/e2e/test_canary.py."""
+prometheus-client with the server's own metric names, and, as ``ml serve --canary-dir``
+does, it applies the weight file at its next poll. The steps (ml canary_publish, ml
+sample_accuracy) are recorded or faked here; the real ones run in tests/e2e/test_canary.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from prometheus_client.exposition import generate_latest
 
 from common.errors import DistmlError
 from ml import contract
-from ml import contract_metrics as sm
+from ml.contract import serving_metrics as sm
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
 from runtime.canary.local import LocalCanary, last_json
@@ -154,7 +154,7 @@ def test_the_end_runs_canary_publish_with_the_record_and_waits_for_the_server(se
 
     def step(what, argv):
         recorded.update(json.loads(Path(argv[argv.index("--record") + 1]).read_text()))
-        stand_in.canary = ""  # what ml.canary_publish leaves: no canary
+        stand_in.canary = ""  # what ml.selection.canary_publish leaves: no canary
         stand_in.serving = "2" if promote else "1"
         return 0
 

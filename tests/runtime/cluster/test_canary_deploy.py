@@ -23,9 +23,11 @@ from invoke import Config, MockContext
 from k8s import manifests
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT, PrometheusRef
 from k8s.providers.settings import Settings
-from ml import canary_publish, contract, contract_metrics
-from ml.publishing import serving_versions
-from ml.raw import FILES
+from ml import contract
+from ml.contract import serving_metrics
+from ml.data.raw import FILES
+from ml.selection import canary_publish
+from ml.selection.publishing import serving_versions
 from runtime.canary import live
 from runtime.cluster import ClusterRuntime, canary_deploy
 from runtime.cluster.canary_deploy import published_canary
@@ -186,7 +188,7 @@ def test_a_workflows_canary_is_found_in_the_pods_and_judged_the_same_way(
     rig, tmp_path, monkeypatch, load
 ):
     # `invoke workflow --canary --watch`: checked before the Workflow is submitted; its
-    # select step publishes the canary (here: as ml.select --canary does); the predictor
+    # select step publishes the canary (here: as ml select --canary does); the predictor
     # pods load it by themselves; then the same analysis.
     lines: list[str] = []
     rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
@@ -233,7 +235,7 @@ def test_a_canary_left_loaded_refuses_a_plain_deploy_and_a_rollback(rig, tmp_pat
     # hold the canary (Prometheus shows its weight), and a new stable would go beside it.
     lines: list[str] = []
     rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
-    promql = contract_metrics.canary_weights(NS, SVC)
+    promql = serving_metrics.canary_weights(NS, SVC)
     version = canary_publish.publish_canary(rig.root / "export", rig.root, SVC, {"source": "x"})
     try:
         rig.prom.wait_for("the canary loaded", lambda: rig.prom.query(promql))

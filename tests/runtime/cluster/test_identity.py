@@ -12,7 +12,7 @@ import pytest
 from k8s.client.kube import KubeError
 from runtime.cluster import ClusterError
 from runtime.cluster.identity import Identity, check_recorded, fingerprint, read
-from runtime.state import State
+from runtime.workdir.state import State
 from tests.support.fakekube import FakeKube
 
 URL = "https://127.0.0.1:6443"

@@ -16,7 +16,7 @@ from k8s.install import optional_operators, versions
 from k8s.install.operator_check import CLUSTER_WIDE
 from k8s.manifests import INSTANCE_LABEL
 from k8s.monitoring import prometheus, stack
-from ml import contract_metrics
+from ml.contract import serving_metrics
 from runtime.cluster import ClusterError
 from runtime.requests import DeployRequest, DownRequest, LoadtestRequest, UpRequest
 from tests.support.cluster_kit import KC, commands, k3d_results, make_ctx, runtime
@@ -31,7 +31,7 @@ def up(wd, fake, lines=None, mode="standard", **request: Any):
     c = make_ctx(fake, k3d_results(exists=False, imported=False))
     request = {"with_monitoring": True, **request}
     assert runtime(c, wd, fake, lines=lines).up(UpRequest(serving_mode=mode, **request)) == 0
-    # deploy prints a sample request, made by `python -m ml.sample` unless it is there: these
+    # deploy prints a sample request, made by `python -m ml sample` unless it is there: these
     # tests are about scaling, so it is there (the light tier starts no process).
     (wd.root / "sample-request.json").write_text('{"instances": []}\n')
     return c
@@ -49,7 +49,7 @@ def prometheus_answers(
 
     def handler(path: str, params: dict[str, str]) -> bytes:
         if path == prometheus.TARGETS_PATH:
-            active = [{"labels": {"job": contract_metrics.SCRAPE_JOB}, "health": "up"}]
+            active = [{"labels": {"job": serving_metrics.SCRAPE_JOB}, "health": "up"}]
             return json.dumps({"status": "success", "data": {"activeTargets": active}}).encode()
         if path == prometheus.ALERTS_PATH:
             data = {"alerts": alerts or []}
@@ -138,7 +138,7 @@ def test_deploy_scale_metric_concurrency_hands_kserve_the_keda_form(wd, fake):
     assert metric["external"]["metric"] == {
         "backend": "prometheus",
         "serverAddress": "http://distml-prometheus.kubeflow.svc:9090",
-        "query": contract_metrics.concurrency(NS, "tf-mnist", "30s"),
+        "query": serving_metrics.concurrency(NS, "tf-mnist", "30s"),
     }
     assert cpu["resource"]["name"] == "cpu"  # what still scales up while Prometheus is out
     assert metric["external"]["target"] == {"type": "Value", "value": "2"}
@@ -301,12 +301,12 @@ def test_status_shows_what_scales_and_the_live_numbers_from_prometheus(wd, fake)
     ns, svc = NS, "tf-mnist"
     w = "60s"  # a minute: four of distml's 5 s scrapes are less
     values = {
-        contract_metrics.request_rate(ns, svc, w): "12.34",
-        contract_metrics.error_ratio(ns, svc, w): "0.015",
-        contract_metrics.latency_quantile(ns, svc, 0.5, w): "0.004",
-        contract_metrics.latency_quantile(ns, svc, 0.95, w): "0.0125",
-        contract_metrics.latency_quantile(ns, svc, 0.99, w): "NaN",
-        contract_metrics.replicas(ns, svc): "3",
+        serving_metrics.request_rate(ns, svc, w): "12.34",
+        serving_metrics.error_ratio(ns, svc, w): "0.015",
+        serving_metrics.latency_quantile(ns, svc, 0.5, w): "0.004",
+        serving_metrics.latency_quantile(ns, svc, 0.95, w): "0.0125",
+        serving_metrics.latency_quantile(ns, svc, 0.99, w): "NaN",
+        serving_metrics.replicas(ns, svc): "3",
     }
     asked = prometheus_answers(fake, values)
     runtime(make_ctx(fake, {}), wd, fake).deploy(DeployRequest(scale_metric="concurrency"))

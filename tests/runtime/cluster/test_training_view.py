@@ -1,6 +1,6 @@
 """runtime/cluster/training_view.py: `invoke status` on a cluster shows each TFJob that trains
 now, read through the API server's proxy from a real Prometheus (Debian's 2.42) scraping
-real workers' pages (``ml.train_metrics`` on loopback): a job whose workers finished shows
+real workers' pages (``ml.training.train_metrics`` on loopback): a job whose workers finished shows
 no row; a Prometheus that cannot be read is one row saying why."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 from k8s.monitoring import prometheus
 from k8s.monitoring.prometheus import PrometheusRef
-from ml.train_metrics import TrainMetrics
+from ml.training.train_metrics import TrainMetrics
 from runtime.procs import free_ports
 from tests.runtime.cluster.test_monitoring import NS, up
 from tests.support.cluster_kit import k3d_results, make_ctx, runtime

@@ -134,7 +134,7 @@ def test_source_dir_is_checked_then_copied_into_the_volume(wd, fake, tmp_path):
 
 
 def test_raw_file_names_match_the_pod_side():
-    from ml.data import FILES
+    from ml.data.dataset import FILES
 
     assert set(RAW_FILES) == set(FILES)
 

@@ -1,6 +1,6 @@
 """``invoke canary --promote|--abort`` on the local runtime: told to a running
 ``deploy --canary`` (which acts on it within a second), or, with none running, the canary
-ended here through the real ``ml.canary_publish``."""
+ended here through the real ``ml.selection.canary_publish``."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def test_a_dry_run_shows_the_selection_into_the_canary_directory(tmp_path, local
     said: list[str] = []
     rt = LocalRuntime(local_rt.wd, out=said.append, dry=True)
     assert deploy_canary(rt, CANARY) == 0
-    (line,) = [s for s in said if "ml.select" in s]
+    (line,) = [s for s in said if "-m ml select " in s]
     assert "--canary" in line
 
 

@@ -33,7 +33,7 @@ def test_dry_local_runtime_prints_each_command_in_order_and_touches_nothing(tmp_
         "would run (selection",
         "would run (model server, in the background",
     ]
-    assert runs[0].endswith(f"python -m ml.ingest --volume {wd.volume} --source-dir {tmp_path}")
+    assert runs[0].endswith(f"python -m ml ingest --volume {wd.volume} --source-dir {tmp_path}")
     assert '"task": {"type": "worker", "index": 1}' in runs[2]
     assert runs[2].endswith(
         "--model-type cnn --profile quick --log-every 5 --epochs 1 --bind-loopback"

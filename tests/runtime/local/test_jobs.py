@@ -22,7 +22,7 @@ def test_tf_config_is_what_the_operator_gives_each_worker():
         "cluster": {"worker": ["127.0.0.1:4001", "127.0.0.1:4002"]},
         "task": {"type": "worker", "index": 1},
     }
-    from ml.tf_config import parse_tf_config
+    from ml.training.tf_config import parse_tf_config
 
     assert parse_tf_config(tf_config([4001, 4002], 0)).is_chief
 
@@ -92,7 +92,7 @@ def test_a_dying_worker_restarts_the_whole_job_and_it_can_recover(tmp_path):
 
 
 def test_a_usage_or_data_error_fails_the_job_at_once_without_spending_restarts(tmp_path):
-    # ml.train exits 2 for a bad flag, a missing dataset or no C compiler for its loopback
+    # ml.training.train exits 2 for a bad flag, a missing dataset or no C compiler for its loopback
     # shim: a restart would fail the same way.
     (job,), pids = run_jobs(tmp_path, marker_script(tmp_path, 99, code=2), max_restarts=2)
     assert (job.state, job.attempt, job.restarts) == ("failed", 1, 0)

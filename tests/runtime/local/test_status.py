@@ -53,7 +53,7 @@ def test_local_status_names_the_split_of_every_figure_and_shows_the_model_card(l
     assert rows["serving accuracy"] == "validation 0.8712 (chosen on), test 0.8655 (reported only)"
     assert rows["serving code"] == "distml:0123456789ab"
     assert rows["serving training"].startswith("profile quick, 3 epoch(s) x 70 steps")
-    # The serving copy ml.select keeps wins when it is of the serving version.
+    # The serving copy ml.selection.select keeps wins when it is of the serving version.
     Path(contract.serving_record(volume, svc)).write_text(
         json.dumps({**record, "code_version": "x"})
     )

@@ -1,5 +1,5 @@
 """runtime/local/train_view.py: `invoke status`'s training rows, read from the workers'
-real ``/metrics`` pages (``ml.train_metrics``, served on loopback): figures summed per job,
+real ``/metrics`` pages (``ml.training.train_metrics``, served on loopback): figures summed per job,
 a worker that does not answer or answers something else said in the row. The page is
 outside input: fuzzed."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ml.train_metrics import TrainMetrics
+from ml.training.train_metrics import TrainMetrics
 from runtime.local import train_view
 from runtime.procs import free_ports
 

@@ -2,7 +2,7 @@
 loopback.
 
 TensorFlow's gRPC server binds every interface whatever TF_CONFIG says; the local runtime
-runs its workers with ``--bind-loopback`` (ml/loopback.py). This test lists the listening
+runs its workers with ``--bind-loopback`` (ml/training/loopback.py). This test lists the listening
 sockets of every process the run starts, from outside, as ``ss -ltnp`` would.
 """
 

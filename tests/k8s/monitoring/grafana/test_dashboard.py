@@ -1,6 +1,6 @@
 """k8s/monitoring/grafana/dashboard.py: the committed dashboard is the generated one; it imports as
 Grafana imports a shared dashboard (``__inputs`` for the datasource, every panel's targets
-with an ``expr``); its queries are ml/contract_metrics.py's, for ``$namespace`` and
+with an ``expr``); its queries are ml/contract/serving_metrics.py's, for ``$namespace`` and
 ``$isvc``; and the helpers the checks use (substitution, variables, series read). Its
 PromQL runs against a real Prometheus in test_dashboard_prometheus.py."""
 
@@ -12,7 +12,7 @@ import re
 import pytest
 
 from k8s.monitoring.grafana import dashboard
-from ml import contract_metrics as sm
+from ml.contract import serving_metrics as sm
 
 COMMITTED = json.loads(dashboard.PATH.read_text())
 
@@ -116,7 +116,7 @@ def test_every_metric_read_is_one_the_server_writes_or_prometheus_s_up():
 
 
 def test_the_training_row_reads_what_the_workers_and_the_operator_write():
-    from ml import contract_train_metrics as tmx
+    from ml.contract import training_metrics as tmx
 
     queries = dashboard.queries(COMMITTED, dashboard.TRAINING_ROW)
     assert [title for title, _ in queries][::2][:1] == ["Training throughput (examples/s) by job"]

@@ -1,5 +1,5 @@
 """The dashboard's PromQL against Debian's real Prometheus 2.42 on a loopback port, scraping
-the real model server (``python -m ml.serve``, serving a small random cnn exported here)
+the real model server (``python -m ml serve``, serving a small random cnn exported here)
 with the labels distml's scrape job attaches, read through ``k8s.monitoring.prometheus`` as on a
 cluster (FakeKube's service proxy bridged to it): so a typo in a query fails here, not on a
 cluster. Beside it, on the same real server: the load test's ``/metrics`` reader
@@ -20,7 +20,7 @@ from k8s.monitoring.grafana import dashboard
 from k8s.monitoring.prometheus import PrometheusRef
 from loadtest.metrics_text import histogram_quantile, parse_page
 from loadtest.server_view import fetch
-from ml import contract_metrics as sm
+from ml.contract import serving_metrics as sm
 from tests.support.fakekube import FakeKube
 from tests.support.loopback_prometheus import LoopbackPrometheus, loopback_prometheus
 from tests.support.served_model import send
