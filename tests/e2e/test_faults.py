@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from common.poll import Done, Pending, poll
+from ml import contract
 from runtime.procs import free_ports
 from tests.support.e2e_kit import (
     SERVICE,
@@ -196,10 +197,10 @@ def test_every_process_the_lifecycle_starts_listens_on_loopback_only(served):
         kinds = {
             k
             for cmd in listening
-            for k in ("ml.training.train", "ml.server.serve", "tensorboard")
+            for k in (contract.step_mark("train"), contract.step_mark("serve"), "tensorboard")
             if k in cmd
         }
-        workers = sum("ml.training.train" in cmd for cmd in listening)
+        workers = sum(contract.step_mark("train") in cmd for cmd in listening)
         return Done() if len(kinds) == 3 and workers == 2 else Pending(str(listening))
 
     try:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ml import contract
 from ml.contract import RAW_SHA256
 from ml.contract.records import LINEAGE_FIELDS
 from ml.contract.serving_metrics import PREDICT_ROUTE, REQUESTS_TOTAL
@@ -290,9 +291,8 @@ def test_a_killed_worker_restarts_the_job_which_resumes(tmp_path, data_dir):
             assert time.monotonic() < deadline, "training never reached epoch 2"
             time.sleep(0.2)
         pids = json.loads((wd / "state.json").read_text())["train_pids"]
-        victim = [p for p in pids if "ml.training.train" in Path(f"/proc/{p}/cmdline").read_text()][
-            -1
-        ]
+        train = "\0".join(contract.step_argv("", "train")[1:]) + "\0"  # -m ml train
+        victim = [p for p in pids if train in Path(f"/proc/{p}/cmdline").read_text()][-1]
         os.kill(victim, signal.SIGKILL)
         out, _ = proc.communicate(timeout=600)
     finally:
