@@ -292,17 +292,18 @@ def _system_preflight(session: nox.Session, name: str, offline: bool) -> None:
         session.error(sysdeps.report(found, _command(session, name)))
 
 
-def _disk_preflight(session: nox.Session, name: str, build: str | None) -> None:
-    """Free disk for what session ``name`` writes: the kind build of ``build`` (kind,
-    minikube or None), the shared venv when not installed, the project image
-    (``integration/kindbuild/diskspace.py``): stopped now, not when the disk fills an hour
-    into a build."""
+def _disk_preflight(
+    session: nox.Session, name: str, build: str | None, cluster: str | None
+) -> None:
+    """Free disk for what session ``name`` writes: the parts of the kind build of
+    ``build`` (kind, minikube or None) not cached yet, the shared venv when not installed,
+    the project image, the running ``cluster`` (``integration/kindbuild/diskspace.py``):
+    stopped now, not when the disk fills an hour into a build."""
     from integration.kindbuild import diskspace
 
     venv = None if _installed() else SHARED_ENV
-    short = diskspace.shortfall(
-        diskspace.needs(build, venv=venv, image=True), _command(session, name)
-    )
+    found = diskspace.needs(build, venv=venv, image=True, cluster=cluster)
+    short = diskspace.shortfall(found, _command(session, name))
     if short:
         session.error(short)
 
@@ -337,7 +338,7 @@ def integration(session: nox.Session) -> None:
     from integration import kind_run
 
     _system_preflight(session, "integration", offline)
-    _disk_preflight(session, "integration", provider if offline else None)
+    _disk_preflight(session, "integration", provider if offline else None, provider)
     _shared_env(session)
     node_image = _offline_node(session, provider) if offline else None
     _integration_preflight(session, provider, mode)
@@ -404,7 +405,7 @@ def integration_existing(session: nox.Session) -> None:
 
     offline = "--offline" in flags
     _system_preflight(session, "integration_existing", offline)
-    _disk_preflight(session, "integration_existing", "kind" if offline else None)
+    _disk_preflight(session, "integration_existing", "kind" if offline else None, "kind")
     _shared_env(session)
     node_image = _offline_node(session, "kind") if offline else ""
     if not node_image:

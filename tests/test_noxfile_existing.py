@@ -30,6 +30,7 @@ def _expected(machine, flags: list[str], data: str | None, mirror: str) -> list[
     registry = str(machine.built("mirror-bin").path / "docker-registry")
     steps = [byo.split_env(step)[1] for step in byo.steps(data)]
     disk = {"target": "kind" if offline else None, "venv": machine.venv, "image": True}
+    disk["cluster"] = "kind"
     return [
         ("sysdeps.needs", {"session": "integration_existing", "offline": offline}),
         ("sysdeps.missing", None),

@@ -36,6 +36,7 @@ def _checks(machine, provider: str, mode: str, offline: bool) -> list[tuple]:
     asked = {"provider": provider, "serving_mode": mode, "cpu_requests": small}
     asked["minikube_home"] = home
     disk = {"target": provider if offline else None, "venv": machine.venv, "image": True}
+    disk["cluster"] = provider
     build = ["minikube-node"] if provider == "minikube" else []
     kindbuild = ("run", (machine.bin("python"), "-m", "integration.kindbuild", *build))
     return [
@@ -178,7 +179,10 @@ def test_too_little_disk_stops_it_before_the_venv_or_the_build(machine):
     with pytest.raises(Stop, match="needs more free disk"):
         nox_kit.noxfile().integration(machine.session("--offline"))
     assert machine.trace()[-2:] == [
-        ("diskspace.needs", {"target": "kind", "venv": machine.venv, "image": True}),
+        (
+            "diskspace.needs",
+            {"target": "kind", "venv": machine.venv, "image": True, "cluster": "kind"},
+        ),
         ("diskspace.shortfall", None),
     ]
     assert machine.runs() == []

@@ -17,22 +17,34 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from integration.kindbuild import cache, pins
+from runtime.image import IMAGE_REPO
 
 GB = 10**9
 MIN_FREE_ENV = "DISTML_KIND_MIN_FREE_GB"
-# GB written, by place. Cold (nothing cached), measured on a fresh machine (2026-12-04, kind
-# and minikube built): the cache 16 GB, Go's build cache 18, its module cache 12, Docker
-# 13 (the nodes and bases loaded), each rounded up. Warm (the target's node finished in
-# the cache): at most that node is rebuilt, after a recipe change, and loaded again.
-COLD = {"cache": 17, "gocache": 20, "gomodcache": 13, "docker": 14}
-WARM = {"cache": 4, "docker": 4}
-VENV_GB = 3  # the shared venv (TensorFlow among it), when not installed yet
-IMAGE_GB = 3  # the project image (2.07 GB) built into Docker by `--base local`
+# GB each part of a run writes, by place, measured on a fresh machine with an empty HOME
+# (benchmarks/results/disk-2026-12-07.md), rounded up. Only the parts missing are counted.
+#: The kind build with nothing cached: every Go build (its module and build caches), the
+#: cache's entries, the bases and node images in Docker.
+KIND_BUILD = {"cache": 10, "gocache": 18, "gomodcache": 12, "docker": 10}
+#: minikube's own steps (its CLI, storage provisioner, Debian base, node) on a finished
+#: kind build: the Kubernetes pieces and controller images come from the kind build's cache.
+MINIKUBE_BUILD = {"cache": 4, "gocache": 2, "gomodcache": 2, "docker": 4}
+#: A finished node rebuilt after a recipe change (its images and the Go builds cached).
+NODE_REBUILD = {"cache": 4, "docker": 4}
+#: What a running cluster writes into Docker: its node's containers and volumes (images
+#: unpacked by containerd, the volume's data, logs), at the run's peak.
+CLUSTER_GB = {"kind": 9, "minikube": 10}
+VENV_GB = 4  # the shared venv (TensorFlow among it) and pip's cache, when not installed yet
+#: The project image built --base local: with no distml image in the engine (its Debian
+#: base and the TensorFlow layer), or beside one (the layers it shares are not written).
+IMAGE_GB = {"cold": 2, "beside": 1}
 NODES = {"kind": "node-stack", "minikube": "minikube-node"}  # each target's last entry
 DOCKER_CONFIG = Path("/etc/docker/daemon.json")
 DOCKER_ROOT = Path("/var/lib/docker")
@@ -106,30 +118,77 @@ def docker_root() -> Path | None:
     return DOCKER_ROOT if DOCKER_ROOT.is_dir() else None
 
 
-def needs(target: str | None, *, venv: Path | None = None, image: bool = False) -> list[Need]:
+def build_sizes(target: str) -> tuple[str, dict[str, int]]:
+    """What the kind build of ``target`` writes, by place, and why: only the parts not
+    finished in the cache (minikube's node is built on the kind build's pieces)."""
+    if warm(target):
+        return "warm: its node is cached (at most rebuilt)", dict(NODE_REBUILD)
+    if target == "minikube" and warm("kind"):
+        return "cold on a cached kind build: minikube's own steps", dict(MINIKUBE_BUILD)
+    parts = [KIND_BUILD, MINIKUBE_BUILD] if target == "minikube" else [KIND_BUILD]
+    total = {key: sum(part.get(key, 0) for part in parts) for key in KIND_BUILD}
+    return "cold: nothing cached", total
+
+
+def needs(
+    target: str | None,
+    *,
+    venv: Path | None = None,
+    image: bool = False,
+    cluster: str | None = None,
+) -> list[Need]:
     """What a run writes: the kind build of ``target`` (``kind``, ``minikube`` or None for
-    no build), the shared venv at ``venv`` (None: installed), the project image."""
+    no build), the shared venv at ``venv`` (None: installed), the project image, and a
+    running ``cluster`` (``kind``, ``minikube``, ``k3d`` or None)."""
     found = []
     docker = docker_root()
     if target:
-        cached = warm(target)
-        state = "warm: its node is cached" if cached else "cold: no finished node cached"
+        state, sizes = build_sizes(target)
         places = {
             "cache": (f"the {target} build's cache, {state}", cache.root()),
             "gocache": ("Go's build cache", go_cache()),
             "gomodcache": ("Go's module cache", go_mod_cache()),
             "docker": ("the node images in Docker", docker),
         }
-        sizes = WARM if cached else COLD
         for key, gb in sizes.items():
             label, where = places[key]
-            if where is not None:  # a place that cannot be found is not checked
+            if where is not None and gb:  # a place that cannot be found is not checked
                 found.append(Need(label, where, gb))
     if venv is not None:
         found.append(Need("the shared venv", venv, VENV_GB))
     if image and docker:
-        found.append(Need("the project image, built --base local", docker, IMAGE_GB))
+        beside = bool(engine_images(IMAGE_REPO))
+        what = "beside one in the engine" if beside else "no distml image in the engine"
+        gb = IMAGE_GB["beside" if beside else "cold"]
+        found.append(Need(f"the project image, built --base local ({what})", docker, gb))
+    if cluster and docker:
+        gb = CLUSTER_GB.get(cluster, max(CLUSTER_GB.values()))
+        found.append(Need(f"the {cluster} cluster while it runs", docker, gb))
     return found
+
+
+DOCKER_SOCKET = Path("/var/run/docker.sock")
+
+
+def engine_images(repo: str) -> list[str] | None:
+    """The tags of ``repo`` the local Docker engine holds, asked over its socket (no
+    process: ``docker`` may not be on PATH yet); None when the engine does not answer
+    (then the image counts as not there)."""
+    query = urllib.parse.quote(json.dumps({"reference": [repo]}))
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(str(DOCKER_SOCKET))
+            request = f"GET /images/json?filters={query} HTTP/1.0\r\nHost: docker\r\n\r\n"
+            sock.sendall(request.encode())
+            answer = b"".join(iter(lambda: sock.recv(65536), b""))
+        head, _, body = answer.partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.0 200") and not head.startswith(b"HTTP/1.1 200"):
+            return None
+        images = json.loads(body)
+        return [tag for image in images for tag in image.get("RepoTags") or []]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
 
 
 def existing(path: Path) -> Path:
