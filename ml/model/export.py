@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ml.data.preprocess import decode_image, standardize
-from ml.model.architectures import INPUT_SHAPE, NUM_CLASSES
+from ml.model.architectures import INPUT_SHAPE
 
 DEFAULT_SIGNATURE = "serving_default"
 PIXELS_SIGNATURE = "serving_pixels"
@@ -62,22 +62,3 @@ def export_model(model: Any, path: str | Path) -> Path:
         },
     )
     return path
-
-
-def load_pixels_fn(path: str | Path) -> Any:
-    """Load a SavedModel and return ``f(pixels float32 [N,28,28,1]) -> probabilities [N,10]``.
-
-    Keeps a reference to the loaded object so its variables stay alive.
-    """
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(str(path))
-    signature = loaded.signatures[PIXELS_SIGNATURE]
-
-    def predict(pixels: Any) -> Any:
-        out = signature(**{PIXELS_INPUT: tf.convert_to_tensor(pixels, tf.float32)})[OUTPUT]
-        assert out.shape[-1] == NUM_CLASSES
-        return out
-
-    predict.loaded = loaded  # type: ignore[attr-defined]
-    return predict

@@ -41,37 +41,83 @@ def load_split_arrays(
 def evaluate_saved_model(
     path: str | Path, images: Any, labels: Any, batch_size: int = 1000
 ) -> dict[str, float]:
-    """Accuracy and mean cross-entropy of the SavedModel at ``path`` on uint8 images."""
-    import numpy as np
-    import tensorflow as tf
+    """Accuracy and mean cross-entropy of the SavedModel at ``path`` on uint8 images,
+    after checking that it can serve: loaded and checked as the server loads a version
+    (``ml.model.servable``), and answering single images on both signatures.
 
-    from ml.model.export import load_pixels_fn
-    from ml.model.tf_errors import tf_detail
+    Raises:
+        CandidateError: why it cannot be served or scored, so the selection skips it.
+    """
+    import numpy as np
+
+    from ml.model.export import PIXELS_SIGNATURE
 
     path = Path(path)
     if not (path / "saved_model.pb").is_file():
         raise CandidateError(f"{path} has no saved_model.pb (training did not finish exporting?)")
-    try:
-        predict = load_pixels_fn(path)
-    except Exception as e:  # TF raises many types for a damaged SavedModel
-        raise CandidateError(f"{path} cannot be loaded as a SavedModel: {e}") from e
+    servable = _load(path)
+    _check_singles(path, servable, images[:SINGLES])
     correct, total_loss = 0, 0.0
     for start in range(0, len(images), batch_size):
         x = images[start : start + batch_size].astype(np.float32) / 255.0
         y = labels[start : start + batch_size]
-        try:
-            probs = np.asarray(predict(x))
-        except tf.errors.OpError as e:  # it loads, but fails on these images
-            raise CandidateError(
-                f"{path} failed on images {start}-{start + len(x) - 1} of {len(images)} "
-                f"({type(e).__name__}: {tf_detail(e)})"
-            ) from e
-        if not np.all(np.isfinite(probs)):
-            raise CandidateError(f"{path} produced non-finite probabilities")
+        probs = _answer(
+            path,
+            servable,
+            PIXELS_SIGNATURE,
+            x,
+            f"images {start}-{start + len(x) - 1} of {len(images)}",
+        )
         correct += int((probs.argmax(axis=1) == y).sum())
         total_loss += float(-np.log(np.clip(probs[np.arange(len(y)), y], 1e-12, 1.0)).sum())
     n = len(images)
     return {"accuracy": correct / n, "loss": total_loss / n, "examples": n}
+
+
+#: How many images each signature answers one at a time: a version that fails only on
+#: single images (the server's calls at one client) is caught before it serves anyone.
+SINGLES = 8
+
+
+def _load(path: Path) -> Any:
+    from ml.model.servable import NotServable, load_servable
+
+    try:
+        return load_servable(path)
+    except NotServable as e:
+        raise CandidateError(f"{path} cannot serve: {e}") from e
+    except Exception as e:  # TF raises many types for a damaged SavedModel
+        raise CandidateError(f"{path} cannot be loaded as a SavedModel: {e}") from e
+
+
+def _check_singles(path: Path, servable: Any, images: Any) -> None:
+    """Each of ``images`` alone, through both signatures (PNG bytes for serving_default)."""
+    import tensorflow as tf
+
+    from ml.model.export import DEFAULT_SIGNATURE, PIXELS_SIGNATURE
+
+    for i, image in enumerate(images):
+        one = image[None].astype("float32") / 255.0
+        png = tf.io.encode_png(tf.constant(image, tf.uint8)).numpy()
+        _answer(path, servable, PIXELS_SIGNATURE, one, f"image {i} alone")
+        _answer(path, servable, DEFAULT_SIGNATURE, [png], f"image {i} alone, as PNG")
+
+
+def _answer(path: Path, servable: Any, name: str, inputs: Any, what: str) -> Any:
+    """Signature ``name``'s checked probabilities for ``inputs``; CandidateError if it fails."""
+    import tensorflow as tf
+
+    from ml.model.export import OUTPUT
+    from ml.model.servable import CONTRACT, NotServable, check_probabilities
+    from ml.model.tf_errors import tf_detail
+
+    try:
+        out = servable.signatures[name](**{CONTRACT[name][0]: tf.constant(inputs)})[OUTPUT]
+        return check_probabilities(out.numpy(), len(inputs), what=f"{name} on {what}")
+    except tf.errors.OpError as e:  # it loads, but fails on these images
+        raise CandidateError(f"{path} failed on {what} ({type(e).__name__}: {tf_detail(e)})") from e
+    except NotServable as e:
+        raise CandidateError(f"{path} cannot serve: {e}") from e
 
 
 def build_parser() -> argparse.ArgumentParser:

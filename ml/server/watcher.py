@@ -18,13 +18,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ml.model.architectures import INPUT_SHAPE, NUM_CLASSES
-from ml.model.export import DEFAULT_SIGNATURE, OUTPUT, PIXELS_SIGNATURE
+from ml.model.export import DEFAULT_SIGNATURE, OUTPUT
+from ml.model.servable import NotServable, check_probabilities, load_servable
 from ml.model.tf_errors import tf_detail
 from ml.selection.publishing import serving_versions
 from ml.server.canary import CanaryDir
 from ml.server.client_error import ClientError
 from ml.server.instances import SIGNATURE_INPUTS
+from ml.server.model_error import ModelError
 
 log = logging.getLogger("ml.server.serve")
 
@@ -40,50 +41,14 @@ class LoadedVersion(NamedTuple):
 
 
 def load_version(version: int, path: Path) -> LoadedVersion:
-    """Load a SavedModel, check it has the export contract's signatures, and warm it up.
+    """Load a SavedModel and check it against the export contract, warming it up
+    (``ml.model.servable.load_servable``: what the selection checks too).
 
     Raises:
-        Exception: whatever loading raises, or ValueError when the contract is not met.
+        Exception: whatever loading raises, or NotServable when the contract is not met.
     """
-    import tensorflow as tf
-
-    saved_model = tf.saved_model.load(str(path))
-    signatures = {}
-    for name, input_name in SIGNATURE_INPUTS.items():
-        if name not in saved_model.signatures:
-            raise ValueError(
-                f"no signature {name!r} (has {', '.join(sorted(saved_model.signatures))}); "
-                "export it with ml.model.export.export_model"
-            )
-        fn = saved_model.signatures[name]
-        inputs = set(fn.structured_input_signature[1])
-        if inputs != {input_name}:
-            raise ValueError(
-                f"signature {name!r} takes {sorted(inputs)}, expected [{input_name!r}]"
-            )
-        signatures[name] = fn
-    _warm_up(signatures)
-    return LoadedVersion(version, path, signatures, saved_model)
-
-
-def _warm_up(signatures: Mapping[str, Callable[..., Any]]) -> None:
-    """Call each signature once: the first call is slow, so pay it before the swap, not in
-    a request. It also proves the outputs have the contract's shape."""
-    import tensorflow as tf
-
-    blank = tf.zeros([1, *INPUT_SHAPE], tf.float32)
-    warm = {
-        PIXELS_SIGNATURE: blank,
-        DEFAULT_SIGNATURE: tf.expand_dims(tf.io.encode_png(tf.cast(blank[0], tf.uint8)), 0),
-    }
-    for name, tensor in warm.items():
-        out = signatures[name](**{SIGNATURE_INPUTS[name]: tensor})
-        shape = tuple(out[OUTPUT].shape) if OUTPUT in out else None
-        if shape != (1, NUM_CLASSES):
-            raise ValueError(
-                f"signature {name!r} answers {sorted(out)} with shape {shape}, "
-                f"expected {OUTPUT!r} [N, {NUM_CLASSES}]"
-            )
+    servable = load_servable(path)
+    return LoadedVersion(version, path, servable.signatures, servable.saved_model)
 
 
 def _fingerprint(path: Path) -> tuple[int, ...] | None:
@@ -242,10 +207,13 @@ class VersionWatcher:
         self, signature_name: str, inputs: Any, loaded: LoadedVersion | None = None
     ) -> tuple[int, np.ndarray]:
         """Run one signature on ``loaded`` (default: the version serving now); returns
-        (version, probabilities).
+        (version, probabilities), checked (``ml/server/model_error.py``).
 
         Raises:
-            ClientError: the inputs were rejected by the model (an undecodable image).
+            ClientError: an image that does not decode (the client's; the same for every
+                version, as they share the decoder).
+            ModelError: the version's graph rejected checked inputs, or answered something
+                that is not probabilities (the version's failure: 500).
         """
         import tensorflow as tf
 
@@ -257,22 +225,28 @@ class VersionWatcher:
         try:
             out = current.signatures[signature_name](**{SIGNATURE_INPUTS[signature_name]: tensor})
         except tf.errors.InvalidArgumentError as e:
-            if signature_name == DEFAULT_SIGNATURE:
-                where, detail = _find_undecodable(inputs, e)
+            if signature_name == DEFAULT_SIGNATURE and (found := _find_undecodable(inputs)):
+                where, detail = found
                 raise ClientError(
                     400,
                     f"{where} could not be decoded ({detail}); send complete, valid PNG or "
                     "JPEG files",
                 ) from e
-            raise ClientError(400, f"the pixel input was rejected ({tf_detail(e)})") from e
-        return current.version, out[OUTPUT].numpy()
+            raise ModelError(
+                f"version {current.version}'s {signature_name} graph rejected input the server "
+                f"had checked ({tf_detail(e)}): the version is faulty, not the request"
+            ) from e
+        try:
+            rows = check_probabilities(out[OUTPUT].numpy(), len(inputs))
+        except NotServable as e:
+            raise ModelError(f"version {current.version}: {e}; the answer was withheld") from e
+        return current.version, rows
 
 
-def _find_undecodable(images: Sequence[bytes], error: Any) -> tuple[str, str]:
-    """After a batch failed to decode: which instance, and why (error path only).
-
-    Decodes one image at a time with the signature's own decoder (ml.data.preprocess).
-    """
+def _find_undecodable(images: Sequence[bytes]) -> tuple[str, str] | None:
+    """After a batch failed: the first image that does not decode, and why; None when all
+    decode (then the graph failed, not the images). Decodes one image at a time with the
+    signature's own decoder (ml.data.preprocess); the error path only."""
     import tensorflow as tf
 
     from ml.data.preprocess import decode_image
@@ -282,4 +256,4 @@ def _find_undecodable(images: Sequence[bytes], error: Any) -> tuple[str, str]:
             decode_image(tf.constant(data))
         except tf.errors.InvalidArgumentError as e:
             return f"instance {i}", tf_detail(e)
-    return "an image", tf_detail(error)
+    return None

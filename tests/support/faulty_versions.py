@@ -1,0 +1,92 @@
+"""Real SavedModels that fail the way a bad version fails a user, built in the tests (never
+a switch in the product). Each wraps a trained or random model and is exported with the
+export contract's signatures (``ml.model.export.export_model``), so it loads and warms up
+(a batch of one blank image) like any version:
+
+- ``nan_on_single``: answers NaN probabilities for a batch of exactly one image that is not
+  blank; blank images (the warm-up) and larger batches (the selection's) are answered as
+  ``model`` answers them.
+- ``rejects_bright``: its graph raises InvalidArgumentError (a ``tf.debugging`` assertion)
+  for any batch holding an image brighter than ``limit`` (mean standardized pixel): checked,
+  valid input that only this version refuses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _export(model: Any, path: Path, body: Any, name: str) -> Path:
+    import tensorflow as tf
+
+    from ml.model.export import export_model
+
+    class Faulty(tf.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__(name=name)
+            self.inner = inner
+
+        def __call__(self, x: Any, training: bool = False) -> Any:
+            return body(x, self.inner(x, training=training))
+
+    return export_model(Faulty(model), path)
+
+
+def nan_on_single(model: Any, path: Path) -> Path:
+    import tensorflow as tf
+
+    def body(x: Any, out: Any) -> Any:
+        blank = tf.equal(tf.reduce_max(x), tf.reduce_min(x))
+        single = tf.logical_and(tf.equal(tf.shape(x)[0], 1), tf.logical_not(blank))
+        return tf.cond(single, lambda: out * float("nan"), lambda: out)
+
+    return _export(model, path, body, "nan_on_single")
+
+
+def rejects_bright(model: Any, path: Path, limit: float = 0.5) -> Path:
+    import tensorflow as tf
+
+    def body(x: Any, out: Any) -> Any:
+        brightness = tf.reduce_mean(x, axis=[1, 2, 3])
+        check = tf.debugging.assert_less_equal(
+            brightness, tf.constant(limit, x.dtype), message="this version refuses bright images"
+        )
+        with tf.control_dependencies([check]):
+            return tf.identity(out)
+
+    return _export(model, path, body, "rejects_bright")
+
+
+def wrong_pixels_shape(path: Path) -> Path:
+    """Both signatures by name, but ``serving_pixels`` takes flat [None, 784] vectors: what
+    exporting a model built for another input looks like."""
+    import tensorflow as tf
+
+    from ml.model.export import BYTES_INPUT, DEFAULT_SIGNATURE, OUTPUT, PIXELS_INPUT
+    from ml.model.export import PIXELS_SIGNATURE as PIXELS
+
+    class Flat(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 784], tf.float32, name=PIXELS_INPUT)])
+        def pixels(self, pixels: Any) -> Any:
+            return {OUTPUT: tf.nn.softmax(pixels[:, :10])}
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=BYTES_INPUT)])
+        def image_bytes(self, image_bytes: Any) -> Any:
+            return {OUTPUT: tf.fill([tf.shape(image_bytes)[0], 10], 0.1)}
+
+    module = Flat()
+    signatures = {PIXELS: module.pixels, DEFAULT_SIGNATURE: module.image_bytes}
+    tf.saved_model.save(module, str(path), signatures=signatures)
+    return path
+
+
+def pixels_only(model: Any, path: Path) -> Path:
+    """``model`` exported with ``serving_pixels`` alone (no ``serving_default``)."""
+    import tensorflow as tf
+
+    from ml.model.export import PIXELS_SIGNATURE, _serving_module
+
+    module = _serving_module(model)
+    tf.saved_model.save(module, str(path), signatures={PIXELS_SIGNATURE: module.serve_pixels})
+    return path
