@@ -129,13 +129,30 @@ def _wait(seconds: float, clock: Clock, control: Control) -> str | None:
     return None
 
 
-def _measure(canary: Canary, measure: Measure, t: Thresholds, interval_s: float) -> Interval:
+class _Step:
+    """The current step's figures so far: each look judges every request since the step
+    began (``Figures.then``), so a low-traffic step gathers what the gates need."""
+
+    def __init__(self) -> None:
+        self.so_far: tuple[Figures, Figures] | None = None
+
+    def add(self, stable: Figures, canary: Figures) -> tuple[Figures, Figures]:
+        if self.so_far is not None:
+            stable, canary = self.so_far[0].then(stable), self.so_far[1].then(canary)
+        self.so_far = (stable, canary)
+        return self.so_far
+
+
+def _measure(
+    canary: Canary, step: _Step, measure: Measure, t: Thresholds, interval_s: float
+) -> Interval:
+    """One look: this interval's figures (kept in the record), the step's judged."""
     weight = canary.weight
     try:
         stable, new = measure(interval_s)
     except MeasurementError as e:
         return Interval(weight, None, None, (), canary.record(None), str(e))
-    gates = judge(stable, new, t)
+    gates = judge(*step.add(stable, new), t)
     return Interval(weight, stable, new, gates, canary.record(overall(gates)))
 
 
@@ -156,7 +173,7 @@ def analyse(
 ) -> Result:
     """Run the canary to its end: promoted, or rolled back (then re-raises what stopped
     it, if it was not a decision)."""
-    canary = Canary(policy)
+    canary, step = Canary(policy), _Step()
     result = Result(Decision(Action.HOLD, canary.weight, "starting"))
     with sigterm_unwinds():
         try:
@@ -165,12 +182,13 @@ def analyse(
                 if word := _wait(policy.interval_s, clock, control):
                     result.decision = _manual(word)
                     break
-                interval = _measure(canary, measure, thresholds, policy.interval_s)
+                interval = _measure(canary, step, measure, thresholds, policy.interval_s)
                 result.intervals.append(interval)
                 result.decision = interval.decision
                 out(interval.line(len(result.intervals)))
                 if interval.decision.action is Action.STEP:
                     split.set_weight(interval.decision.weight)
+                    step = _Step()  # a new weight counts afresh
         except BaseException as e:
             result.decision = Decision(Action.ROLLBACK, 0, f"stopped: {type(e).__name__} {e}")
             out(f"canary stopped ({result.decision.reason}): rolling back")

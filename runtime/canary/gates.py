@@ -1,12 +1,21 @@
 """The canary's gates: one interval's figures for both versions, judged.
 
 Each interval the analysis reads, for the stable version and the canary apart, the
-predict/infer requests they answered (never probes), how many were server errors, their
-p99 latency, and their accuracy on the same labelled sample. Four gates judge them:
+predict/infer requests they answered (never probes), how many failed (any answer but a
+2xx: the versions answer random shares of the same traffic, so the clients' own mistakes
+weigh on both alike, and anything more is the version's), their p99 latency, and their
+accuracy on the same labelled sample. The counts are the step's so far (``Figures.then``):
+each look at a step judges every request since the step began. Four gates judge them:
 
-- ``traffic``: the canary answered at least ``min_requests``; fewer is Inconclusive (Argo
-  Rollouts' word: not a failure, not a pass), and so are the two gates below that need it.
-- ``errors``: the canary's server-error ratio is at most the stable's plus ``error_margin``.
+- ``traffic``: the canary answered enough requests for the error test to have caught a
+  canary failing ``error_detect`` more often than the stable with probability
+  ``error_power`` (``runtime/canary/stats.py``), and at least ``min_requests``; fewer is
+  Inconclusive (Argo Rollouts' word: not a failure, not a pass), and so are the two gates
+  below that need it.
+- ``errors``: Fisher's exact test, one-sided: the canary fails when the chance that a
+  version as good as the stable fails at least as often is at most ``error_alpha`` (per
+  look; the whole canary's false-rollback rate is measured in tests/runtime/canary). A
+  canary that fails that plainly is failed at once, however few requests it answered.
 - ``latency``: the canary's p99 is within the latency objective, or at most
   ``latency_factor`` times the stable's (Flagger's request-duration check, with the
   stable as its reference).
@@ -23,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ml.contract.serving_metrics import LATENCY_OBJECTIVE_S
+from runtime.canary.stats import fisher_greater, requests_needed
 
 
 class Outcome(Enum):
@@ -45,14 +55,27 @@ class Figures:
     def error_ratio(self) -> float:
         return self.errors / self.requests if self.requests else 0.0
 
+    def then(self, later: Figures) -> Figures:
+        """These figures and a later interval's together: the counts summed, the later
+        latency (a p99 is per interval), the later accuracy if it has one."""
+        return Figures(
+            self.requests + later.requests,
+            self.errors + later.errors,
+            later.p99_s,
+            later.accuracy if later.accuracy is not None else self.accuracy,
+        )
+
 
 @dataclass(frozen=True)
 class Thresholds:
-    """What the gates allow. Defaults: a canary at 10 % of 5 users' load answers a few
-    hundred requests per 30 s interval, so 50 is reached in every step."""
+    """What the gates allow. With the defaults a step needs about 105 canary requests at a
+    10 % share and 260 at 50 % while the stable fails none (more as the stable fails more):
+    a canary at 10 % of 5 users' load answers a few hundred per 30 s interval."""
 
     min_requests: int = 50
-    error_margin: float = 0.01
+    error_alpha: float = 0.002
+    error_detect: float = 0.05
+    error_power: float = 0.9
     latency_objective_s: float = LATENCY_OBJECTIVE_S
     latency_factor: float = 1.5
     accuracy_margin: float = 0.02
@@ -60,9 +83,9 @@ class Thresholds:
     def __post_init__(self) -> None:
         if self.min_requests < 1:
             raise ValueError(f"min_requests must be at least 1, not {self.min_requests}")
-        for name in ("error_margin", "accuracy_margin"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be within [0, 1], not {getattr(self, name)}")
+        for name in ("error_alpha", "error_detect", "error_power", "accuracy_margin"):
+            if not 0 < getattr(self, name) < 1:
+                raise ValueError(f"{name} must be within (0, 1), not {getattr(self, name)}")
         if self.latency_objective_s <= 0 or self.latency_factor < 1:
             raise ValueError("the latency objective must be > 0 and the factor at least 1")
 
@@ -87,21 +110,31 @@ def _ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1000:.0f} ms"
 
 
+def needed(stable: Figures, canary: Figures, t: Thresholds) -> int:
+    """The canary requests this step needs (see ``traffic``), from the measured share."""
+    total = stable.requests + canary.requests
+    share = min(max(canary.requests / total if total else 0.5, 0.01), 0.99)
+    # Rounded, so a handful of answers are cached; a stable failing more than half its
+    # requests is taken as failing half (a higher rate leaves no room to be worse).
+    rate = min(round(stable.error_ratio, 3), 0.5)
+    found = requests_needed(round(share, 2), rate, t.error_detect, t.error_alpha, t.error_power)
+    return max(t.min_requests, found)
+
+
 def traffic(stable: Figures, canary: Figures, t: Thresholds) -> Gate:
     """The canary answered enough requests; its detail also says its measured share of all
     the requests both versions answered (what the step's weight asked for)."""
-    enough = canary.requests >= t.min_requests
-    outcome = Outcome.PASS if enough else Outcome.INCONCLUSIVE
+    want = needed(stable, canary, t)
+    outcome = Outcome.PASS if canary.requests >= want else Outcome.INCONCLUSIVE
     total = stable.requests + canary.requests
     share = f", {_pct(canary.requests / total)} of {total}" if total else ""
-    return Gate("traffic", outcome, f"{canary.requests} of {t.min_requests} requests{share}")
+    return Gate("traffic", outcome, f"{canary.requests} of {want} requests{share}")
 
 
 def errors(stable: Figures, canary: Figures, t: Thresholds, enough: bool) -> Gate:
-    allowed = stable.error_ratio + t.error_margin
-    detail = f"{_pct(canary.error_ratio)} vs {_pct(stable.error_ratio)} + {_pct(t.error_margin)}"
-    if canary.error_ratio > allowed and (enough or canary.errors > t.min_requests * allowed):
-        # Too many errors to pass whatever the rest of the interval's requests would be.
+    p = fisher_greater(canary.errors, canary.requests, stable.errors, stable.requests)
+    detail = f"{_pct(canary.error_ratio)} vs {_pct(stable.error_ratio)}, p={p:.2g}"
+    if p <= t.error_alpha:  # an exact test: as valid at a few requests as at many
         return Gate("errors", Outcome.FAIL, detail)
     return Gate("errors", Outcome.PASS if enough else Outcome.INCONCLUSIVE, detail)
 

@@ -40,8 +40,9 @@ SAMPLE_TIMEOUT_S = 120.0
 
 
 def figures(counts: Counts, accuracy: float | None) -> Figures:
-    """One version's figures over an interval, from what ``/metrics`` counted."""
-    errors = sum(n for code, n in counts.by_code.items() if code.startswith("5"))
+    """One version's figures over an interval, from what ``/metrics`` counted: every answer
+    but a 2xx is a failure (runtime/canary/gates.py says why the clients' share is fair)."""
+    errors = sum(n for code, n in counts.by_code.items() if not code.startswith("2"))
     return Figures(int(counts.total), int(errors), counts.quantile(0.99), accuracy)
 
 

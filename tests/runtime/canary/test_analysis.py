@@ -14,7 +14,7 @@ from runtime.canary.policy import Action, Policy
 from tests.support.fakekube import FakeClock
 
 STABLE = Figures(400, 0, 0.02, 0.90)
-GOOD = Figures(100, 0, 0.02, 0.90)
+GOOD = Figures(200, 0, 0.02, 0.90)
 BAD = Figures(100, 20, 0.02, 0.90)
 FEW = Figures(3, 0, 0.02, 0.90)
 POLICY = Policy(steps=(10, 50), interval_s=30, count=2, failure_limit=0)
@@ -70,11 +70,33 @@ def test_a_good_canary_steps_up_every_count_intervals_then_is_promoted():
     assert measure.asked == [30] * 4  # each measurement reads its own interval
     assert len(lines) == 4
     assert lines[1] == (
-        "[2] canary 10%: traffic pass (100 of 50 requests, 20.0% of 500), "
-        "errors pass (0.0% vs 0.0% + 1.0%), latency pass (p99 20 ms, at most 100 ms), "
+        "[2] canary 10%: traffic pass (400 of 184 requests, 33.3% of 1200), "
+        "errors pass (0.0% vs 0.0%, p=1), latency pass (p99 20 ms, at most 100 ms), "
         "accuracy pass (90.0% vs 90.0% - 2.0%) "
         "-> step (step 2 of 2)"
     )
+
+
+def test_each_look_judges_the_steps_requests_so_far_and_a_new_step_counts_afresh():
+    # 90 canary requests an interval are too few alone (the step needs about 160 at 18 %);
+    # the step's second look has 180. The record keeps each interval's own figures.
+    low = Figures(90, 0, 0.02, 0.90)
+    result, calls, lines = go(measures(low, low, low, low, low, low), policy=POLICY)
+    assert [i.decision.action for i in result.intervals] == [
+        Action.HOLD, Action.HOLD, Action.STEP, Action.HOLD, Action.HOLD, Action.PROMOTE,
+    ]  # fmt: skip
+    assert "traffic inconclusive (90 of" in lines[0] and "traffic pass (180 of" in lines[1]
+    assert "traffic inconclusive (90 of" in lines[3]  # the new step starts from nothing
+    assert {i.canary.requests for i in result.intervals} == {90}
+
+
+def test_failures_spread_over_a_steps_intervals_add_up_to_a_rollback():
+    # 4 failures of 200 an interval are within chance alone (p=0.012); 8 of 400 are not.
+    some = Figures(200, 4, 0.02, 0.90)
+    result, _, lines = go(measures(some, some, some))
+    assert not result.promoted and len(result.intervals) == 2
+    assert "errors pass (2.0% vs 0.0%, p=0.012)" in lines[0]
+    assert "errors fail" in lines[1]
 
 
 def test_a_bad_canary_is_rolled_back_at_its_first_failure():

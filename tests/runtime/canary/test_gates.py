@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.canary.gates import Figures, Outcome, Thresholds, judge, overall
+from runtime.canary.gates import Figures, Outcome, Thresholds, judge, needed, overall
 
 P, F, I = Outcome.PASS, Outcome.FAIL, Outcome.INCONCLUSIVE  # noqa: E741
-T = Thresholds(min_requests=50, error_margin=0.01, latency_factor=1.5, accuracy_margin=0.02)
+T = Thresholds(min_requests=50, latency_factor=1.5, accuracy_margin=0.02)
 GOOD = Figures(requests=400, errors=0, p99_s=0.020, accuracy=0.90)
 
 
@@ -17,11 +17,13 @@ GOOD = Figures(requests=400, errors=0, p99_s=0.020, accuracy=0.90)
     "canary,expected",
     [
         pytest.param(GOOD, (P, P, P, P), id="as good as the stable: every gate passes"),
-        pytest.param(Figures(49, 0, 0.02, 0.9), (I, I, I, P), id="49 requests: inconclusive"),
-        pytest.param(Figures(50, 0, 0.02, 0.9), (P, P, P, P), id="50 requests are enough"),
-        pytest.param(Figures(400, 4, 0.02, 0.9), (P, P, P, P), id="1 % errors: within margin"),
-        pytest.param(Figures(400, 5, 0.02, 0.9), (P, F, P, P), id="1.25 % errors: over it"),
-        pytest.param(Figures(10, 10, 0.02, 0.9), (I, F, I, P), id="10 of 10 failed: no wait"),
+        # 50 % of the traffic, the stable failing none: the step needs 258 (runtime/canary/stats)
+        pytest.param(Figures(257, 0, 0.02, 0.9), (P, P, P, P), id="257 at 39 %: enough (209)"),
+        pytest.param(Figures(100, 0, 0.02, 0.9), (I, I, I, P), id="100 at 20 %: not (132)"),
+        pytest.param(Figures(400, 1, 0.02, 0.9), (P, P, P, P), id="1 failure: p=0.5"),
+        pytest.param(Figures(400, 8, 0.02, 0.9), (P, P, P, P), id="8 failures: p=0.004"),
+        pytest.param(Figures(400, 9, 0.02, 0.9), (P, F, P, P), id="9 failures: p=0.002"),
+        pytest.param(Figures(5, 5, 0.02, 0.9), (I, F, I, P), id="5 of 5 failed: no wait"),
         pytest.param(Figures(10, 0, 0.02, 0.9), (I, I, I, P), id="few requests, no errors"),
         pytest.param(Figures(400, 0, 0.099, 0.9), (P, P, P, P), id="p99 within objective"),
         pytest.param(Figures(400, 0, 0.150, 0.9), (P, P, F, P), id="p99 over objective"),
@@ -52,16 +54,29 @@ def test_a_slow_stable_lets_the_canary_be_slow_by_the_factor_only():
     assert judge(slow_stable, Figures(400, 0, 0.301, 0.9), T)[2].outcome is F
 
 
-def test_an_erring_stable_raises_the_canarys_allowance_by_the_margin():
-    stable = Figures(1000, 50, 0.02, 0.9)  # 5 %
-    assert judge(stable, Figures(1000, 60, 0.02, 0.9), T)[1].outcome is P
-    assert judge(stable, Figures(1000, 61, 0.02, 0.9), T)[1].outcome is F
+def test_an_erring_stable_is_compared_by_the_test_not_a_margin():
+    # The stable fails 5 %: a canary at 8 % is within chance (p=0.004), at 9 % it is not;
+    # and the step then needs 836 canary requests, so a 5-point excess is seen.
+    stable = Figures(1000, 50, 0.02, 0.9)
+    assert [g.outcome for g in judge(stable, Figures(1000, 80, 0.02, 0.9), T)][:2] == [P, P]
+    assert [g.outcome for g in judge(stable, Figures(1000, 90, 0.02, 0.9), T)][:2] == [P, F]
+    assert judge(stable, Figures(500, 25, 0.02, 0.9), T)[0].outcome is I
+
+
+def test_three_times_the_stables_failures_fail_once_the_traffic_shows_it():
+    # What a fixed one-point margin let through at any traffic.
+    stable_rate, canary_rate = 0.004, 0.012
+    outcomes = {
+        n: judge(Figures(n, round(n * stable_rate)), Figures(n, round(n * canary_rate)), T)[1]
+        for n in (250, 5000)
+    }
+    assert outcomes[250].outcome is not F and outcomes[5000].outcome is F, outcomes
 
 
 def test_each_gate_prints_its_figures():
-    line = ", ".join(str(g) for g in judge(GOOD, Figures(400, 5, 0.150, 0.85), T))
+    line = ", ".join(str(g) for g in judge(GOOD, Figures(400, 9, 0.150, 0.85), T))
     assert line == (
-        "traffic pass (400 of 50 requests, 50.0% of 800), errors fail (1.2% vs 0.0% + 1.0%), "
+        "traffic pass (400 of 258 requests, 50.0% of 800), errors fail (2.2% vs 0.0%, p=0.0019), "
         "latency fail (p99 150 ms, at most 100 ms), accuracy fail (85.0% vs 90.0% - 2.0%)"
     )
 
@@ -80,7 +95,9 @@ def test_a_failure_beats_inconclusive_beats_pass(outcomes, expected):
     "bad",
     [
         {"min_requests": 0},
-        {"error_margin": -0.1},
+        {"error_alpha": 0},
+        {"error_detect": 1},
+        {"error_power": 1.5},
         {"accuracy_margin": 1.5},
         {"latency_objective_s": 0},
         {"latency_factor": 0.5},
@@ -107,5 +124,13 @@ def test_a_canary_with_the_stables_own_figures_never_fails(stable):
 
 @given(figures, figures)
 def test_too_few_requests_never_pass(stable, canary):
-    if canary.requests < T.min_requests:
+    if canary.requests < max(T.min_requests, needed(stable, canary, T)):
         assert overall(judge(stable, canary, T)) is not P
+
+
+@given(figures, st.integers(0, 50))
+def test_more_failures_never_turn_a_fail_into_a_pass(canary, more):
+    stable = Figures(2000, 20, 0.02, 0.9)
+    worse = Figures(canary.requests + more, canary.errors + more, canary.p99_s, canary.accuracy)
+    if judge(stable, canary, T)[1].outcome is F:
+        assert judge(stable, worse, T)[1].outcome is F

@@ -110,11 +110,13 @@ def test_each_interval_counts_each_versions_served_traffic_since_the_last(served
     c.set_weight(50)
     stand_in.answer("1", 200, 0.004, n=60)
     stand_in.answer("2", 200, 0.004, n=55)
-    stand_in.answer("2", 503, 0.3, n=5)
+    stand_in.answer("2", 503, 0.3, n=3)
+    stand_in.answer("2", 400, 0.3, n=2)  # any answer but a 2xx is a failure
+    stand_in.answer("1", 400, 0.3, n=1)
     stand_in.answer("2", 200, 0.001, route=VERSIONED, n=7)  # the accuracy sample: not traffic
     stand_in.answer("2", 200, 0.001, route="/v1/models/{model_name}", n=9)  # probes
     stable, new = c.measure(30)
-    assert (stable.requests, stable.errors, stable.accuracy) == (60, 0, 0.9)
+    assert (stable.requests, stable.errors, stable.accuracy) == (61, 1, 0.9)
     assert (new.requests, new.errors, new.accuracy) == (60, 5, 0.88)
     assert new.p99_s > 0.25
     stand_in.answer("2", 200, 0.004, n=3)
