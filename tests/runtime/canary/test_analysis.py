@@ -81,7 +81,7 @@ def test_each_look_judges_the_steps_requests_so_far_and_a_new_step_counts_afresh
     # 90 canary requests an interval are too few alone (the step needs about 160 at 18 %);
     # the step's second look has 180. The record keeps each interval's own figures.
     low = Figures(90, 0, 0.02, 0.90)
-    result, calls, lines = go(measures(low, low, low, low, low, low), policy=POLICY)
+    result, _, lines = go(measures(low, low, low, low, low, low), policy=POLICY)
     assert [i.decision.action for i in result.intervals] == [
         Action.HOLD, Action.HOLD, Action.STEP, Action.HOLD, Action.HOLD, Action.PROMOTE,
     ]  # fmt: skip
