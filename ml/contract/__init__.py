@@ -322,10 +322,12 @@ def serve(
     host: str,
     http_port: int,
     canary_dir: AnyPath | None = None,
+    canary_elsewhere: bool = False,
     python: str = "python",
 ) -> list[str]:
     """``ml.server.serve``: the model server for ``V/serving/<service>`` (V1 protocol); with
-    ``canary_dir`` (:func:`canary_dir`), a canary release's version beside it."""
+    ``canary_dir`` (:func:`canary_dir`), a canary release's version beside it, loaded in
+    this process or (``canary_elsewhere``) answered by its own server."""
     argv = [
         *step_argv(python, "serve"),
         "--model-dir",
@@ -334,6 +336,7 @@ def serve(
         model_name,
     ]
     argv += ["--canary-dir", str(canary_dir)] if canary_dir else []
+    argv += ["--canary-elsewhere"] if canary_dir and canary_elsewhere else []
     return [*argv, "--host", host, "--http-port", str(http_port)]
 
 

@@ -9,6 +9,13 @@ go to the served version, the stable. With no version in that directory, or weig
 every request goes to the stable, as without a canary. The weight file is re-read at
 every poll, so the release's steps need no restart and no write route.
 
+A canary may run in a server process of its own (the local runtime's choice: its own
+TensorFlow threads, memory and batcher, so a slow, leaking or crashing canary cannot slow
+or take down the stable). The weight file then names it, ``{"weight": W, "url":
+"http://127.0.0.1:<port>"}`` (loopback only), and this server loads nothing: its share of
+the requests is forwarded there as they came (``ml/server/canary_forward.py``) and counted
+here under the canary's version. Without ``url`` the canary is loaded in this process.
+
 The split is exact, not random: of any run of requests, the canary answers the whole
 number nearest below ``W`` % of them (a smooth weighted round robin of one pair), so the
 per-version counts on ``/metrics`` match the weight asked to within one request.
@@ -19,9 +26,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import urllib.parse
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ml import contract
 from ml.selection.publishing import serving_versions
@@ -64,6 +72,46 @@ def parse_weight(data: bytes) -> int:
     return weight
 
 
+#: Where a canary's own server may listen: forwarded requests stay on this machine.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def parse_endpoint(data: bytes) -> str | None:
+    """The canary's own server in a weight file's bytes (its ``url``), or None: the canary
+    is loaded in this process. The bytes passed :func:`parse_weight`.
+
+    Raises:
+        WeightError: a ``url`` that is not ``http://<loopback>:<port>``.
+    """
+    url = json.loads(data).get("url")
+    if url is None:
+        return None
+    parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+    try:
+        port = parts.port if parts else None
+    except ValueError:
+        port = None
+    if (
+        parts is None
+        or parts.scheme != "http"
+        or parts.hostname not in LOOPBACK
+        or port is None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        raise WeightError(f'"url" must be http://127.0.0.1:<port>, got {str(url)[:80]}')
+    return f"http://{parts.netloc}"
+
+
+class Remote(NamedTuple):
+    """A canary version served by its own process at ``url``."""
+
+    version: int
+    url: str
+
+
 class Split:
     """Which of a run of requests the canary answers: exactly ``weight`` % of them, spread
     evenly (request k goes to the canary when floor(k·W/100) moves). Thread-safe."""
@@ -93,7 +141,9 @@ class CanaryDir:
     """The canary's directory: its newest loadable version (``current``) and its weight,
     refreshed by :meth:`poll` (the served version's watcher calls it at each poll).
 
-    ``loader(version, path)`` is the watcher's (``ml/server/watcher.py``)."""
+    ``loader(version, path)`` is the watcher's (``ml/server/watcher.py``); None when the
+    canary is never loaded here (``ml serve --canary-elsewhere``): without a ``url`` in
+    its weight file it then answers nothing."""
 
     def __init__(self, path: Path, loader: Any) -> None:
         self.path = path
@@ -112,9 +162,21 @@ class CanaryDir:
             self.split.set(0)
             return
         newest = versions[-1]
-        if self.current is None or self.current.version != newest:
+        weight, url = self._read_weight()
+        if url is not None:  # its own process serves it: nothing to load here
+            if self.current != Remote(newest, url):
+                log.info("canary version %d answers at %s", newest, url)
+            self.current = Remote(newest, url)
+        elif self._loader is None:
+            if self.current is not None:
+                log.info("canary version %d waits for its own server", newest)
+            self.current = None
+        elif self.current is None or isinstance(self.current, Remote):
+            self.current = None
             self._load(newest)
-        self.split.set(self._read_weight() if self.current is not None else 0)
+        elif self.current.version != newest:
+            self._load(newest)
+        self.split.set(weight if self.current is not None else 0)
 
     def _load(self, version: int) -> None:
         if version in self._failed:
@@ -127,20 +189,33 @@ class CanaryDir:
             self._failed.add(version)
             log.error("canary version %d failed to load (%s: %s)", version, type(e).__name__, e)
 
-    def _read_weight(self) -> int:
+    def _read_weight(self) -> tuple[int, str | None]:
+        """(weight, the canary's own server or None); (0, None) when unreadable."""
         path = self.path / WEIGHT_FILE
+        weight, url, said = 0, None, ""
         try:
-            weight, said = parse_weight(path.read_bytes()), ""
+            data = path.read_bytes()
+            weight, url = parse_weight(data), parse_endpoint(data)
         except FileNotFoundError:
-            weight, said = 0, f"no {path}: the canary answers nothing"
+            said = f"no {path}: the canary answers nothing"
         except (OSError, WeightError) as e:
             weight, said = 0, f"{path} unreadable ({e}): the canary answers nothing"
         if said and said != self._weight_said:
             log.warning("%s", said)
         self._weight_said = said
-        return weight
+        return weight, url
 
     def choose(self) -> Any:
-        """The canary's loaded version for the next request, or None: the stable's turn."""
+        """The canary's version loaded here for the next request, or None: the stable's
+        turn (or a canary in its own process, whose turns the forwarding takes)."""
         current = self.current
-        return current if current is not None and self.split.to_canary() else None
+        if current is None or isinstance(current, Remote):
+            return None
+        return current if self.split.to_canary() else None
+
+    def choose_remote(self) -> Remote | None:
+        """The canary's own server for the next request, or None: this process answers."""
+        current = self.current
+        if not isinstance(current, Remote):
+            return None
+        return current if self.split.to_canary() else None

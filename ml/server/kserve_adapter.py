@@ -35,6 +35,7 @@ from ml.model.export import OUTPUT
 from ml.server.batcher import Batcher
 from ml.server.body_limit import BodyLimitMiddleware
 from ml.server.canary import requested_version
+from ml.server.canary_forward import CanaryForward
 from ml.server.client_error import ClientError
 from ml.server.fast_predict import FastPredictRoute
 from ml.server.header_timeout import header_timeout_protocol
@@ -196,6 +197,9 @@ class BoundRESTServer(RESTServer):
             served_version=model.served_version,
         )
         app.add_middleware(FastPredictRoute, model_name=model.name, answer=model.answer)
+        # Outside the direct route: a canary in its own process takes its share first.
+        canary = lambda: model.watcher.canary  # noqa: E731
+        app.add_middleware(CanaryForward, model_name=model.name, canary=canary)
         app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)
         routes = RouteTemplates(((method, path) for method, path, _ in ROUTES), model.name)
         app.add_middleware(MetricsMiddleware, metrics=self.metrics, routes=routes)  # outermost

@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
         "answers the share of requests its weight.json gives, beside the served one "
         "(ml/server/canary.py)",
     )
+    p.add_argument(
+        "--canary-elsewhere",
+        action="store_true",
+        help="never load a canary in this process: its share goes to the server its "
+        "weight.json names (the local runtime runs each canary in a process of its own)",
+    )
     p.add_argument("--model-name", help="model name in the URL: /v1/models/<name>:predict")
     p.add_argument(
         "--host",
@@ -244,7 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     from ml.server.watcher import VersionWatcher
 
-    watcher = VersionWatcher(args.model_dir, canary_dir=args.canary_dir)
+    watcher = VersionWatcher(
+        args.model_dir, canary_dir=args.canary_dir, canary_here=not args.canary_elsewhere
+    )
     model = adapter.FashionMnistModel(
         args.model_name,
         watcher,

@@ -78,10 +78,12 @@ class VersionWatcher:
         *,
         loader: Callable[[int, Path], Any] = load_version,
         canary_dir: str | os.PathLike[str] | None = None,
+        canary_here: bool = True,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.current: LoadedVersion | None = None
-        self.canary = CanaryDir(Path(canary_dir), loader) if canary_dir else None
+        canary_loader = loader if canary_here else None  # None: only ever forwarded
+        self.canary = CanaryDir(Path(canary_dir), canary_loader) if canary_dir else None
         self._loader = loader
         self._failed: dict[int, tuple[int, ...] | None] = {}
         self._said_empty = False
@@ -196,7 +198,8 @@ class VersionWatcher:
         if version is None:
             chosen = self.canary.choose() if self.canary is not None else None
             return chosen if chosen is not None else self.current
-        loaded = [v for v in (self.current, self.canary and self.canary.current) if v]
+        here = (self.current, self.canary and self.canary.current)
+        loaded = [v for v in here if isinstance(v, LoadedVersion)]  # not a canary's process
         for candidate in loaded:
             if candidate.version == version:
                 return candidate

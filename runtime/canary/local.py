@@ -1,12 +1,13 @@
-"""The canary on the local runtime: the one server process holds both versions.
+"""The canary on the local runtime: the stable's server splits, the canary's own answers.
 
-``ml select --canary`` publishes the new version into ``V/serving/S/canary``; the server (started
-with ``--canary-dir``) loads it beside the stable and answers the share of requests its
-``weight.json`` gives (``ml/server/canary.py``). This module is the analysis' ``Split`` and
-``measure`` for it:
+``ml select --canary`` publishes the new version into ``V/serving/S/canary``; a server of its
+own serves it (``runtime/local/canary_deploy.py``, ``endpoint``), and the stable's server
+(started with ``--canary-dir --canary-elsewhere``) forwards it the share of requests its
+``weight.json`` gives and counts them under its version (``ml/server/canary.py``,
+``canary_forward.py``). This module is the analysis' ``Split`` and ``measure`` for it:
 
-- ``set_weight`` writes the weight file (a rename: the server never reads half of it) and
-  returns once the server's ``distml_canary_weight`` gauge shows it applied;
+- ``set_weight`` writes the weight file with the canary's URL (a rename: the server never
+  reads half of it) and returns once the server's ``distml_canary_weight`` gauge shows it;
 - ``measure`` reads ``/metrics`` and takes, per version, what was counted since the last
   reading on the predict and infer routes (never probes), and each version's accuracy on
   the held-out labelled sample (``ml sample_accuracy``, sent to each version's own V2 URL);
@@ -46,10 +47,11 @@ def figures(counts: Counts, accuracy: float | None) -> Figures:
     return Figures(int(counts.total), int(errors), counts.quantile(0.99), accuracy)
 
 
-def write_weight(path: Path, weight: int) -> None:
-    """The weight file, replaced in one rename."""
+def write_weight(path: Path, weight: int, endpoint: str | None = None) -> None:
+    """The weight file, replaced in one rename; ``endpoint``: the canary's own server."""
     staging = path.with_name(f".{path.name}.tmp")
-    staging.write_text(json.dumps({"weight": weight}) + "\n")
+    doc = {"weight": weight, **({"url": endpoint} if endpoint else {})}
+    staging.write_text(json.dumps(doc) + "\n")
     os.replace(staging, path)
 
 
@@ -85,11 +87,15 @@ class LocalCanary:
         self._last: Page | None = None
         self._accuracy: dict[str, float] | None = None
         self._score = score or _run_step
+        #: The canary's own server (runtime/local/canary_deploy.py), named in the weight
+        #: file so the stable's server forwards the canary's share there; None: in-process.
+        self.endpoint: str | None = None
 
     # --- Split -------------------------------------------------------------------------
 
     def set_weight(self, weight: int) -> None:
-        write_weight(Path(contract.canary_weight_path(self.volume, self.service)), weight)
+        path = Path(contract.canary_weight_path(self.volume, self.service))
+        write_weight(path, weight, self.endpoint)
         applied = {str(self.version): weight}
         self._wait(
             lambda page: page.canary_weight(self.service) == applied,

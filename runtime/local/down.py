@@ -32,15 +32,22 @@ def down(rt: LocalRuntime, request: DownRequest) -> int:
         and stop_pid(pid, serving.SERVER_TAG, started=server.started)
     ):
         rt.out(f"stopped the model server (pid {pid})")
+    canary = state.canary_server  # left by a `deploy --canary` killed outright
+    if (
+        canary
+        and rt.ex.act(f"stop the canary's model server (pid {canary.pid})")
+        and stop_pid(canary.pid, serving.SERVER_TAG, started=canary.started)
+    ):
+        rt.out(f"stopped the canary's model server (pid {canary.pid})")
     if stopped and rt.ex.act(f"stop {len(stopped)} training worker(s): pids {stopped}"):
         rt.out(f"stopping {len(stopped)} leftover training worker(s)…")
         stop_pids(stopped, TRAIN_TAG)
     if rt.wd.exists() and not rt.ex.dry:
         with contextlib.suppress(OSError):  # a full disk: they are stopped all the same
-            rt.wd.update_state(server=None, train_pids=None)
+            rt.wd.update_state(server=None, canary_server=None, train_pids=None)
     if request.purge:
         _purge(rt)
-    if not (server or stopped or request.purge):
+    if not (server or canary or stopped or request.purge):
         rt.out("nothing was running")
     return 0
 

@@ -131,47 +131,55 @@ def start_server(rt: LocalRuntime, http_port: int, ready_timeout: float) -> Serv
     """Start ``ml.server.serve`` on 127.0.0.1:``http_port``; return once it answers ready (None
     on a dry run). A server that never gets ready, or a Ctrl-C meanwhile, is stopped."""
     check_port(rt, http_port)
-    log_path = rt.wd.logs / "serve.log"
     cmd = contract.serve(
         rt.serving_dir,
         rt.service,
         host="127.0.0.1",
         http_port=http_port,
         canary_dir=contract.canary_dir(rt.wd.volume, rt.service),  # `deploy --canary`
+        canary_elsewhere=True,  # in a server of its own (runtime/local/canary_deploy.py)
         python=rt.python,
     )
-    proc = rt.ex.background("model server", cmd, log_path)
+    return launch(rt, "model server", cmd, http_port, "serve.log", "server", ready_timeout)
+
+
+def launch(
+    rt: LocalRuntime, what: str, cmd: list[str], port: int, log: str, key: str, timeout: float
+) -> Server | None:
+    """Start the server ``cmd`` (listening on 127.0.0.1:``port``) in the background, record
+    it in the state under ``key`` and return it once it answers ready (None on a dry run).
+    One that exits or never gets ready, or a Ctrl-C meanwhile, is stopped and unrecorded."""
+    log_path = rt.wd.logs / log
+    proc = rt.ex.background(what, cmd, log_path)
     if proc is None:
         return None
-    url = f"http://127.0.0.1:{http_port}"
+    url = f"http://127.0.0.1:{port}"
     # Its start time tells our server from a process that got its pid later.
     server = Server(proc.pid, url, str(log_path), started=started_at(proc.pid))
-    rt.wd.update_state(server=server)
+    rt.wd.update_state(**{key: server})
     ready_url = f"{url}/v1/models/{rt.service}"
 
     def judge(ready: bool) -> Any:
         if ready:
             return Done(server)
         if proc.poll() is not None:
-            return Failed(f"the model server exited with code {proc.returncode}")
+            return Failed(f"the {what} exited with code {proc.returncode}")
         return Pending()
 
     try:
-        verdict = poll(
-            lambda: _ready(ready_url), judge, timeout=ready_timeout, interval=CHECK_EVERY_S
-        )
+        verdict = poll(lambda: _ready(ready_url), judge, timeout=timeout, interval=CHECK_EVERY_S)
         if isinstance(verdict, Done):
             return server
         reason = (
             verdict.reason
             if isinstance(verdict, Failed)
-            else f"the model server did not become ready within {ready_timeout:.0f} s (stopped it)"
+            else f"the {what} did not become ready within {timeout:.0f} s (stopped it)"
         )
         raise rt.error(f"{reason}; last lines of {log_path}:\n{tail(log_path, 25)}")
     except BaseException:
         # A server that never became ready (or a Ctrl-C while waiting) is not left behind.
         stop_group(proc, grace=5.0)
-        rt.wd.update_state(server=None)
+        rt.wd.update_state(**{key: None})
         raise
 
 

@@ -55,6 +55,7 @@ RENEWED: tuple[str, ...] = (
     "scale_metric",
     "scrape_interval_s",
     "server",
+    "canary_server",
     "train_pids",
     "train_metrics",
     "image",

@@ -53,6 +53,7 @@ class State:
     last_loadtest: str | None = None  # the last load test's summary.json
     # -- local
     server: Server | None = None  # the model server, while one runs
+    canary_server: Server | None = None  # a canary's own model server, while it is judged
     train_pids: tuple[int, ...] = ()  # the training workers, while they run
     # (job, worker index, /metrics URL) of each running training worker (`status` reads them)
     train_metrics: tuple[tuple[str, int, str], ...] = ()
@@ -186,6 +187,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "source_dir": _str,
     "last_loadtest": _str,
     "server": _server,
+    "canary_server": _server,
     "train_pids": _tuple_of(_is_int),
     "train_metrics": _worker_urls,
     "serving_mode": _str,

@@ -1,10 +1,13 @@
 """e2e tier: canary releases on the local runtime, under a running Locust load test.
 
 v1 serves; a good v2 goes out with ``deploy --canary`` and is promoted with no failed
-request; then two bad versions are rolled back automatically while v2 serves throughout:
-one trained for a single step (let past the selection's floor with ``--force``) fails the
-accuracy gate, one whose server answers the load test's request with errors (a SavedModel
-built here that fails on that image: tests/support/failing_model.py) fails the error gate.
+request; then bad versions are rolled back or refused while v2 serves throughout: one
+trained for a single step (let past the selection's floor with ``--force``) fails the
+accuracy gate; SavedModels built here (tests/support/failing_model.py, faulty_versions.py)
+fail the error gate: one failing on the load test's image with a TensorFlow error, one
+whose graph rejects that image (once a 400 that blamed the client), and one that crashes
+its process on it (the canary's own server: the stable never stops); one answering NaN
+for single images is refused by the selection before it serves anyone.
 
 Offline; data from DISTML_DATA_DIR. Run: nox -s e2e
 """
@@ -106,8 +109,63 @@ def test_a_version_that_answers_errors_fails_the_error_gate_and_is_rolled_back(s
     assert interval["stable"]["errors"] == 0  # no failure the stable version caused
 
 
-def _replace_candidate_with_failing_model(wd: Path, data_dir: Path) -> None:
-    """candidates/cnn: a briefly trained cnn that fails on the sample request's image."""
+@pytest.mark.parametrize("fault", ["rejects_image", "aborts_on_image"])
+def test_a_version_whose_graph_rejects_or_crashes_is_rolled_back_the_stable_serving_on(
+    service, data_dir, fault
+):
+    from tests.support import faulty_versions
+
+    wd = service["wd"]
+    before = serving(wd)
+    _replace_candidate_with_failing_model(wd, data_dir, getattr(faulty_versions, fault))
+    with under_load(wd, 30):
+        r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
+    assert r.returncode == 1, r.stdout[-3000:]
+    (version,) = map(int, re.findall(r"version (\d+) was rolled back", r.stdout))
+    assert "errors fail" in r.stdout, r.stdout[-3000:]
+    summary = json.loads((wd / "reports/loadtest/summary.json").read_text())
+    assert 0 < summary["failures"] < summary["requests"] * 0.3, summary  # the canary's only
+    assert serving(wd) == before
+    for interval in rejected(wd, version)["rejected"]["intervals"]:
+        assert interval["stable"]["errors"] == 0  # no failure the stable version caused
+    status, _ = _predict(wd)  # the stable's server still answers, whatever the canary did
+    assert status == 200
+
+
+def test_a_version_answering_nan_for_single_images_never_serves_anyone(service, data_dir):
+    from tests.support.faulty_versions import nan_on_single
+
+    wd = service["wd"]
+    before = serving(wd)
+    _replace_candidate_with_failing_model(
+        wd, data_dir, lambda m, image, path: nan_on_single(m, path)
+    )
+    r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
+    assert r.returncode != 0, r.stdout[-3000:]
+    assert "non-finite" in r.stdout + r.stderr and "skipped" in r.stdout + r.stderr
+    assert serving(wd) == before
+
+
+def _predict(wd: Path) -> tuple[int, dict]:
+    import urllib.error
+    import urllib.request
+
+    state = json.loads((wd / ".distml/state.json").read_text())
+    body = (wd / "sample_request.json").read_bytes()
+    request = urllib.request.Request(
+        f"{state['server']['url']}/v1/models/{SERVICE}:predict", data=body,
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, {}
+
+
+def _replace_candidate_with_failing_model(wd: Path, data_dir: Path, export=None) -> None:
+    """candidates/cnn: a briefly trained cnn that fails on the sample request's image
+    (``export(model, image, path)``; default tests/support/failing_model.py's)."""
     import shutil
 
     import numpy as np
@@ -123,5 +181,5 @@ def _replace_candidate_with_failing_model(wd: Path, data_dir: Path) -> None:
     params = (candidate / "params.yaml").read_text()
     shutil.rmtree(candidate)
     image = (x_test[0, ..., None] / 255.0).astype(np.float32)  # the sample request's image
-    export_failing_on(model, image, candidate)
+    (export or export_failing_on)(model, image, candidate)
     (candidate / "params.yaml").write_text(params)

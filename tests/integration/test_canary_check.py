@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from integration import canary_check as cc
@@ -33,6 +33,7 @@ def test_a_step_missing_or_off_its_weight_is_a_problem():
     assert cc.share_problems(cc.shares(SAID), (10, 20, 50)) == ["no interval measured at 10%"]
 
 
+@settings(deadline=None)  # the traffic gate's first look at a share computes what it needs
 @given(st.integers(0, 10_000), st.integers(0, 10_000))
 def test_the_pattern_reads_what_the_traffic_gate_writes(stable, canary):
     (gate, *_) = judge(Figures(stable, 0), Figures(canary, 0), Thresholds())
@@ -43,7 +44,7 @@ def test_the_pattern_reads_what_the_traffic_gate_writes(stable, canary):
     else:
         ((weight, share, total),) = found
         assert weight == 20 and total == stable + canary
-        assert abs(share - 100 * canary / total) <= 0.05
+        assert abs(share - 100 * canary / total) <= 0.05 + 1e-9  # printed to 0.1 point
 
 
 def test_the_line_waited_for_is_the_one_workflow_canary_says(monkeypatch):

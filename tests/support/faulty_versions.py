@@ -8,7 +8,9 @@ export contract's signatures (``ml.model.export.export_model``), so it loads and
   ``model`` answers them.
 - ``rejects_bright``: its graph raises InvalidArgumentError (a ``tf.debugging`` assertion)
   for any batch holding an image brighter than ``limit`` (mean standardized pixel): checked,
-  valid input that only this version refuses.
+  valid input that only this version refuses; ``rejects_image`` the same for one image.
+- ``aborts_on_image``: its process aborts on a batch holding one image (a crash).
+- ``wrong_pixels_shape``, ``pixels_only``: exports that break the contract's signatures.
 """
 
 from __future__ import annotations
@@ -90,3 +92,42 @@ def pixels_only(model: Any, path: Path) -> Path:
     module = _serving_module(model)
     tf.saved_model.save(module, str(path), signatures={PIXELS_SIGNATURE: module.serve_pixels})
     return path
+
+
+def _on_image(model: Any, image: Any, path: Path, name: str, act: Any) -> Path:
+    """``model``, but a batch holding ``image`` ([28, 28, 1] in [0, 1]) runs ``act(out)``."""
+    import tensorflow as tf
+
+    from ml.data.preprocess import standardize
+
+    target = standardize(tf.constant(image, tf.float32))  # as the model sees it
+
+    def body(x: Any, out: Any) -> Any:
+        hit = tf.reduce_any(tf.reduce_all(tf.abs(x - target) < 1e-3, axis=[1, 2, 3]))
+        return tf.cond(hit, lambda: act(out), lambda: out)
+
+    return _export(model, path, body, name)
+
+
+def rejects_image(model: Any, image: Any, path: Path) -> Path:
+    """Its graph raises InvalidArgumentError for a batch holding ``image``: valid input
+    that only this version refuses (the server once answered it 400, blaming the client)."""
+    import tensorflow as tf
+
+    def refuse(out: Any) -> Any:
+        check = tf.debugging.Assert(False, ["this version refuses the image"])
+        with tf.control_dependencies([check]):
+            return tf.identity(out)
+
+    return _on_image(model, image, path, "rejects_image", refuse)
+
+
+def aborts_on_image(model: Any, image: Any, path: Path) -> Path:
+    """Its process aborts (TensorFlow's Abort op) on a batch holding ``image``: a crash."""
+    import tensorflow as tf
+
+    def abort(out: Any) -> Any:
+        with tf.control_dependencies([tf.raw_ops.Abort(error_msg="a crashing version")]):
+            return tf.identity(out)
+
+    return _on_image(model, image, path, "aborts_on_image", abort)

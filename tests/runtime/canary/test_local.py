@@ -101,6 +101,9 @@ def test_set_weight_writes_the_file_and_returns_once_the_server_applies_it(serve
     c = canary(url, volume)
     c.set_weight(25)
     assert json.loads(stand_in.weight_file.read_text()) == {"weight": 25}
+    c.endpoint = "http://127.0.0.1:9001"  # the canary's own server: named for the forwarding
+    c.set_weight(50)
+    assert json.loads(stand_in.weight_file.read_text()) == {"weight": 50, "url": c.endpoint}
 
 
 def test_each_interval_counts_each_versions_served_traffic_since_the_last(served):

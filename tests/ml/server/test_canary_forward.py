@@ -1,0 +1,119 @@
+"""A canary in its own process (ml/server/canary_forward.py): the stable's server forwards
+exactly the canary's share, as it came, to the canary's server and counts it under the
+canary's version; the accuracy sample's versioned URL reaches it; a canary whose process
+dies is a 503 counted against it while the stable's requests go on answering; and a
+weight file's ``url`` is loopback or refused (any value tried)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ml.contract.serving_metrics import REQUESTS_TOTAL
+from ml.selection.select import publish
+from ml.server.canary import WEIGHT_FILE, WeightError, parse_endpoint, parse_weight
+from tests.ml.server.serve_process import Server, http_json, wait_for
+from tests.support.serve_requests import MODEL
+
+ZEROS = {"instances": [[[[0.0]] * 28] * 28]}
+PREDICT = "/v1/models/{model_name}:predict"
+
+
+@given(st.one_of(st.none(), st.text(max_size=60), st.integers(), st.lists(st.integers())))
+def test_any_url_is_refused_or_loopback_http(url) -> None:
+    data = json.dumps({"weight": 10, "url": url}).encode()
+    assert parse_weight(data) == 10
+    try:
+        found = parse_endpoint(data)
+    except WeightError:
+        return
+    assert found is None or (found.split("://")[0] == "http" and url is not None)
+
+
+@pytest.mark.parametrize(
+    ("url", "found"),
+    [
+        ("http://127.0.0.1:9001", "http://127.0.0.1:9001"),
+        ("http://localhost:9001/", "http://localhost:9001"),
+        ("http://[::1]:9001", "http://[::1]:9001"),
+        ("http://10.0.0.1:9001", None),  # another machine
+        ("https://127.0.0.1:9001", None),
+        ("http://127.0.0.1", None),  # no port
+        ("http://127.0.0.1:9001/v1/models", None),
+        ("http://user@127.0.0.1:9001", None),
+        ("http://127.0.0.1:99999", None),
+    ],
+)
+def test_only_a_loopback_http_server_may_take_the_canarys_share(url, found) -> None:
+    data = json.dumps({"weight": 10, "url": url}).encode()
+    if found is None:
+        with pytest.raises(WeightError, match=r"must be http://127\.0\.0\.1:<port>"):
+            parse_endpoint(data)
+    else:
+        assert parse_endpoint(data) == found
+
+
+@pytest.fixture(scope="module")
+def pair(exported: Path, start_server, tmp_path_factory) -> tuple[Server, Server, Path]:
+    """The stable's server (version 1) and the canary's own (version 2, its directory)."""
+    root = tmp_path_factory.mktemp("volume")
+    publish(exported, root / "serving", {"source": "test"})
+    canary = root / "canary"
+    shutil.copytree(exported, canary / "2")
+    stable = start_server(root / "serving", "--canary-dir", str(canary))
+    own = start_server(canary)
+    stable.wait_ready()
+    own.wait_ready()
+    return stable, own, canary
+
+
+def point(stable: Server, canary: Path, weight: int, url: str) -> None:
+    (canary / WEIGHT_FILE).write_text(json.dumps({"weight": weight, "url": url}))
+    wait_for(
+        lambda: stable.scrape().counts("distml_canary_weight", "version") == {("2",): weight},
+        30, f"the canary at {weight}%", stable.log_tail,
+    )  # fmt: skip
+
+
+def counted(server: Server) -> dict[tuple[str, str], float]:
+    return server.scrape().counts(REQUESTS_TOTAL, "code", "version")
+
+
+def test_the_canarys_share_is_forwarded_and_counted_under_its_version(pair) -> None:
+    stable, own, canary = pair
+    point(stable, canary, 30, own.url)
+    before, own_before = counted(stable), counted(own)
+    for _ in range(50):
+        status, answer = stable.predict(ZEROS)
+        assert status == 200, answer
+    after, own_after = counted(stable), counted(own)
+    assert after[("200", "2")] - before.get(("200", "2"), 0) == 15
+    assert after[("200", "1")] - before.get(("200", "1"), 0) == 35
+    assert own_after[("200", "2")] - own_before.get(("200", "2"), 0) == 15  # it answered
+    body = {"inputs": [{"name": "pixels", "shape": [1, 28, 28, 1], "datatype": "FP32",
+                        "data": [0.0] * 784}]}  # fmt: skip
+    status, answer = http_json(
+        "POST", f"{stable.url}/v2/models/{MODEL}/versions/2/infer", json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )  # fmt: skip
+    assert status == 200 and answer["model_version"] == "2", answer
+
+
+def test_a_canary_that_died_is_a_503_against_it_and_the_stable_answers_on(pair) -> None:
+    stable, own, canary = pair
+    point(stable, canary, 50, own.url)
+    own.stop()
+    before = counted(stable)
+    statuses = [stable.predict(ZEROS) for _ in range(20)]
+    failed = [answer for status, answer in statuses if status != 200]
+    assert len(failed) == 10 and all(
+        "canary version 2 did not answer" in a["error"] for a in failed
+    )
+    after = counted(stable)
+    assert after[("503", "2")] - before.get(("503", "2"), 0) == 10
+    assert after[("200", "1")] - before.get(("200", "1"), 0) == 10
