@@ -37,18 +37,26 @@ def canary_weight(
     return [*argv, "--weight", str(weight)]
 
 
+#: The model gate's sample: half the test split. Paired on the same images, McNemar's test at
+#: p <= 0.002 then catches a true 1.5-point drop with >= 90 % probability when the versions
+#: disagree on 6 % of images, and rolls back an equal version 0.2 % of the time
+#: (tests/runtime/canary/test_sample.py simulates both; docs/serving.md states them).
+SAMPLE_IMAGES = 5000
+
+
 def sample_accuracy(
     endpoints: Mapping[str, str],
     source_dir: str | None = None,
     *,
-    count: int = 1000,
+    count: int = SAMPLE_IMAGES,
     batch: int = 100,
     timeout: float = 30.0,
     python: str = "python",
 ) -> list[str]:
     """``ml sample_accuracy``: each endpoint's accuracy (name -> a full V2 infer URL) on the
     first ``count`` Fashion-MNIST test images, ``batch`` a request. Prints one JSON line:
-    ``{"count": N, "accuracy": {name: fraction}, "model_version": {name: "2"}}``; exit 1: an
+    ``{"count": N, "accuracy": {name: fraction}, "model_version": {name: "2"}, "labels":
+    "<digits>", "predicted": {name: "<digits>"}}``; exit 1: an
     endpoint failed (its one stderr line says which and what it answered), 2: no data."""
     argv = [*step_argv(python, "sample_accuracy")]
     argv += [f"--endpoint={name}={url}" for name, url in endpoints.items()]

@@ -6,8 +6,11 @@
 Sends the first ``--count`` Fashion-MNIST test images (held out: the selection chooses on
 validation) to each full V2 infer URL (``http://svc/v2/models/tf-mnist[/versions/2]/infer``)
 as FP32 ``pixels`` in [0, 1], ``--batch`` a request. Prints one JSON line: ``{"count": N,
-"accuracy": {NAME: fraction}, "model_version": {NAME: "2"}}`` (several versions: ``"1,2"``).
-An endpoint that fails is exit 1, one line on stderr; no data is exit 2.
+"accuracy": {NAME: fraction}, "model_version": {NAME: "2"}, "labels": "<N digits>",
+"predicted": {NAME: "<N digits>"}}`` (several versions: ``"1,2"``; each image's true class
+and each endpoint's answer, one digit an image, so the versions are compared image by
+image: ``runtime/canary/sample.py``). An endpoint that fails is exit 1, one line on stderr;
+no data is exit 2.
 """
 
 from __future__ import annotations
@@ -112,16 +115,19 @@ def _answer(text: bytes, n: int) -> tuple[np.ndarray, str]:
     return probabilities, version
 
 
-def accuracy(
-    url: str, pixels: np.ndarray, labels: np.ndarray, batch: int, timeout: float
-) -> tuple[float, str]:
-    """(fraction of ``labels`` the endpoint's argmax matches, its versions comma-joined)."""
-    correct, versions = 0, set()
-    for start in range(0, len(labels), batch):
+def predictions(url: str, pixels: np.ndarray, batch: int, timeout: float) -> tuple[np.ndarray, str]:
+    """(the endpoint's class for each image, its versions comma-joined)."""
+    found, versions = [], set()
+    for start in range(0, len(pixels), batch):
         probabilities, version = infer(url, pixels[start : start + batch], timeout)
-        correct += int((probabilities.argmax(axis=1) == labels[start : start + batch]).sum())
+        found.append(probabilities.argmax(axis=1))
         versions.add(version)
-    return correct / len(labels), ",".join(sorted(versions, key=lambda v: (len(v), v)))
+    return np.concatenate(found), ",".join(sorted(versions, key=lambda v: (len(v), v)))
+
+
+def digits(classes: np.ndarray) -> str:
+    """One digit a class (Fashion-MNIST has ten): the report's compact form."""
+    return "".join(map(str, classes.tolist()))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -157,13 +163,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cannot measure accuracy: {e}", file=sys.stderr)
         return 2
     report: dict = {"count": len(labels), "accuracy": {}, "model_version": {}}
+    report.update(labels=digits(labels), predicted={})
     for name, url in args.endpoint:
         try:
-            found, versions = accuracy(url, pixels, labels, args.batch, args.timeout)
+            found, versions = predictions(url, pixels, args.batch, args.timeout)
         except EndpointError as e:
             print(f"endpoint {name} ({url}): {e}", file=sys.stderr)
             return 1
-        print(f"{name}: {found:.4f} of {len(labels)} (version {versions})", file=sys.stderr)
-        report["accuracy"][name], report["model_version"][name] = found, versions
+        right = float((found == labels).mean())
+        print(f"{name}: {right:.4f} of {len(labels)} (version {versions})", file=sys.stderr)
+        report["accuracy"][name], report["model_version"][name] = right, versions
+        report["predicted"][name] = digits(found)
     print(json.dumps(report))
     return 0

@@ -45,6 +45,7 @@ from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
 from runtime.canary.local import figures, last_json
+from runtime.canary.sample import Paired, SampleError, read_report
 from runtime.cluster.apply import run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 
@@ -128,6 +129,7 @@ class ClusterCanary:
         self._counted: Totals = {}
         self._unread = ""  # why the last interval's start could not be read, if it could not
         self._accuracy: dict[str, float] | None = None
+        self._paired: Paired | None = None
 
     # --- Split -------------------------------------------------------------------------
 
@@ -177,9 +179,9 @@ class ClusterCanary:
             unread, self._unread = self._unread, ""
             raise MeasurementError(f"the interval's start could not be read: {unread}")
         accuracy = self._accuracies()
-        stable, canary = (
-            figures(counted_since(before, now, v), accuracy.get(str(v)))
-            for v in (self.stable, self.version)
+        stable = figures(counted_since(before, now, self.stable), accuracy.get(str(self.stable)))
+        canary = figures(
+            counted_since(before, now, self.version), accuracy.get(str(self.version)), self._paired
         )
         return stable, canary
 
@@ -200,10 +202,11 @@ class ClusterCanary:
                 logs = self._job(jobs.sample_job(self.s, urls), "the labelled sample")
             except ClusterError as e:
                 return self._unscored(str(e).splitlines()[0])
-            found = last_json(logs)
-            if not isinstance(found.get("accuracy"), dict):
-                return self._unscored("the sample Job printed no accuracy")
-            self._accuracy = {str(k): float(v) for k, v in found["accuracy"].items()}
+            try:
+                found = read_report(last_json(logs), self.stable, self.version)
+            except SampleError as e:
+                return self._unscored(f"the sample Job: {e}")
+            self._accuracy, self._paired = found
         return self._accuracy
 
     # --- the cluster -------------------------------------------------------------------

@@ -19,8 +19,12 @@ each look at a step judges every request since the step began. Four gates judge 
 - ``latency``: the canary's p99 is within the latency objective, or at most
   ``latency_factor`` times the stable's (Flagger's request-duration check, with the
   stable as its reference).
-- ``accuracy``: the model gate no peer has; the canary's accuracy on the labelled sample
-  is at most ``accuracy_margin`` below the stable's on the same images.
+- ``accuracy``: the model gate no peer has, on the labelled sample both versions answered
+  (``runtime/canary/sample.py``): the canary fails when McNemar's exact test finds it
+  worse than the stable on the same images (p at most ``model_alpha``), or any class's
+  recall drops more than ``class_margin`` and the test finds it worse within that class.
+  Without the image-by-image answers (an older sample step), the canary's accuracy may be
+  at most ``accuracy_margin`` below the stable's.
 
 A failed gate fails the measurement even when another is Inconclusive: a canary that
 answers every request it got with an error is not waited for.
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ml.contract.serving_metrics import LATENCY_OBJECTIVE_S
+from runtime.canary.sample import Paired, worse_p
 from runtime.canary.stats import fisher_greater, requests_needed
 
 
@@ -50,6 +55,8 @@ class Figures:
     errors: int
     p99_s: float | None = None
     accuracy: float | None = None
+    #: The canary's answers on the sample against the stable's (the canary's figures only).
+    paired: Paired | None = None
 
     @property
     def error_ratio(self) -> float:
@@ -63,6 +70,7 @@ class Figures:
             self.errors + later.errors,
             later.p99_s,
             later.accuracy if later.accuracy is not None else self.accuracy,
+            later.paired if later.paired is not None else self.paired,
         )
 
 
@@ -79,11 +87,16 @@ class Thresholds:
     latency_objective_s: float = LATENCY_OBJECTIVE_S
     latency_factor: float = 1.5
     accuracy_margin: float = 0.02
+    model_alpha: float = 0.002
+    class_margin: float = 0.10
 
     def __post_init__(self) -> None:
         if self.min_requests < 1:
             raise ValueError(f"min_requests must be at least 1, not {self.min_requests}")
-        for name in ("error_alpha", "error_detect", "error_power", "accuracy_margin"):
+        for name in (
+            "error_alpha", "error_detect", "error_power", "accuracy_margin", "model_alpha",
+            "class_margin",
+        ):  # fmt: skip
             if not 0 < getattr(self, name) < 1:
                 raise ValueError(f"{name} must be within (0, 1), not {getattr(self, name)}")
         if self.latency_objective_s <= 0 or self.latency_factor < 1:
@@ -151,9 +164,25 @@ def latency(stable: Figures, canary: Figures, t: Thresholds, enough: bool) -> Ga
 def accuracy(stable: Figures, canary: Figures, t: Thresholds) -> Gate:
     if stable.accuracy is None or canary.accuracy is None:
         return Gate("accuracy", Outcome.INCONCLUSIVE, "sample not scored")
-    detail = f"{_pct(canary.accuracy)} vs {_pct(stable.accuracy)} - {_pct(t.accuracy_margin)}"
-    ok = canary.accuracy >= stable.accuracy - t.accuracy_margin
-    return Gate("accuracy", Outcome.PASS if ok else Outcome.FAIL, detail)
+    p = canary.paired
+    if p is None:
+        detail = f"{_pct(canary.accuracy)} vs {_pct(stable.accuracy)} - {_pct(t.accuracy_margin)}"
+        ok = canary.accuracy >= stable.accuracy - t.accuracy_margin
+        return Gate("accuracy", Outcome.PASS if ok else Outcome.FAIL, detail)
+    total = worse_p(p.stable_only, p.canary_only)
+    detail = (
+        f"{_pct(canary.accuracy)} vs {_pct(stable.accuracy)} on {p.images}: "
+        f"{p.stable_only} lost, {p.canary_only} gained, p={total:.2g}"
+    )
+    worst = max(range(len(p.per_class)), key=p.class_drop)
+    if p.class_drop(worst) > 0:
+        detail += f"; class {worst} recall -{p.class_drop(worst) * 100:.1f} pts"
+    if total <= t.model_alpha:
+        return Gate("accuracy", Outcome.FAIL, detail)
+    for k, (_, lost, gained) in enumerate(p.per_class):
+        if p.class_drop(k) > t.class_margin and worse_p(lost, gained) <= t.model_alpha:
+            return Gate("accuracy", Outcome.FAIL, detail)
+    return Gate("accuracy", Outcome.PASS, detail)
 
 
 def judge(stable: Figures, canary: Figures, t: Thresholds) -> tuple[Gate, ...]:

@@ -33,6 +33,7 @@ from ml.contract import canary_commands
 from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
+from runtime.canary.sample import Paired, SampleError, read_report
 from runtime.procs import python_env
 
 #: How long the server may take to apply a weight or drop the canary (it polls every 2 s).
@@ -40,11 +41,11 @@ APPLY_TIMEOUT_S = 60.0
 SAMPLE_TIMEOUT_S = 120.0
 
 
-def figures(counts: Counts, accuracy: float | None) -> Figures:
+def figures(counts: Counts, accuracy: float | None, paired: Paired | None = None) -> Figures:
     """One version's figures over an interval, from what ``/metrics`` counted: every answer
     but a 2xx is a failure (runtime/canary/gates.py says why the clients' share is fair)."""
     errors = sum(n for code, n in counts.by_code.items() if not code.startswith("2"))
-    return Figures(int(counts.total), int(errors), counts.quantile(0.99), accuracy)
+    return Figures(int(counts.total), int(errors), counts.quantile(0.99), accuracy, paired)
 
 
 def write_weight(path: Path, weight: int, endpoint: str | None = None) -> None:
@@ -86,6 +87,7 @@ class LocalCanary:
         self._unscored = live.Unscored(note)
         self._last: Page | None = None
         self._accuracy: dict[str, float] | None = None
+        self._paired: Paired | None = None
         self._score = score or _run_step
         #: The canary's own server (runtime/local/canary_deploy.py), named in the weight
         #: file so the stable's server forwards the canary's share there; None: in-process.
@@ -143,12 +145,12 @@ class LocalCanary:
         last, self._last = self._last or page, page
         accuracy = self._accuracies()
 
-        def of(version: int) -> Figures:
+        def of(version: int, paired: Paired | None = None) -> Figures:
             counted = page.served(self.service, str(version))
             since = counted.since(last.served(self.service, str(version)))
-            return figures(since, accuracy.get(str(version)))
+            return figures(since, accuracy.get(str(version)), paired)
 
-        return of(self.stable), of(self.version)
+        return of(self.stable), of(self.version, self._paired)
 
     def _accuracies(self) -> dict[str, float]:
         """Each version's accuracy on the labelled sample: measured once (a version answers
@@ -166,10 +168,11 @@ class LocalCanary:
             if done.returncode != 0:
                 lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
                 return self._unscored(lines[-1])
-            found = last_json(done.stdout)
-            if not isinstance(found.get("accuracy"), dict):
-                return self._unscored("the sample printed no accuracy")
-            self._accuracy = {str(k): float(v) for k, v in found["accuracy"].items()}
+            try:
+                found = read_report(last_json(done.stdout), self.stable, self.version)
+            except SampleError as e:
+                return self._unscored(str(e))
+            self._accuracy, self._paired = found
         return self._accuracy
 
     def _page(self) -> Page:

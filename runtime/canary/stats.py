@@ -62,7 +62,7 @@ def fisher_greater(canary_failed: int, canary_n: int, stable_failed: int, stable
     return min(1.0, _sum_exp(logs))
 
 
-def _binomial_at_least(k: int, n: int, p: float) -> float:
+def binomial_at_least(k: int, n: int, p: float) -> float:
     """P(Binomial(n, p) >= k)."""
     if k <= 0:
         return 1.0
@@ -97,7 +97,7 @@ def power(canary_n: int, share: float, stable_rate: float, detect: float, alpha:
     total = 0.0
     for failed, weight in _likely_counts(stable_n, stable_rate):
         k = critical_failures(canary_n, failed, stable_n, alpha)
-        total += weight * _binomial_at_least(k, canary_n, bad)
+        total += weight * binomial_at_least(k, canary_n, bad)
     return total
 
 

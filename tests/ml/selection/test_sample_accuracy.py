@@ -51,8 +51,9 @@ def server(tf, tmp_path_factory) -> Iterator[Server]:
         started.stop()
 
 
-def v1_accuracy(server: Server, data_dir: Path) -> float:
-    """The accuracy of the server's V1 predict answers on the first COUNT test images."""
+def v1_answers(server: Server, data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The server's V1 predict answers (classes) on the first COUNT test images, and
+    their labels."""
     images = read_idx(data_dir / "t10k-images-idx3-ubyte.gz")[:COUNT, :, :, np.newaxis]
     labels = read_idx(data_dir / "t10k-labels-idx1-ubyte.gz")[:COUNT]
     pixels = (images / np.float32(255)).astype(np.float32)
@@ -62,7 +63,7 @@ def v1_accuracy(server: Server, data_dir: Path) -> float:
         status, answer = server.predict({"instances": batch.tolist()})
         assert status == 200, answer
         predicted += list(np.argmax(answer["predictions"], axis=1))
-    return float(np.mean(np.array(predicted) == labels))
+    return np.array(predicted), labels
 
 
 def test_accuracy_is_what_the_v1_answers_of_the_same_images_give(server, shared_data_dir) -> None:
@@ -72,11 +73,15 @@ def test_accuracy_is_what_the_v1_answers_of_the_same_images_give(server, shared_
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
-    expected = v1_accuracy(server, shared_data_dir)
+    predicted, labels = v1_answers(server, shared_data_dir)
+    expected = float(np.mean(predicted == labels))
+    answers = "".join(map(str, predicted))
     assert json.loads(line) == {
         "count": COUNT,
         "accuracy": {"plain": expected, "v1": expected},
         "model_version": {"plain": "1", "v1": "1"},
+        "labels": "".join(map(str, labels)),
+        "predicted": {"plain": answers, "v1": answers},
     }
 
 
