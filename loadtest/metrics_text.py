@@ -23,10 +23,14 @@ from ml.contract.serving_metrics import (
     MODEL_INFO,
     PREDICT_ROUTE,
     REQUESTS_TOTAL,
+    SHADOW_AGREEMENT_TOTAL,
+    SHADOW_LATENCY,
+    SHADOW_REQUESTS_TOTAL,
 )
 
 METRICS_PATH = "/metrics"
 BUCKETS = f"{LATENCY}_bucket"
+SHADOW_BUCKETS = f"{SHADOW_LATENCY}_bucket"
 INFO = f"{MODEL_INFO}_info"
 INF = math.inf
 
@@ -128,18 +132,22 @@ class Page:
                 yield s
 
     def counts(
-        self, model: str, route: str | None = PREDICT_ROUTE, version: str | None = None
+        self,
+        model: str,
+        route: str | None = PREDICT_ROUTE,
+        version: str | None = None,
+        names: tuple[str, str] = (REQUESTS_TOTAL, BUCKETS),
     ) -> Counts:
         """``model``'s requests on ``route`` (None: every route) routed to ``version`` (None:
-        any), by code, and their latency."""
+        any), by code, and their latency (``names``: the counter's and the buckets')."""
         where = {"model": model, **({"route": route} if route else {})}
         where |= {"version": version} if version is not None else {}
         by_code: dict[str, float] = {}
-        for s in self._of(REQUESTS_TOTAL, **where):
+        for s in self._of(names[0], **where):
             code = s.labels.get("code", "")
             by_code[code] = by_code.get(code, 0.0) + s.value
         buckets: dict[float, float] = {}
-        for s in self._of(BUCKETS, **where):
+        for s in self._of(names[1], **where):
             le = bound(s.labels.get("le"))
             buckets[le] = buckets.get(le, 0.0) + s.value
         return Counts(by_code, buckets)
@@ -155,6 +163,24 @@ class Page:
             .plus(self.counts(model, PREDICT_ROUTE, version))
             .plus(self.counts(model, INFER_ROUTE, version))
         )
+
+    def shadowed(self, model: str, version: str) -> Counts:
+        """The mirrored requests canary ``version`` answered in a shadow phase."""
+        names = (SHADOW_REQUESTS_TOTAL, SHADOW_BUCKETS)
+        return (
+            Counts()
+            .plus(self.counts(model, PREDICT_ROUTE, version, names))
+            .plus(self.counts(model, INFER_ROUTE, version, names))
+        )
+
+    def agreement(self, model: str, version: str) -> tuple[float, float]:
+        """(images whose class canary ``version`` agreed on with the stable, images not)."""
+        found = {"true": 0.0, "false": 0.0}
+        for s in self._of(SHADOW_AGREEMENT_TOTAL, model=model, version=version):
+            agree = s.labels.get("agree", "")
+            if agree in found:
+                found[agree] += s.value
+        return found["true"], found["false"]
 
     def canary_weight(self, model: str) -> dict[str, float]:
         """The canary version loaded beside the served one -> its weight (empty: none)."""
@@ -193,6 +219,6 @@ def parse_page(text: str) -> Page:
         raise MetricsTextError(f"not Prometheus text format: {e}") from e
     page = Page(samples)
     for s in page.samples:
-        if s.name == BUCKETS:
+        if s.name in (BUCKETS, SHADOW_BUCKETS):
             bound(s.labels.get("le"))
     return page

@@ -156,6 +156,9 @@ class DeployRequest:
     canary_steps: tuple[int, ...] = DEFAULT_STEPS
     canary_interval: float = 30.0
     canary_failure_limit: int = 0
+    # The shadow phase before the first step (local runtime): mirrored copies, no user.
+    canary_shadow: bool = True
+    canary_shadow_interval: float = 30.0
 
     def __post_init__(self) -> None:
         self._check_canary()
@@ -178,6 +181,8 @@ class DeployRequest:
                 ("canary_steps", "--canary-steps"),
                 ("canary_interval", "--canary-interval"),
                 ("canary_failure_limit", "--canary-failure-limit"),
+                ("canary_shadow", "--no-shadow"),
+                ("canary_shadow_interval", "--shadow-interval"),
             )
             if getattr(self, name) != getattr(DeployRequest, name)
         ]
@@ -186,7 +191,7 @@ class DeployRequest:
         try:
             self.canary_policy()
         except ValueError as e:
-            flags = "--canary-steps/--canary-interval/--canary-failure-limit"
+            flags = "--canary-steps/--canary-interval/--canary-failure-limit/--shadow-interval"
             raise RequestError(f"{flags}: {e}") from None
 
     def canary_policy(self) -> Policy:
@@ -194,6 +199,7 @@ class DeployRequest:
             steps=self.canary_steps,
             interval_s=self.canary_interval,
             failure_limit=self.canary_failure_limit,
+            shadow_interval_s=self.canary_shadow_interval if self.canary_shadow else None,
         )
 
 

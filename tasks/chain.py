@@ -110,6 +110,12 @@ CANARY_HELP = {
     "canary-interval": "seconds between the canary's measurements (default 30)",
     "canary-failure-limit": "failed measurements tolerated before a rollback (default 0)",
 }
+#: The shadow phase's flags, `deploy --canary` on the local runtime only.
+SHADOW_HELP = {
+    "shadow": "a shadow phase before the first step: the canary answers mirrored copies of "
+    "the first step's share, no user (default on; --no-shadow skips it; local runtime)",
+    "shadow-interval": "seconds between the shadow phase's measurements (default 30)",
+}
 
 
 @task(
@@ -178,6 +184,7 @@ def train(
         "accuracy against the serving version; promoted after the last step or rolled back "
         "(Ctrl-C rolls back; docs/serving.md, Canary releases)",
         **CANARY_HELP,
+        **SHADOW_HELP,
     }
 )
 def deploy(
@@ -197,6 +204,8 @@ def deploy(
     canary_steps=None,
     canary_interval=None,
     canary_failure_limit=None,
+    shadow=True,
+    shadow_interval=None,
 ):
     """Select the most accurate model, publish it and serve it (or release it as a canary)."""
     from runtime.requests import DeployRequest
@@ -214,6 +223,7 @@ def deploy(
         request_logger=request_logger,
         http_port=_int("--http-port", http_port, int(c.config.http_port)),
         **canary_flags(canary, canary_steps, canary_interval, canary_failure_limit),
+        **shadow_flags(shadow, shadow_interval),
     )
     rt = _runtime(c, runtime)
     _call(rt.deploy, _checked(rt, request, refuse=("--canary",)))
@@ -231,6 +241,16 @@ def canary_flags(canary, steps, interval, failure_limit) -> dict:
         "canary_failure_limit": _int(
             "--canary-failure-limit", failure_limit, D.canary_failure_limit
         ),
+    }
+
+
+def shadow_flags(shadow, interval) -> dict:
+    """The shadow phase's flags as request fields (DeployRequest's defaults where not given)."""
+    from runtime.requests import DeployRequest as D
+
+    return {
+        "canary_shadow": bool(shadow),
+        "canary_shadow_interval": _float("--shadow-interval", interval, D.canary_shadow_interval),
     }
 
 

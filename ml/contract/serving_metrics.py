@@ -36,6 +36,16 @@ BATCH_SIZE = "distml_batch_size"
 #: absent without a canary release.
 CANARY_WEIGHT = "distml_canary_weight"
 
+#: A canary's shadow phase (ml/server/canary_forward.py): the mirrored copies of the stable's
+#: requests the canary answered (its answers discarded), as REQUESTS and LATENCY count
+#: answered ones, same labels; and, per image, whether its class agreed with the stable's
+#: answer to the same request (``model``, ``version``, ``agree``: "true" or "false").
+SHADOW_REQUESTS = "distml_shadow_requests"
+SHADOW_REQUESTS_TOTAL = f"{SHADOW_REQUESTS}_total"
+SHADOW_LATENCY = "distml_shadow_duration_seconds"
+SHADOW_AGREEMENT = "distml_shadow_agreement"
+SHADOW_AGREEMENT_TOTAL = f"{SHADOW_AGREEMENT}_total"
+
 REQUEST_LABELS = ("model", "route", "code", "version")
 #: The route label of any path the server does not serve (keeps the label set bounded).
 OTHER_ROUTE = "other"

@@ -15,6 +15,9 @@ or take down the stable). The weight file then names it, ``{"weight": W, "url":
 "http://127.0.0.1:<port>"}`` (loopback only), and this server loads nothing: its share of
 the requests is forwarded there as they came (``ml/server/canary_forward.py``) and counted
 here under the canary's version. Without ``url`` the canary is loaded in this process.
+With ``"shadow": S`` as well, ``S`` % of the requests the stable answers are also mirrored
+to the canary's server, whose answers are only measured: a shadow phase before any user
+gets the canary's answers (weight 0).
 
 The split is exact, not random: of any run of requests, the canary answers the whole
 number nearest below ``W`` % of them (a smooth weighted round robin of one pair), so the
@@ -105,6 +108,20 @@ def parse_endpoint(data: bytes) -> str | None:
     return f"http://{parts.netloc}"
 
 
+def parse_shadow(data: bytes) -> int:
+    """The percent of the stable's requests mirrored to the canary's own server (its
+    answers discarded: the shadow phase), ``"shadow"`` in a weight file's bytes; 0 when
+    absent. The bytes passed :func:`parse_weight`.
+
+    Raises:
+        WeightError: anything but an integer in 0-100.
+    """
+    shadow = json.loads(data).get("shadow", 0)
+    if isinstance(shadow, bool) or not isinstance(shadow, int) or not 0 <= shadow <= 100:
+        raise WeightError(f'"shadow" must be an integer 0-100, got {str(shadow)[:40]}')
+    return shadow
+
+
 class Remote(NamedTuple):
     """A canary version served by its own process at ``url``."""
 
@@ -149,6 +166,8 @@ class CanaryDir:
         self.path = path
         self.current: Any = None
         self.split = Split()
+        #: Which of the stable's requests are mirrored to a canary in its own process.
+        self.mirror = Split()
         self._loader = loader
         self._failed: set[int] = set()
         self._weight_said = ""
@@ -160,9 +179,10 @@ class CanaryDir:
                 log.info("canary version %d left %s", self.current.version, self.path)
                 self.current = None
             self.split.set(0)
+            self.mirror.set(0)
             return
         newest = versions[-1]
-        weight, url = self._read_weight()
+        weight, url, shadow = self._read_weight()
         if url is not None:  # its own process serves it: nothing to load here
             if self.current != Remote(newest, url):
                 log.info("canary version %d answers at %s", newest, url)
@@ -177,6 +197,7 @@ class CanaryDir:
         elif self.current.version != newest:
             self._load(newest)
         self.split.set(weight if self.current is not None else 0)
+        self.mirror.set(shadow if isinstance(self.current, Remote) else 0)
 
     def _load(self, version: int) -> None:
         if version in self._failed:
@@ -189,21 +210,23 @@ class CanaryDir:
             self._failed.add(version)
             log.error("canary version %d failed to load (%s: %s)", version, type(e).__name__, e)
 
-    def _read_weight(self) -> tuple[int, str | None]:
-        """(weight, the canary's own server or None); (0, None) when unreadable."""
+    def _read_weight(self) -> tuple[int, str | None, int]:
+        """(weight, the canary's own server or None, the shadow's percent); (0, None, 0)
+        when unreadable."""
         path = self.path / WEIGHT_FILE
-        weight, url, said = 0, None, ""
+        weight, url, shadow, said = 0, None, 0, ""
         try:
             data = path.read_bytes()
-            weight, url = parse_weight(data), parse_endpoint(data)
+            weight, url, shadow = parse_weight(data), parse_endpoint(data), parse_shadow(data)
         except FileNotFoundError:
             said = f"no {path}: the canary answers nothing"
         except (OSError, WeightError) as e:
-            weight, said = 0, f"{path} unreadable ({e}): the canary answers nothing"
+            weight, url, shadow = 0, None, 0
+            said = f"{path} unreadable ({e}): the canary answers nothing"
         if said and said != self._weight_said:
             log.warning("%s", said)
         self._weight_said = said
-        return weight, url
+        return weight, url, shadow
 
     def choose(self) -> Any:
         """The canary's version loaded here for the next request, or None: the stable's
@@ -219,3 +242,11 @@ class CanaryDir:
         if not isinstance(current, Remote):
             return None
         return current if self.split.to_canary() else None
+
+    def mirror_remote(self) -> Remote | None:
+        """The canary's own server, to answer a copy of a request the stable answers (its
+        answer discarded), or None: no copy of this one."""
+        current = self.current
+        if not isinstance(current, Remote):
+            return None
+        return current if self.mirror.to_canary() else None

@@ -199,7 +199,9 @@ class BoundRESTServer(RESTServer):
         app.add_middleware(FastPredictRoute, model_name=model.name, answer=model.answer)
         # Outside the direct route: a canary in its own process takes its share first.
         canary = lambda: model.watcher.canary  # noqa: E731
-        app.add_middleware(CanaryForward, model_name=model.name, canary=canary)
+        app.add_middleware(
+            CanaryForward, model_name=model.name, canary=canary, metrics=self.metrics
+        )
         app.add_middleware(BodyLimitMiddleware, max_bytes=self.max_body_bytes)
         routes = RouteTemplates(((method, path) for method, path, _ in ROUTES), model.name)
         app.add_middleware(MetricsMiddleware, metrics=self.metrics, routes=routes)  # outermost

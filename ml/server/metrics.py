@@ -15,7 +15,10 @@ process, as in tests, count apart):
   read from the server when scraped, so it cannot lag behind the swap;
 - ``distml_batch_size{model}``: images per model call (``ml/server/batcher.py``);
 - ``distml_canary_weight{model, version}``: during a canary release, the percent of requests
-  the canary ``version`` answers (``ml/server/canary.py``); absent without a canary.
+  the canary ``version`` answers (``ml/server/canary.py``); absent without a canary;
+- ``distml_shadow_requests_total``, ``distml_shadow_duration_seconds`` (the labels above) and
+  ``distml_shadow_agreement_total{model, version, agree}``: a canary's shadow phase, the
+  mirrored copies its own server answered (``ml/server/canary_forward.py``).
 
 ``route`` is the route template the path matched (``/v1/models/{model_name}:predict``), else
 ``other``; ``model`` is the served model's name when the path names it, else ``""``; so
@@ -53,6 +56,9 @@ from ml.contract.serving_metrics import (
     OTHER_ROUTE,
     REQUEST_LABELS,
     REQUESTS,
+    SHADOW_AGREEMENT,
+    SHADOW_LATENCY,
+    SHADOW_REQUESTS,
     UNCOUNTED_PATHS,
 )
 from ml.server.header_timeout import FIRST_BYTE
@@ -138,6 +144,22 @@ class ServerMetrics:
         self.batch_size = Histogram(
             BATCH_SIZE, "Images per model call.", ("model",), buckets=BATCH_BUCKETS, registry=r
         )
+        self.shadow_requests = Counter(
+            SHADOW_REQUESTS, "Mirrored requests a canary answered.", REQUEST_LABELS, registry=r
+        )
+        self.shadow_latency = Histogram(
+            SHADOW_LATENCY,
+            "Seconds the canary took to answer a mirrored request.",
+            ("model", "route", "version"),
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.shadow_agreement = Counter(
+            SHADOW_AGREEMENT,
+            "Images of mirrored requests whose class the canary and the stable agreed on.",
+            ("model", "version", "agree"),
+            registry=r,
+        )
         self.in_flight.labels(model_name)  # 0 from the start, not absent
         r.register(_ModelInfo(model_name, served_version))
         r.register(_CanaryWeight(model_name, canary))
@@ -147,6 +169,18 @@ class ServerMetrics:
         """One answered request."""
         self.requests.labels(model, route, str(code), version).inc()
         self.latency.labels(model, route, version).observe(seconds)
+
+    def shadowed(
+        self, route: str, code: int, version: str, seconds: float, agreed: tuple[int, int]
+    ) -> None:
+        """One mirrored request the canary answered; ``agreed``: (images whose class agreed
+        with the stable's answer, images that did not)."""
+        m = self.model_name
+        self.shadow_requests.labels(m, route, str(code), version).inc()
+        self.shadow_latency.labels(m, route, version).observe(seconds)
+        for agree, n in zip(("true", "false"), agreed, strict=True):
+            if n:
+                self.shadow_agreement.labels(m, version, agree).inc(n)
 
     def refused_early(self, code: int, seconds: float) -> None:
         """A request the HTTP protocol answered itself (408: its headers came too late; 400:

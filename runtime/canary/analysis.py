@@ -37,8 +37,9 @@ class Stopped(KeyboardInterrupt):
 
 
 class Split(Protocol):
-    def set_weight(self, weight: int) -> None:
-        """Send ``weight`` % of the traffic to the canary; return once it is so."""
+    def set_weight(self, weight: int, shadow: int = 0) -> None:
+        """Send ``weight`` % of the traffic to the canary (and mirror ``shadow`` % of the
+        rest to it, its answers discarded); return once it is so."""
 
     def promote(self, result: Result) -> None:
         """All traffic on the new version, as the stable; the canary's objects gone.
@@ -63,12 +64,16 @@ class Interval:
     gates: tuple[Gate, ...]
     decision: Decision
     error: str = ""
+    shadow: int = 0  # the share mirrored to the canary (the shadow phase), else 0
 
     def line(self, number: int) -> str:
-        """One live line: the step's weight, every gate's figures, the decision."""
+        """One live line: the step's weight (or the shadow's share and the canary's
+        agreement with the stable), every gate's figures, the decision."""
         what = ", ".join(map(str, self.gates)) or f"no figures: {self.error}"
         d = self.decision
-        return f"[{number}] canary {self.weight}%: {what} -> {d.action.value} ({d.reason})"
+        where = f"shadow {self.shadow}%" if self.shadow else f"canary {self.weight}%"
+        agreed = self.canary.agreement_text() if self.shadow and self.canary else ""
+        return f"[{number}] {where}: {what}{agreed} -> {d.action.value} ({d.reason})"
 
 
 @dataclass
@@ -90,6 +95,7 @@ def record_of(result: Result) -> dict[str, Any]:
         "intervals": [
             {
                 "weight": i.weight,
+                "shadow": i.shadow,
                 "stable": asdict(i.stable) if i.stable else None,
                 "canary": asdict(i.canary) if i.canary else None,
                 "gates": {g.name: [g.outcome.value, g.detail] for g in i.gates},
@@ -147,13 +153,13 @@ def _measure(
     canary: Canary, step: _Step, measure: Measure, t: Thresholds, interval_s: float
 ) -> Interval:
     """One look: this interval's figures (kept in the record), the step's judged."""
-    weight = canary.weight
+    weight, shadow = canary.weight, canary.shadow
     try:
         stable, new = measure(interval_s)
     except MeasurementError as e:
-        return Interval(weight, None, None, (), canary.record(None), str(e))
+        return Interval(weight, None, None, (), canary.record(None), str(e), shadow)
     gates = judge(*step.add(stable, new), t)
-    return Interval(weight, stable, new, gates, canary.record(overall(gates)))
+    return Interval(weight, stable, new, gates, canary.record(overall(gates)), "", shadow)
 
 
 def _manual(word: str) -> Decision:
@@ -177,12 +183,12 @@ def analyse(
     result = Result(Decision(Action.HOLD, canary.weight, "starting"))
     with sigterm_unwinds():
         try:
-            split.set_weight(canary.weight)
+            split.set_weight(canary.weight, canary.shadow)
             while result.decision.action not in (Action.PROMOTE, Action.ROLLBACK):
-                if word := _wait(policy.interval_s, clock, control):
+                if word := _wait(canary.interval_s, clock, control):
                     result.decision = _manual(word)
                     break
-                interval = _measure(canary, step, measure, thresholds, policy.interval_s)
+                interval = _measure(canary, step, measure, thresholds, canary.interval_s)
                 result.intervals.append(interval)
                 result.decision = interval.decision
                 out(interval.line(len(result.intervals)))

@@ -133,7 +133,10 @@ class ClusterCanary:
 
     # --- Split -------------------------------------------------------------------------
 
-    def set_weight(self, weight: int) -> None:
+    def set_weight(self, weight: int, shadow: int = 0) -> None:
+        # No shadow phase here: the pods hold the canary in process (runtime/cluster/
+        # canary_deploy.py turns it off and says so).
+        assert not shadow, "a cluster canary has no shadow phase"
         self._job(jobs.weight_job(self.s, weight), f"setting the canary's share to {weight}%")
         v = str(self.version)
         self._wait(

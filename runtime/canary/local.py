@@ -9,8 +9,10 @@ own serves it (``runtime/local/canary_deploy.py``, ``endpoint``), and the stable
 - ``set_weight`` writes the weight file with the canary's URL (a rename: the server never
   reads half of it) and returns once the server's ``distml_canary_weight`` gauge shows it;
 - ``measure`` reads ``/metrics`` and takes, per version, what was counted since the last
-  reading on the predict and infer routes (never probes), and each version's accuracy on
-  the held-out labelled sample (``ml sample_accuracy``, sent to each version's own V2 URL);
+  reading on the predict and infer routes (never probes; in the shadow phase, the canary's
+  answers to the mirrored copies and their agreement with the stable's), and each
+  version's answers on the held-out labelled sample (``ml sample_accuracy``, sent to each
+  version's own V2 URL, paired image by image: ``runtime/canary/sample.py``);
 - ``promote`` and ``rollback`` run ``ml canary_publish`` (the canary becomes the served
   version, or is set aside with the record), then wait until the server shows it.
 """
@@ -21,6 +23,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +51,12 @@ def figures(counts: Counts, accuracy: float | None, paired: Paired | None = None
     return Figures(int(counts.total), int(errors), counts.quantile(0.99), accuracy, paired)
 
 
-def write_weight(path: Path, weight: int, endpoint: str | None = None) -> None:
-    """The weight file, replaced in one rename; ``endpoint``: the canary's own server."""
+def write_weight(path: Path, weight: int, endpoint: str | None = None, shadow: int = 0) -> None:
+    """The weight file, replaced in one rename; ``endpoint``: the canary's own server,
+    ``shadow``: the share mirrored to it."""
     staging = path.with_name(f".{path.name}.tmp")
     doc = {"weight": weight, **({"url": endpoint} if endpoint else {})}
+    doc |= {"shadow": shadow} if shadow else {}
     staging.write_text(json.dumps(doc) + "\n")
     os.replace(staging, path)
 
@@ -92,17 +97,22 @@ class LocalCanary:
         #: The canary's own server (runtime/local/canary_deploy.py), named in the weight
         #: file so the stable's server forwards the canary's share there; None: in-process.
         self.endpoint: str | None = None
+        self._shadow = 0  # the share mirrored now (the shadow phase), else 0
 
     # --- Split -------------------------------------------------------------------------
 
-    def set_weight(self, weight: int) -> None:
+    def set_weight(self, weight: int, shadow: int = 0) -> None:
+        if shadow and not self.endpoint:
+            raise DistmlError("a shadow phase needs the canary in a server of its own")
         path = Path(contract.canary_weight_path(self.volume, self.service))
-        write_weight(path, weight, self.endpoint)
+        write_weight(path, weight, self.endpoint, shadow)
         applied = {str(self.version): weight}
+        what = f"mirror {shadow}% of requests to" if shadow else f"send {weight}% of requests to"
         self._wait(
             lambda page: page.canary_weight(self.service) == applied,
-            f"the server to send {weight}% of requests to version {self.version}",
+            f"the server to {what} version {self.version}",
         )
+        self._shadow = shadow
         self._last = self._page()  # the next interval counts from here
 
     def promote(self, result: Result) -> None:
@@ -150,7 +160,15 @@ class LocalCanary:
             since = counted.since(last.served(self.service, str(version)))
             return figures(since, accuracy.get(str(version)), paired)
 
-        return of(self.stable), of(self.version, self._paired)
+        if not self._shadow:
+            return of(self.stable), of(self.version, self._paired)
+        v = str(self.version)  # the shadow phase: the canary's answers to the mirrored copies
+        mirrored = page.shadowed(self.service, v).since(last.shadowed(self.service, v))
+        (same, differ), (same0, differ0) = (p.agreement(self.service, v) for p in (page, last))
+        canary = figures(mirrored, accuracy.get(v), self._paired)
+        agreed = (int(max(same - same0, 0)), int(max(differ - differ0, 0)))
+        canary = replace(canary, agreement=agreed)
+        return of(self.stable), canary
 
     def _accuracies(self) -> dict[str, float]:
         """Each version's accuracy on the labelled sample: measured once (a version answers

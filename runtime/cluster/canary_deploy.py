@@ -285,6 +285,12 @@ def _policy(cx: ClusterContext, request: DeployRequest, every: float) -> Policy:
     the scrapes' at its two ends: shorter, and one late scrape is much of it), said when
     that lengthens it."""
     policy = request.canary_policy()
+    if policy.shadow_interval_s is not None:
+        cx.out(
+            "note: no shadow phase on a cluster: its pods hold the canary in process, with "
+            "nothing to mirror to (the local runtime runs it in a server of its own)"
+        )
+        policy = replace(policy, shadow_interval_s=None)
     if policy.interval_s < 4 * every:
         cx.out(
             f"note: --canary-interval {policy.interval_s:g} is shorter than four of Prometheus's "

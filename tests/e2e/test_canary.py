@@ -23,9 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.e2e_kit import SERVICE, deployed, invoke, invoke_in_background
+from tests.support.e2e_kit import SERVICE, deployed, invoke, invoke_in_background, post
 
-FAST = ["--canary-interval", "4"]  # 2 passes a step: a two-step canary takes about 16 s
+# 2 passes a step: the shadow phase and a two-step canary take about 24 s, after the
+# canary's own server starts (10-20 s): the load runs 60 s to cover them all.
+FAST = ["--canary-interval", "4", "--shadow-interval", "4"]
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +67,16 @@ def rejected(wd: Path, version: int) -> dict:
 
 def test_a_good_version_is_promoted_under_load_with_no_failed_request(service):
     wd = service["wd"]
-    with under_load(wd, 45) as load:
+    with under_load(wd, 60) as load:
         r = invoke(wd, "deploy", "--canary", "--canary-steps", "20,50", *FAST)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "promoted: version 2 serves every request" in r.stdout
-    steps = set(re.findall(r"^\[\d+\] (canary \d+%):", r.stdout, re.MULTILINE))
-    assert steps == {"canary 20%", "canary 50%"}, r.stdout[-3000:]
+    steps = set(re.findall(r"^\[\d+\] ((?:canary|shadow) \d+%):", r.stdout, re.MULTILINE))
+    assert steps == {"shadow 20%", "canary 20%", "canary 50%"}, r.stdout[-3000:]
+    shadow = re.findall(
+        r"^\[\d+\] shadow 20%: traffic pass .*, agreement ([\d.]+)% of", r.stdout, re.M
+    )
+    assert shadow and float(shadow[-1]) > 50, r.stdout[-3000:]  # the shadow's figures shown
     assert load[0].returncode == 0, load[0].stdout[-3000:]  # Locust: 0 failed requests
     assert serving(wd) == [1, 2]
     status = invoke(wd, "status").stdout
@@ -81,7 +87,7 @@ def test_a_version_trained_one_step_fails_the_accuracy_gate_and_is_rolled_back(s
     wd = service["wd"]
     r = invoke(wd, "train", "--model-type", "cnn", "--epochs", "1", "--steps-per-epoch", "1")
     assert r.returncode == 0, r.stdout[-2000:]
-    with under_load(wd, 30) as load:
+    with under_load(wd, 60) as load:
         r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "accuracy fail" in r.stdout and "version 3 was rolled back" in r.stdout
@@ -94,7 +100,7 @@ def test_a_version_trained_one_step_fails_the_accuracy_gate_and_is_rolled_back(s
 def test_a_version_that_answers_errors_fails_the_error_gate_and_is_rolled_back(service, data_dir):
     wd = service["wd"]
     _replace_candidate_with_failing_model(wd, data_dir)
-    with under_load(wd, 30) as load:
+    with under_load(wd, 60) as load:
         r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "errors fail" in r.stdout and "version 4 was rolled back" in r.stdout
@@ -118,7 +124,7 @@ def test_a_version_whose_graph_rejects_or_crashes_is_rolled_back_the_stable_serv
     wd = service["wd"]
     before = serving(wd)
     _replace_candidate_with_failing_model(wd, data_dir, getattr(faulty_versions, fault))
-    with under_load(wd, 30):
+    with under_load(wd, 60):
         r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
     assert r.returncode == 1, r.stdout[-3000:]
     (version,) = map(int, re.findall(r"version (\d+) was rolled back", r.stdout))
@@ -128,8 +134,8 @@ def test_a_version_whose_graph_rejects_or_crashes_is_rolled_back_the_stable_serv
     assert serving(wd) == before
     for interval in rejected(wd, version)["rejected"]["intervals"]:
         assert interval["stable"]["errors"] == 0  # no failure the stable version caused
-    status, _ = _predict(wd)  # the stable's server still answers, whatever the canary did
-    assert status == 200
+    status, _ = post(f"{service['url']}/v1/models/{SERVICE}:predict", _sample(wd))
+    assert status == 200  # the stable's server still answers, whatever the canary did
 
 
 def test_a_version_answering_nan_for_single_images_never_serves_anyone(service, data_dir):
@@ -146,21 +152,9 @@ def test_a_version_answering_nan_for_single_images_never_serves_anyone(service, 
     assert serving(wd) == before
 
 
-def _predict(wd: Path) -> tuple[int, dict]:
-    import urllib.error
-    import urllib.request
-
-    state = json.loads((wd / ".distml/state.json").read_text())
-    body = (wd / "sample_request.json").read_bytes()
-    request = urllib.request.Request(
-        f"{state['server']['url']}/v1/models/{SERVICE}:predict", data=body,
-        headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as e:
-        return e.code, {}
+def _sample(wd: Path) -> bytes:
+    """The load test's request (`up` wrote it), whose image the faulty versions fail on."""
+    return (wd / "sample-request.json").read_bytes()
 
 
 def _replace_candidate_with_failing_model(wd: Path, data_dir: Path, export=None) -> None:

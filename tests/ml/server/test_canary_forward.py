@@ -72,8 +72,8 @@ def pair(exported: Path, start_server, tmp_path_factory) -> tuple[Server, Server
     return stable, own, canary
 
 
-def point(stable: Server, canary: Path, weight: int, url: str) -> None:
-    (canary / WEIGHT_FILE).write_text(json.dumps({"weight": weight, "url": url}))
+def point(stable: Server, canary: Path, weight: int, url: str, shadow: int = 0) -> None:
+    (canary / WEIGHT_FILE).write_text(json.dumps({"weight": weight, "url": url, "shadow": shadow}))
     wait_for(
         lambda: stable.scrape().counts("distml_canary_weight", "version") == {("2",): weight},
         30, f"the canary at {weight}%", stable.log_tail,
@@ -102,6 +102,27 @@ def test_the_canarys_share_is_forwarded_and_counted_under_its_version(pair) -> N
         {"Content-Type": "application/json"},
     )  # fmt: skip
     assert status == 200 and answer["model_version"] == "2", answer
+
+
+def test_the_shadow_phase_mirrors_its_share_answering_every_user_from_the_stable(pair) -> None:
+    stable, own, canary = pair
+    point(stable, canary, 0, own.url, shadow=50)
+    before, own_before = counted(stable), counted(own)
+    for _ in range(20):
+        status, answer = stable.predict({"instances": [[[[0.0]] * 28] * 28] * 3})
+        assert status == 200 and answer["model_version"] == 1, answer  # the stable's answer
+
+    def mirrored() -> float:
+        return stable.scrape().total("distml_shadow_requests_total", code="200", version="2")
+
+    wait_for(lambda: mirrored() == 10, 30, "10 mirrored copies answered", stable.log_tail)
+    after = counted(stable)
+    assert after[("200", "1")] - before.get(("200", "1"), 0) == 20
+    assert after.get(("200", "2"), 0) == before.get(("200", "2"), 0)  # no user got version 2
+    assert counted(own)[("200", "2")] - own_before.get(("200", "2"), 0) == 10
+    scrape = stable.scrape()
+    assert scrape.total("distml_shadow_agreement_total", agree="true", version="2") >= 30
+    assert scrape.total("distml_shadow_duration_seconds_count", version="2") >= 10
 
 
 def test_a_canary_that_died_is_a_503_against_it_and_the_stable_answers_on(pair) -> None:

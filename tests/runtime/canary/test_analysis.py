@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from common.errors import DistmlError
-from runtime.canary.analysis import MeasurementError, Stopped, analyse
+from runtime.canary.analysis import MeasurementError, Stopped, analyse, record_of
 from runtime.canary.gates import Figures, Thresholds
 from runtime.canary.policy import Action, Policy
 from tests.support.fakekube import FakeClock
@@ -25,9 +25,11 @@ class RecordingSplit:
         self.clock = clock
         self.calls: list[tuple[float, str]] = []
         self.results: list = []
+        self.shadows: list[int] = []
 
-    def set_weight(self, weight: int) -> None:
+    def set_weight(self, weight: int, shadow: int = 0) -> None:
         self.calls.append((self.clock.now, f"weight {weight}"))
+        self.shadows.append(shadow)
 
     def promote(self, result) -> None:
         self.calls.append((self.clock.now, "promote"))
@@ -210,3 +212,22 @@ def test_a_rollback_that_does_not_finish_says_the_share_left_and_how_to_end_it()
         "the rollback did not finish (DistmlError the end Job stayed Pending): the canary may "
         "still answer up to 50% of the requests; `invoke canary --abort` ends it"
     )
+
+
+def test_the_shadow_phase_mirrors_first_then_steps_and_its_line_shows_the_agreement():
+    from dataclasses import replace
+
+    shadowed = replace(GOOD, agreement=(195, 5))
+    measure = measures(shadowed, shadowed, GOOD, GOOD, GOOD, GOOD)
+    clock = FakeClock()
+    split, lines = RecordingSplit(clock), []
+    policy = Policy(steps=(10, 50), interval_s=30, count=2, shadow_interval_s=10)
+    result = analyse(policy, Thresholds(), split, measure, lambda: None, clock, lines.append)
+    assert result.promoted
+    assert split.shadows == [10, 0, 0]  # mirrored at the first step's share, then none
+    assert measure.asked == [10, 10, 30, 30, 30, 30]
+    assert lines[0].startswith("[1] shadow 10%: traffic pass")
+    assert ", agreement 97.5% of 200 images -> hold" in lines[0]
+    assert lines[1].endswith("-> step (shadow passed: the first step)")
+    assert lines[2].startswith("[3] canary 10%:")
+    assert [i["shadow"] for i in record_of(result)["intervals"]] == [10, 10, 0, 0, 0, 0]

@@ -39,6 +39,12 @@ class StandIn:
         self.latency = Histogram(sm.LATENCY, "l", ("model", "route", "version"),
                                  buckets=sm.LATENCY_BUCKETS, registry=r)  # fmt: skip
         self.weight = Gauge(sm.CANARY_WEIGHT, "w", ("model", "version"), registry=r)
+        self.shadow = Counter(sm.SHADOW_REQUESTS, "s", sm.REQUEST_LABELS, registry=r)
+        self.shadow_latency = Histogram(sm.SHADOW_LATENCY, "sl", ("model", "route", "version"),
+                                        buckets=sm.LATENCY_BUCKETS, registry=r)  # fmt: skip
+        self.agreement = Counter(
+            sm.SHADOW_AGREEMENT, "a", ("model", "version", "agree"), registry=r
+        )
         self.info = Gauge("distml_model_info", "i", ("model", "version"), registry=r)
         self.serving, self.canary, self.down = "1", "2", False
 
@@ -46,6 +52,13 @@ class StandIn:
         for _ in range(n):
             self.requests.labels(SERVICE, route, str(code), version).inc()
             self.latency.labels(SERVICE, route, version).observe(seconds)
+
+    def mirrored(self, code: int, seconds: float, agree: int, differ: int, n=1):
+        for _ in range(n):
+            self.shadow.labels(SERVICE, sm.PREDICT_ROUTE, str(code), self.canary).inc()
+            self.shadow_latency.labels(SERVICE, sm.PREDICT_ROUTE, self.canary).observe(seconds)
+            self.agreement.labels(SERVICE, self.canary, "true").inc(agree)
+            self.agreement.labels(SERVICE, self.canary, "false").inc(differ)
 
     def page(self) -> bytes:
         self.weight.clear()
@@ -125,6 +138,27 @@ def test_each_interval_counts_each_versions_served_traffic_since_the_last(served
     stand_in.answer("2", 200, 0.004, n=3)
     stable, new = c.measure(30)
     assert (stable.requests, new.requests) == (0, 3)
+
+
+def test_the_shadow_phase_is_measured_on_the_mirrored_copies_with_their_agreement(served):
+    stand_in, url, volume = served
+    c = canary(url, volume)
+    with pytest.raises(DistmlError, match="needs the canary in a server of its own"):
+        c.set_weight(0, shadow=20)
+    c.endpoint = "http://127.0.0.1:9001"
+    c.set_weight(0, shadow=20)
+    assert json.loads(stand_in.weight_file.read_text())["shadow"] == 20
+    stand_in.answer("1", 200, 0.004, n=50)
+    stand_in.mirrored(200, 0.006, agree=1, differ=0, n=9)
+    stand_in.mirrored(500, 0.2, agree=0, differ=0, n=1)
+    stable, shadow = c.measure(30)
+    assert (stable.requests, shadow.requests, shadow.errors) == (50, 10, 1)
+    assert shadow.agreement == (9, 0) and shadow.p99_s > 0.1
+    c.set_weight(10)  # the first step: no copies, the canary's answers go to users
+    stand_in.answer("2", 200, 0.004, n=5)
+    stand_in.mirrored(200, 0.006, agree=1, differ=0, n=4)  # late copies: not the step's
+    _, new = c.measure(30)
+    assert (new.requests, new.agreement) == (5, None)
 
 
 def test_an_unreadable_metrics_page_is_a_measurement_error(served):

@@ -123,3 +123,23 @@ def test_it_ends_once_and_only_promotes_after_enough_passes(outcomes):
         if decision.action in (PROMOTE, ROLLBACK):
             return
         assert decision.weight in policy.steps
+
+
+def test_a_shadow_phase_comes_first_at_no_users_share():
+    canary = Canary(Policy(steps=(10, 50), count=2, shadow_interval_s=5))
+    assert (canary.weight, canary.shadow, canary.interval_s) == (0, 10, 5)
+    decisions = [canary.record(P) for _ in range(2)]
+    assert [(d.action, d.weight) for d in decisions] == [(HOLD, 0), (STEP, 10)]
+    assert decisions[1].reason == "shadow passed: the first step"
+    assert (canary.weight, canary.shadow, canary.interval_s) == (10, 0, 30)
+    assert Policy(steps=(10, 50), shadow_interval_s=5).intervals_at_least == 6
+
+
+def test_a_failure_in_the_shadow_phase_rolls_back_before_any_user_saw_it():
+    canary = Canary(Policy(shadow_interval_s=5))
+    assert (canary.record(F).action, canary.weight) == (ROLLBACK, 0)
+
+
+def test_a_shadow_interval_must_be_positive():
+    with pytest.raises(ValueError, match="shadow interval"):
+        Policy(shadow_interval_s=0)

@@ -94,7 +94,7 @@ class IdenticalVersions:
     def __init__(self, rng: np.random.Generator) -> None:
         self.rng, self.weight = rng, 0
 
-    def set_weight(self, weight: int) -> None:
+    def set_weight(self, weight: int, shadow: int = 0) -> None:
         self.weight = weight
 
     def promote(self, result) -> None:
