@@ -66,11 +66,12 @@ class Figures:
 
     def then(self, later: Figures) -> Figures:
         """These figures and a later interval's together: the counts summed, the later
-        latency (a p99 is per interval), the later accuracy if it has one."""
+        latency (a p99 is per interval; the earlier one when the later interval had no
+        request), the later accuracy if it has one."""
         return Figures(
             self.requests + later.requests,
             self.errors + later.errors,
-            later.p99_s,
+            later.p99_s if later.p99_s is not None else self.p99_s,
             later.accuracy if later.accuracy is not None else self.accuracy,
             later.paired if later.paired is not None else self.paired,
             _sum(self.agreement, later.agreement),

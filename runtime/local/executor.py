@@ -37,8 +37,14 @@ def interesting(line: str) -> bool:
 
 
 def shown(cmd: Sequence[str]) -> str:
-    """A command as the user reads it: ``python -m ml train ...`` whatever the interpreter."""
-    return "python " + " ".join(cmd[1:])
+    """A command as the user reads it: ``python -m ml train ...`` whatever the interpreter
+    (the first word that names one; ``nice -n 10 python -m ml serve ...`` keeps its prefix)."""
+    words = list(cmd)
+    for i, word in enumerate(words):
+        if Path(word).name.startswith("python"):
+            words[i] = "python"
+            break
+    return " ".join(words)
 
 
 class Executor:

@@ -26,7 +26,9 @@ import pytest
 from tests.support.e2e_kit import SERVICE, deployed, invoke, invoke_in_background, post
 
 # 2 passes a step: the shadow phase and a two-step canary take about 24 s, after the
-# canary's own server starts (10-20 s): the load runs 60 s to cover them all.
+# selection, the canary's own server's start (10-20 s) and the labelled sample (5,000
+# images to each version): the load runs 120 s to cover them all (90 s for a bad version,
+# rolled back in the shadow phase).
 FAST = ["--canary-interval", "4", "--shadow-interval", "4"]
 
 
@@ -67,7 +69,7 @@ def rejected(wd: Path, version: int) -> dict:
 
 def test_a_good_version_is_promoted_under_load_with_no_failed_request(service):
     wd = service["wd"]
-    with under_load(wd, 60) as load:
+    with under_load(wd, 120) as load:
         r = invoke(wd, "deploy", "--canary", "--canary-steps", "20,50", *FAST)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "promoted: version 2 serves every request" in r.stdout
@@ -87,7 +89,7 @@ def test_a_version_trained_one_step_fails_the_accuracy_gate_and_is_rolled_back(s
     wd = service["wd"]
     r = invoke(wd, "train", "--model-type", "cnn", "--epochs", "1", "--steps-per-epoch", "1")
     assert r.returncode == 0, r.stdout[-2000:]
-    with under_load(wd, 60) as load:
+    with under_load(wd, 90) as load:
         r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "accuracy fail" in r.stdout and "version 3 was rolled back" in r.stdout
@@ -100,18 +102,15 @@ def test_a_version_trained_one_step_fails_the_accuracy_gate_and_is_rolled_back(s
 def test_a_version_that_answers_errors_fails_the_error_gate_and_is_rolled_back(service, data_dir):
     wd = service["wd"]
     _replace_candidate_with_failing_model(wd, data_dir)
-    with under_load(wd, 60) as load:
+    with under_load(wd, 90) as load:
         r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "errors fail" in r.stdout and "version 4 was rolled back" in r.stdout
-    summary = json.loads((wd / "reports/loadtest/summary.json").read_text())
-    failed = summary["failures"]
-    # Only the canary's share failed: the stable answered every other request.
-    assert 0 < failed < summary["requests"] * 0.3, summary
-    assert load[0].returncode != 0  # Locust saw the canary's failures, and said so
+    # Caught in the shadow phase, on mirrored copies: no user got one of its answers.
+    assert load[0].returncode == 0, load[0].stdout[-3000:]  # Locust: 0 failed requests
     assert serving(wd) == [1, 2]
     (interval,) = rejected(wd, 4)["rejected"]["intervals"]
-    assert interval["gates"]["errors"][0] == "fail"
+    assert interval["gates"]["errors"][0] == "fail" and interval["shadow"] == 20
     assert interval["stable"]["errors"] == 0  # no failure the stable version caused
 
 
@@ -124,13 +123,13 @@ def test_a_version_whose_graph_rejects_or_crashes_is_rolled_back_the_stable_serv
     wd = service["wd"]
     before = serving(wd)
     _replace_candidate_with_failing_model(wd, data_dir, getattr(faulty_versions, fault))
-    with under_load(wd, 60):
+    with under_load(wd, 90):
         r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
     assert r.returncode == 1, r.stdout[-3000:]
     (version,) = map(int, re.findall(r"version (\d+) was rolled back", r.stdout))
     assert "errors fail" in r.stdout, r.stdout[-3000:]
     summary = json.loads((wd / "reports/loadtest/summary.json").read_text())
-    assert 0 < summary["failures"] < summary["requests"] * 0.3, summary  # the canary's only
+    assert summary["failures"] == 0, summary  # caught in the shadow phase: no user saw it
     assert serving(wd) == before
     for interval in rejected(wd, version)["rejected"]["intervals"]:
         assert interval["stable"]["errors"] == 0  # no failure the stable version caused
@@ -150,6 +149,23 @@ def test_a_version_answering_nan_for_single_images_never_serves_anyone(service, 
     assert r.returncode != 0, r.stdout[-3000:]
     assert "non-finite" in r.stdout + r.stderr and "skipped" in r.stdout + r.stderr
     assert serving(wd) == before
+
+
+def test_a_version_trained_longer_is_promoted_as_better(service):
+    wd = service["wd"]
+    before = serving(wd)
+    r = invoke(wd, "train", "--model-type", "cnn", "--epochs", "3", "--steps-per-epoch", "40")
+    assert r.returncode == 0, r.stdout[-2000:]
+    with under_load(wd, 120) as load:
+        r = invoke(wd, "deploy", "--canary", "--canary-steps", "20,50", *FAST)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert re.search(r"^promoted: version \d+ serves every request", r.stdout, re.M), r.stdout
+    gained = re.findall(
+        r"accuracy pass \([\d.]+% vs [\d.]+% on \d+: (\d+) lost, (\d+) gained", r.stdout
+    )
+    assert gained and int(gained[-1][1]) > int(gained[-1][0]), r.stdout[-3000:]  # it is better
+    assert load[0].returncode == 0, load[0].stdout[-3000:]
+    assert len(serving(wd)) == len(before) + 1
 
 
 def _sample(wd: Path) -> bytes:

@@ -42,3 +42,12 @@ def test_dry_local_runtime_prints_each_command_in_order_and_touches_nothing(tmp_
     assert runs[6].endswith("--host 127.0.0.1 --http-port 8181")
     assert any("3 user(s), no wait time" in line for line in lines)
     assert not wd.root.exists()  # nothing was created, nothing started
+
+
+def test_a_command_is_shown_with_python_for_its_interpreter_whatever_comes_first():
+    from runtime.local.executor import shown
+
+    assert shown(["/v/bin/python3.11", "-m", "ml", "serve"]) == "python -m ml serve"
+    assert shown(["nice", "-n", "10", "/v/bin/python", "-m", "ml", "serve"]) == (
+        "nice -n 10 python -m ml serve"
+    )
