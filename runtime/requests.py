@@ -188,10 +188,15 @@ class DeployRequest:
         ]
         if tuned and not self.canary:
             raise RequestError(f"{tuned[0]} tunes a canary release: add --canary")
+        if not self.canary_shadow_interval > 0:
+            raise RequestError(
+                f"--shadow-interval must be > 0 s, not {self.canary_shadow_interval:g} "
+                "(--no-shadow skips the shadow phase)"
+            )
         try:
             self.canary_policy()
         except ValueError as e:
-            flags = "--canary-steps/--canary-interval/--canary-failure-limit/--shadow-interval"
+            flags = "--canary-steps/--canary-interval/--canary-failure-limit"
             raise RequestError(f"{flags}: {e}") from None
 
     def canary_policy(self) -> Policy:

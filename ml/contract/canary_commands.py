@@ -40,7 +40,7 @@ def canary_weight(
 #: The model gate's sample: half the test split. Paired on the same images, McNemar's test at
 #: p <= 0.002 then catches a true 1.5-point drop with >= 90 % probability when the versions
 #: disagree on 6 % of images, and rolls back an equal version 0.2 % of the time
-#: (tests/runtime/canary/test_sample.py simulates both; docs/serving.md states them).
+#: (tests/runtime/canary/test_paired.py simulates both; docs/serving.md states them).
 SAMPLE_IMAGES = 5000
 
 

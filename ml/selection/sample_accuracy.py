@@ -9,7 +9,7 @@ as FP32 ``pixels`` in [0, 1], ``--batch`` a request. Prints one JSON line: ``{"c
 "accuracy": {NAME: fraction}, "model_version": {NAME: "2"}, "labels": "<N digits>",
 "predicted": {NAME: "<N digits>"}}`` (several versions: ``"1,2"``; each image's true class
 and each endpoint's answer, one digit an image, so the versions are compared image by
-image: ``runtime/canary/sample.py``). An endpoint that fails is exit 1, one line on stderr;
+image: ``runtime/canary/paired.py``). An endpoint that fails is exit 1, one line on stderr;
 no data is exit 2.
 """
 

@@ -131,18 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of integer version subdirectories (TF Serving layout), e.g. "
         "V/serving/tf-mnist; the newest one is served; it may be empty or missing at start",
     )
-    p.add_argument(
-        "--canary-dir",
-        help="a canary release's directory (V/serving/<name>/canary): its newest version "
-        "answers the share of requests its weight.json gives, beside the served one "
-        "(ml/server/canary.py)",
-    )
-    p.add_argument(
-        "--canary-elsewhere",
-        action="store_true",
-        help="never load a canary in this process: its share goes to the server its "
-        "weight.json names (the local runtime runs each canary in a process of its own)",
-    )
+    _add_canary(p)
     p.add_argument("--model-name", help="model name in the URL: /v1/models/<name>:predict")
     p.add_argument(
         "--host",
@@ -174,6 +163,22 @@ def build_parser() -> argparse.ArgumentParser:
     # One default for each dest KServe's flags share with ours (set on the copies).
     p.set_defaults(model_name=DEFAULT_MODEL_NAME, http_port=DEFAULT_HTTP_PORT, enable_grpc=False)
     return p
+
+
+def _add_canary(p: argparse.ArgumentParser) -> None:
+    """A canary release beside the served version (ml/server/canary.py)."""
+    p.add_argument(
+        "--canary-dir",
+        help="a canary release's directory (V/serving/<name>/canary): its newest version "
+        "answers the share of requests its weight.json gives, beside the served one "
+        "(ml/server/canary.py)",
+    )
+    p.add_argument(
+        "--canary-elsewhere",
+        action="store_true",
+        help="never load a canary in this process: its share goes to the server its "
+        "weight.json names (the local runtime runs each canary in a process of its own)",
+    )
 
 
 def _add_limits(p: argparse.ArgumentParser) -> None:

@@ -45,7 +45,7 @@ from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
 from runtime.canary.local import figures, last_json
-from runtime.canary.sample import Paired, SampleError, read_report
+from runtime.canary.paired import Paired, SampleError, read_report
 from runtime.cluster.apply import run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 

@@ -20,7 +20,7 @@ each look at a step judges every request since the step began. Four gates judge 
   ``latency_factor`` times the stable's (Flagger's request-duration check, with the
   stable as its reference).
 - ``accuracy``: the model gate no peer has, on the labelled sample both versions answered
-  (``runtime/canary/sample.py``): the canary fails when McNemar's exact test finds it
+  (``runtime/canary/paired.py``): the canary fails when McNemar's exact test finds it
   worse than the stable on the same images (p at most ``model_alpha``), or any class's
   recall drops more than ``class_margin`` and the test finds it worse within that class.
   Without the image-by-image answers (an older sample step), the canary's accuracy may be
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ml.contract.serving_metrics import LATENCY_OBJECTIVE_S
-from runtime.canary.sample import Paired, worse_p
+from runtime.canary.paired import Paired, worse_p
 from runtime.canary.stats import fisher_greater, requests_needed
 
 

@@ -12,7 +12,7 @@ own serves it (``runtime/local/canary_deploy.py``, ``endpoint``), and the stable
   reading on the predict and infer routes (never probes; in the shadow phase, the canary's
   answers to the mirrored copies and their agreement with the stable's), and each
   version's answers on the held-out labelled sample (``ml sample_accuracy``, sent to each
-  version's own V2 URL, paired image by image: ``runtime/canary/sample.py``);
+  version's own V2 URL, paired image by image: ``runtime/canary/paired.py``);
 - ``promote`` and ``rollback`` run ``ml canary_publish`` (the canary becomes the served
   version, or is set aside with the record), then wait until the server shows it.
 """
@@ -36,7 +36,7 @@ from ml.contract import canary_commands
 from runtime.canary import live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
-from runtime.canary.sample import Paired, SampleError, read_report
+from runtime.canary.paired import Paired, SampleError, read_report
 from runtime.procs import python_env
 
 #: How long the server may take to apply a weight or drop the canary (it polls every 2 s).

@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-_log_fact = np.zeros(1)
+_log_fact: Any = None  # log(k!) for k in 0..len-1, grown on demand; numpy when first asked
 
 
 def _log_factorials(n: int) -> np.ndarray:
     """log(k!) for k in 0..n at least (one table, grown on demand)."""
+    import numpy as np
+
     global _log_fact
-    if len(_log_fact) <= n:
-        size = max(n + 1, 2 * len(_log_fact))
+    if _log_fact is None or len(_log_fact) <= n:
+        size = max(n + 1, 2 * (0 if _log_fact is None else len(_log_fact)), 1024)
         _log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, size)))])
     return _log_fact
 
@@ -39,6 +43,8 @@ def _log_comb(n: int, k: np.ndarray) -> np.ndarray:
 
 
 def _sum_exp(logs: np.ndarray) -> float:
+    import numpy as np
+
     if logs.size == 0:
         return 0.0
     peak = float(logs.max())
@@ -48,6 +54,8 @@ def _sum_exp(logs: np.ndarray) -> float:
 def fisher_greater(canary_failed: int, canary_n: int, stable_failed: int, stable_n: int) -> float:
     """P(the canary has at least ``canary_failed`` of the failures | equal rates): the
     one-sided p-value of Fisher's exact test. 1.0 when nothing failed."""
+    import numpy as np
+
     failed, total = canary_failed + stable_failed, canary_n + stable_n
     if not 0 <= canary_failed <= canary_n or not 0 <= stable_failed <= stable_n:
         raise ValueError("failures must be between 0 and the requests answered")
@@ -64,6 +72,8 @@ def fisher_greater(canary_failed: int, canary_n: int, stable_failed: int, stable
 
 def binomial_at_least(k: int, n: int, p: float) -> float:
     """P(Binomial(n, p) >= k)."""
+    import numpy as np
+
     if k <= 0:
         return 1.0
     if k > n or p <= 0:
@@ -103,6 +113,8 @@ def power(canary_n: int, share: float, stable_rate: float, detect: float, alpha:
 
 def _likely_counts(n: int, p: float) -> list[tuple[int, float]]:
     """(count, probability) cells covering Binomial(n, p) but for ~1e-6 of it."""
+    import numpy as np
+
     if p <= 0 or p >= 1:
         return [(round(n * p), 1.0)]
     sd = math.sqrt(n * p * (1 - p))

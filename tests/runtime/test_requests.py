@@ -74,6 +74,12 @@ def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
             {"canary": True, "watch": True, "canary_interval": 0},
             "--canary-steps/--canary-interval/--canary-failure-limit:",
         ),
+        (
+            DeployRequest,
+            {"canary": True, "canary_shadow_interval": 0},
+            "--shadow-interval must be > 0 s, not 0 (--no-shadow skips the shadow phase)",
+        ),
+        (DeployRequest, {"canary_shadow": False}, "--no-shadow tunes a canary release"),
     ],
     ids=[
         "percentage",
@@ -92,6 +98,8 @@ def test_train_arguments_are_validated_before_anything_starts(kwargs, message):
         "canary without watch",
         "workflow canary flag without --canary",
         "workflow canary interval",
+        "shadow interval",
+        "no shadow without --canary",
     ],
 )
 def test_every_request_is_checked_once_with_the_flag_named(cls, kwargs, message):

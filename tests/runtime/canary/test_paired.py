@@ -1,4 +1,4 @@
-"""The model gate's comparison (runtime/canary/sample.py) and its decision (gates.accuracy):
+"""The model gate's comparison (runtime/canary/paired.py) and its decision (gates.accuracy):
 pairs counted by hand, the sample step's report read whatever it holds, the decision over
 simulated pairs of versions (the false-rollback rate and the smallest drop caught, from
 which the sample's size was chosen), and a version with one class mostly wrong."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ml.contract.canary_commands import SAMPLE_IMAGES
 from runtime.canary.gates import Figures, Outcome, Thresholds, accuracy
-from runtime.canary.sample import SampleError, paired, read_report, worse_p
+from runtime.canary.paired import SampleError, paired, read_report, worse_p
 
 T = Thresholds()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.errors import DistmlError
 from runtime.canary.stats import binomial_at_least
 
 CLASSES = 10
@@ -38,7 +39,7 @@ class Paired:
         return (lost - gained) / images if images else 0.0
 
 
-class SampleError(ValueError):
+class SampleError(DistmlError):
     """The sample's report is not a labelled comparison of the two versions."""
 
 
