@@ -21,4 +21,4 @@ def test_each_command_parses_with_its_modules_parser():
     assert canary_weight.build_parser().parse_args(contract.split_step(weight)[1]).weight == 25
     sample = canary_commands.sample_accuracy({"1": "http://h/v2/models/s/versions/1/infer"}, "/d")
     parsed = sample_accuracy.parser().parse_args(contract.split_step(sample)[1])
-    assert parsed.source_dir == "/d" and parsed.count == 1000
+    assert parsed.source_dir == "/d" and parsed.count == canary_commands.SAMPLE_IMAGES

@@ -162,6 +162,8 @@ def test_versions_answering_one_endpoint_are_reported_together(stub, shared_data
         "count": 10,
         "accuracy": {"mixed": float(np.mean(labels == 0))},
         "model_version": {"mixed": "1,2,10"},
+        "labels": "".join(map(str, labels)),
+        "predicted": {"mixed": "0" * 10},  # the stub answers class 0 for every image
     }
 
 
