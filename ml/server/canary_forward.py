@@ -33,6 +33,7 @@ from typing import Any
 
 from ml.contract.serving_metrics import INFER_ROUTE, PREDICT_ROUTE
 from ml.server.canary import Remote
+from ml.server.fast_predict import read_body
 from ml.server.metrics import answered_by
 
 log = logging.getLogger("ml.server.serve")
@@ -90,7 +91,7 @@ class CanaryForward:
         if remote is None:
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
+        body = await read_body(receive)
         if body is None:
             return  # the client went away
         answered_by(remote.version)
@@ -102,7 +103,7 @@ class CanaryForward:
         self, remote: Remote, scope: dict, receive: Callable, send: Callable
     ) -> None:
         """The stable answers as usual; then a copy goes to the canary (module doc)."""
-        body = await _read_body(receive)
+        body = await read_body(receive)
         if body is None:
             return
         answer: dict[str, Any] = {"status": 0, "body": []}
@@ -200,14 +201,3 @@ def agreement(stable: list[int] | None, canary: list[int] | None) -> tuple[int, 
 
 def _length(content: bytes) -> tuple[bytes, bytes]:
     return b"content-length", str(len(content)).encode()
-
-
-async def _read_body(receive: Callable) -> bytes | None:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)

@@ -40,15 +40,10 @@ class FastPredictRoute:
         if not self._mine(scope):
             await self.app(scope, receive, send)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        status, content = await self.answer(b"".join(chunks))
+        body = await read_body(receive)
+        if body is None:
+            return  # the client went away
+        status, content = await self.answer(body)
         body = json.dumps(content, separators=(",", ":")).encode()
         await send(
             {
@@ -61,3 +56,15 @@ class FastPredictRoute:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+async def read_body(receive: Callable) -> bytes | None:
+    """A request's whole body from its ASGI messages; None when the client went away."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
