@@ -59,7 +59,10 @@ def quantity(text: str | int | float) -> Decimal:
     m = _QUANTITY.match(str(text).strip())
     if not m:
         raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    return Decimal(m[1]) * _FACTORS[m[2]]
+    try:
+        return Decimal(m[1]) * _FACTORS[m[2]]
+    except ArithmeticError:  # decimal.Overflow: an exponent no cluster holds ("1E1000000")
+        raise ValueError(f"not a Kubernetes quantity: {text!r} is out of range") from None
 
 
 @dataclass(frozen=True)
