@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from common.errors import DistmlError
 from ml.contract.serving_metrics import (
+    CANARY_SHADOW,
     CANARY_WEIGHT,
     IN_FLIGHT,
     INFER_ROUTE,
@@ -185,6 +186,10 @@ class Page:
     def canary_weight(self, model: str) -> dict[str, float]:
         """The canary version loaded beside the served one -> its weight (empty: none)."""
         return {s.labels.get("version", ""): s.value for s in self._of(CANARY_WEIGHT, model=model)}
+
+    def canary_shadow(self, model: str) -> dict[str, float]:
+        """The canary version -> the percent of requests mirrored to it (empty: none)."""
+        return {s.labels.get("version", ""): s.value for s in self._of(CANARY_SHADOW, model=model)}
 
     def version(self, model: str) -> str | None:
         """The version ``model`` serves now ("" before one loaded; None: not on the page)."""

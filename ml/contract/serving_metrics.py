@@ -35,6 +35,9 @@ BATCH_SIZE = "distml_batch_size"
 #: Gauge: percent of requests a canary version answers, ``model``, ``version`` (the canary's);
 #: absent without a canary release.
 CANARY_WEIGHT = "distml_canary_weight"
+#: Gauge: in a shadow phase, percent of the stable's requests mirrored to the canary's own
+#: server, same labels; absent otherwise.
+CANARY_SHADOW = "distml_canary_shadow"
 
 #: A canary's shadow phase (ml/server/canary_forward.py): the mirrored copies of the stable's
 #: requests the canary answered (its answers discarded), as REQUESTS and LATENCY count

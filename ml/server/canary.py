@@ -9,12 +9,17 @@ go to the served version, the stable. With no version in that directory, or weig
 every request goes to the stable, as without a canary. The weight file is re-read at
 every poll, so the release's steps need no restart and no write route.
 
-A canary may run in a server process of its own (the local runtime's choice: its own
-TensorFlow threads, memory and batcher, so a slow, leaking or crashing canary cannot slow
-or take down the stable). The weight file then names it, ``{"weight": W, "url":
-"http://127.0.0.1:<port>"}`` (loopback only), and this server loads nothing: its share of
-the requests is forwarded there as they came (``ml/server/canary_forward.py``) and counted
-here under the canary's version. Without ``url`` the canary is loaded in this process.
+A canary may run in a server process of its own (the local runtime's and the cluster's
+choice: its own TensorFlow threads, memory and batcher, so a slow, leaking or crashing
+canary cannot slow or take down the stable). The weight file then names it, ``{"weight":
+W, "url": "http://127.0.0.1:<port>"}``, and this server loads nothing: its share of the
+requests is forwarded there as they came (``ml/server/canary_forward.py``) and counted
+here under the canary's version. The URL's host is loopback or the one host this server
+was told to forward to (``--canary-host``, the canary pods' Service, set by the
+predictor's manifest): whoever can write the volume cannot send requests anywhere else.
+Without ``url`` the canary is loaded in this process, or with ``--canary-elsewhere`` it
+waits, answering nothing, and shows its version at weight 0 until a weight file names
+its server.
 With ``"shadow": S`` as well, ``S`` % of the requests the stable answers are also mirrored
 to the canary's server, whose answers are only measured: a shadow phase before any user
 gets the canary's answers (weight 0).
@@ -79,12 +84,12 @@ def parse_weight(data: bytes) -> int:
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def parse_endpoint(data: bytes) -> str | None:
+def parse_endpoint(data: bytes, hosts: frozenset[str] = LOOPBACK) -> str | None:
     """The canary's own server in a weight file's bytes (its ``url``), or None: the canary
     is loaded in this process. The bytes passed :func:`parse_weight`.
 
     Raises:
-        WeightError: a ``url`` that is not ``http://<loopback>:<port>``.
+        WeightError: a ``url`` that is not ``http://<one of hosts>:<port>``.
     """
     url = json.loads(data).get("url")
     if url is None:
@@ -97,14 +102,15 @@ def parse_endpoint(data: bytes) -> str | None:
     if (
         parts is None
         or parts.scheme != "http"
-        or parts.hostname not in LOOPBACK
+        or parts.hostname not in hosts
         or port is None
         or parts.path not in ("", "/")
         or parts.query
         or parts.fragment
         or parts.username is not None
     ):
-        raise WeightError(f'"url" must be http://127.0.0.1:<port>, got {str(url)[:80]}')
+        allowed = " or ".join(f"http://{h}:<port>" for h in sorted(hosts - {"localhost", "::1"}))
+        raise WeightError(f'"url" must be {allowed}, got {str(url)[:80]}')
     return f"http://{parts.netloc}"
 
 
@@ -127,6 +133,13 @@ class Remote(NamedTuple):
 
     version: int
     url: str
+
+
+class Waiting(NamedTuple):
+    """A canary version for a server of its own that no weight file names yet
+    (``--canary-elsewhere``): it answers nothing, and shows at weight 0."""
+
+    version: int
 
 
 class Split:
@@ -160,10 +173,10 @@ class CanaryDir:
 
     ``loader(version, path)`` is the watcher's (``ml/server/watcher.py``); None when the
     canary is never loaded here (``ml serve --canary-elsewhere``): without a ``url`` in
-    its weight file it then answers nothing."""
+    its weight file it then answers nothing. ``hosts``: where a ``url`` may point."""
 
-    def __init__(self, path: Path, loader: Any) -> None:
-        self.path = path
+    def __init__(self, path: Path, loader: Any, hosts: frozenset[str] = LOOPBACK) -> None:
+        self.path, self.hosts = path, hosts
         self.current: Any = None
         self.split = Split()
         #: Which of the stable's requests are mirrored to a canary in its own process.
@@ -188,15 +201,15 @@ class CanaryDir:
                 log.info("canary version %d answers at %s", newest, url)
             self.current = Remote(newest, url)
         elif self._loader is None:
-            if self.current is not None:
+            if self.current != Waiting(newest):
                 log.info("canary version %d waits for its own server", newest)
-            self.current = None
-        elif self.current is None or isinstance(self.current, Remote):
+            self.current = Waiting(newest)
+        elif self.current is None or isinstance(self.current, Remote | Waiting):
             self.current = None
             self._load(newest)
         elif self.current.version != newest:
             self._load(newest)
-        self.split.set(weight if self.current is not None else 0)
+        self.split.set(weight if self.current is not None and not self.waiting else 0)
         self.mirror.set(shadow if isinstance(self.current, Remote) else 0)
 
     def _load(self, version: int) -> None:
@@ -217,7 +230,8 @@ class CanaryDir:
         weight, url, shadow, said = 0, None, 0, ""
         try:
             data = path.read_bytes()
-            weight, url, shadow = parse_weight(data), parse_endpoint(data), parse_shadow(data)
+            weight, shadow = parse_weight(data), parse_shadow(data)
+            url = parse_endpoint(data, self.hosts)
         except FileNotFoundError:
             said = f"no {path}: the canary answers nothing"
         except (OSError, WeightError) as e:
@@ -228,11 +242,16 @@ class CanaryDir:
         self._weight_said = said
         return weight, url, shadow
 
+    @property
+    def waiting(self) -> bool:
+        """A canary for a server of its own that no weight file names yet."""
+        return isinstance(self.current, Waiting)
+
     def choose(self) -> Any:
         """The canary's version loaded here for the next request, or None: the stable's
         turn (or a canary in its own process, whose turns the forwarding takes)."""
         current = self.current
-        if current is None or isinstance(current, Remote):
+        if current is None or isinstance(current, Remote | Waiting):
             return None
         return current if self.split.to_canary() else None
 

@@ -75,12 +75,12 @@ class FashionMnistModel(kserve.Model):
         current = self.watcher.current
         return current.version if current is not None else None
 
-    def canary_weight(self) -> tuple[int, int] | None:
-        """(version, percent of requests) of a loaded canary, else None."""
+    def canary_weight(self) -> tuple[int, int, int] | None:
+        """(version, percent of requests, percent mirrored) of a canary, else None."""
         canary = self.watcher.canary
         if canary is None or canary.current is None:
             return None
-        return canary.current.version, canary.split.weight
+        return canary.current.version, canary.split.weight, canary.mirror.weight
 
     def not_ready_reason(self) -> str:
         return f"No version loaded yet from {self.watcher.model_dir} (waiting for one)."

@@ -16,6 +16,8 @@ process, as in tests, count apart):
 - ``distml_batch_size{model}``: images per model call (``ml/server/batcher.py``);
 - ``distml_canary_weight{model, version}``: during a canary release, the percent of requests
   the canary ``version`` answers (``ml/server/canary.py``); absent without a canary;
+- ``distml_canary_shadow{model, version}``: in a shadow phase, the percent of the stable's
+  requests mirrored to the canary's own server; absent otherwise;
 - ``distml_shadow_requests_total``, ``distml_shadow_duration_seconds`` (the labels above) and
   ``distml_shadow_agreement_total{model, version, agree}``: a canary's shadow phase, the
   mirrored copies its own server answered (``ml/server/canary_forward.py``).
@@ -48,6 +50,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, 
 from ml.contract.serving_metrics import (
     BATCH_BUCKETS,
     BATCH_SIZE,
+    CANARY_SHADOW,
     CANARY_WEIGHT,
     IN_FLIGHT,
     LATENCY,
@@ -127,7 +130,7 @@ class ServerMetrics:
         self,
         model_name: str,
         served_version: Callable[[], int | None],
-        canary: Callable[[], tuple[int, int] | None] = lambda: None,
+        canary: Callable[[], tuple[int, int, int] | None] = lambda: None,
     ) -> None:
         self.model_name = model_name
         self.registry = CollectorRegistry()
@@ -215,20 +218,28 @@ class _ModelInfo:
 
 
 class _CanaryWeight:
-    """``distml_canary_weight{model, version}`` from ``canary()`` ((version, weight) or None)."""
+    """``distml_canary_weight`` and ``distml_canary_shadow{model, version}`` from
+    ``canary()`` ((version, weight, shadow) or None)."""
 
-    def __init__(self, model_name: str, canary: Callable[[], tuple[int, int] | None]) -> None:
+    def __init__(self, model_name: str, canary: Callable[[], tuple[int, int, int] | None]) -> None:
         self.model_name = model_name
         self.canary = canary
 
     def collect(self) -> Iterator[Metric]:
+        labels = ["model", "version"]
         family = GaugeMetricFamily(
-            CANARY_WEIGHT, "Percent of requests the canary answers.", labels=["model", "version"]
+            CANARY_WEIGHT, "Percent of requests the canary answers.", labels=labels
+        )
+        shadow = GaugeMetricFamily(
+            CANARY_SHADOW, "Percent of the stable's requests mirrored to the canary.", labels=labels
         )
         now = self.canary()
         if now is not None:
             family.add_metric([self.model_name, str(now[0])], now[1])
+            if now[2]:
+                shadow.add_metric([self.model_name, str(now[0])], now[2])
         yield family
+        yield shadow
 
     def describe(self) -> Iterator[Metric]:
         return self.collect()

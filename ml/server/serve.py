@@ -177,7 +177,13 @@ def _add_canary(p: argparse.ArgumentParser) -> None:
         "--canary-elsewhere",
         action="store_true",
         help="never load a canary in this process: its share goes to the server its "
-        "weight.json names (the local runtime runs each canary in a process of its own)",
+        "weight.json names (the local runtime runs each canary in a process of its own, "
+        "the cluster in pods of its own)",
+    )
+    p.add_argument(
+        "--canary-host",
+        help="a host, besides loopback, that weight.json's url may name: the canary pods' "
+        "Service (the predictor's manifest sets it)",
     )
 
 
@@ -253,11 +259,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     adapter = load_kserve(argv)  # first: KServe reads its flags from this command line
     args = parse_args(argv)
     _configure_logging()
+    from ml.server.canary import LOOPBACK
     from ml.server.watcher import VersionWatcher
 
+    hosts = LOOPBACK | ({args.canary_host} if args.canary_host else set())
     watcher = VersionWatcher(
-        args.model_dir, canary_dir=args.canary_dir, canary_here=not args.canary_elsewhere
-    )
+        args.model_dir, canary_dir=args.canary_dir, canary_here=not args.canary_elsewhere,
+        canary_hosts=hosts,
+    )  # fmt: skip
     model = adapter.FashionMnistModel(
         args.model_name,
         watcher,

@@ -22,7 +22,7 @@ from ml.model.export import DEFAULT_SIGNATURE, OUTPUT
 from ml.model.servable import NotServable, check_probabilities, load_servable
 from ml.model.tf_errors import tf_detail
 from ml.selection.publishing import serving_versions
-from ml.server.canary import CanaryDir
+from ml.server.canary import LOOPBACK, CanaryDir
 from ml.server.client_error import ClientError
 from ml.server.instances import SIGNATURE_INPUTS
 from ml.server.model_error import ModelError
@@ -79,11 +79,14 @@ class VersionWatcher:
         loader: Callable[[int, Path], Any] = load_version,
         canary_dir: str | os.PathLike[str] | None = None,
         canary_here: bool = True,
+        canary_hosts: frozenset[str] = LOOPBACK,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.current: LoadedVersion | None = None
         canary_loader = loader if canary_here else None  # None: only ever forwarded
-        self.canary = CanaryDir(Path(canary_dir), canary_loader) if canary_dir else None
+        self.canary = (
+            CanaryDir(Path(canary_dir), canary_loader, canary_hosts) if canary_dir else None
+        )
         self._loader = loader
         self._failed: dict[int, tuple[int, ...] | None] = {}
         self._said_empty = False
@@ -185,7 +188,7 @@ class VersionWatcher:
     def versions(self) -> dict[int, str]:
         """The versions loaded now, by number: ``{N: "stable"}``, and the canary's."""
         loaded = {self.current.version: "stable"} if self.current is not None else {}
-        canary = self.canary.current if self.canary is not None else None
+        canary = self.canary.current if self.canary and not self.canary.waiting else None
         return {**loaded, canary.version: "canary"} if canary is not None else loaded
 
     def route(self, version: int | None = None) -> LoadedVersion | None:

@@ -107,9 +107,13 @@ class LocalCanary:
         path = Path(contract.canary_weight_path(self.volume, self.service))
         write_weight(path, weight, self.endpoint, shadow)
         applied = {str(self.version): weight}
+        mirrored = {str(self.version): shadow} if shadow else {}
         what = f"mirror {shadow}% of requests to" if shadow else f"send {weight}% of requests to"
         self._wait(
-            lambda page: page.canary_weight(self.service) == applied,
+            lambda page: (
+                page.canary_weight(self.service) == applied
+                and page.canary_shadow(self.service) == mirrored
+            ),
             f"the server to {what} version {self.version}",
         )
         self._shadow = shadow

@@ -2,13 +2,15 @@
 exactly the canary's share, as it came, to the canary's server and counts it under the
 canary's version; the accuracy sample's versioned URL reaches it; a canary whose process
 dies is a 503 counted against it while the stable's requests go on answering; and a
-weight file's ``url`` is loopback or refused (any value tried)."""
+weight file's ``url`` is loopback, or the one host the server was told (``--canary-host``:
+the canary pods' Service on a cluster), or refused (any value tried)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import given
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 
 from ml.contract.serving_metrics import REQUESTS_TOTAL
 from ml.selection.select import publish
-from ml.server.canary import WEIGHT_FILE, WeightError, parse_endpoint, parse_weight
+from ml.server.canary import LOOPBACK, WEIGHT_FILE, WeightError, parse_endpoint, parse_weight
 from tests.ml.server.serve_process import Server, http_json, wait_for
 from tests.support.serve_requests import MODEL
 
@@ -33,6 +35,37 @@ def test_any_url_is_refused_or_loopback_http(url) -> None:
     except WeightError:
         return
     assert found is None or (found.split("://")[0] == "http" and url is not None)
+
+
+@given(st.text(max_size=60), st.sampled_from(["fm-canary", "x"]))
+def test_with_a_canary_host_any_url_is_refused_or_names_loopback_or_that_host(url, host) -> None:
+    data = json.dumps({"weight": 10, "url": url}).encode()
+    hosts = LOOPBACK | {host}
+    try:
+        found = parse_endpoint(data, hosts)
+    except WeightError as e:
+        assert f"http://{host}:<port>" in str(e)
+        return
+    assert found is not None and urlsplit(found).hostname in hosts
+
+
+@pytest.mark.parametrize(
+    ("url", "found"),
+    [
+        ("http://fm-canary:8080", "http://fm-canary:8080"),
+        ("http://fm-canary.kubeflow.svc:8080", None),  # only the very host told
+        ("http://other-canary:8080", None),
+        ("http://fm-canary", None),  # no port
+        ("http://127.0.0.1:9001", "http://127.0.0.1:9001"),
+    ],
+)
+def test_the_canary_host_is_the_one_other_host_allowed(url, found) -> None:
+    data = json.dumps({"weight": 10, "url": url}).encode()
+    if found is None:
+        with pytest.raises(WeightError, match="http://fm-canary:<port>"):
+            parse_endpoint(data, LOOPBACK | {"fm-canary"})
+    else:
+        assert parse_endpoint(data, LOOPBACK | {"fm-canary"}) == found
 
 
 @pytest.mark.parametrize(
@@ -123,6 +156,42 @@ def test_the_shadow_phase_mirrors_its_share_answering_every_user_from_the_stable
     scrape = stable.scrape()
     assert scrape.total("distml_shadow_agreement_total", agree="true", version="2") >= 30
     assert scrape.total("distml_shadow_duration_seconds_count", version="2") >= 10
+    assert scrape.counts("distml_canary_shadow", "version") == {("2",): 50}
+    point(stable, canary, 10, own.url)
+    assert stable.scrape().counts("distml_canary_shadow", "version") == {}  # the phase ended
+
+
+def test_a_canary_for_its_own_server_waits_at_weight_0_until_one_is_named(
+    exported: Path, start_server, tmp_path
+) -> None:
+    """--canary-elsewhere (the cluster's predictor): a canary found in the folder is shown
+    at weight 0 (how `invoke workflow` finds it), and never loaded or answered here."""
+    publish(exported, tmp_path / "serving", {"source": "test"})
+    canary = tmp_path / "canary"
+    shutil.copytree(exported, canary / "2")
+    stable = start_server(
+        tmp_path / "serving", "--canary-dir", str(canary), "--canary-elsewhere",
+        "--canary-host", "fm-canary",
+    )  # fmt: skip
+    stable.wait_ready()
+    wait_for(
+        lambda: stable.scrape().counts("distml_canary_weight", "version") == {("2",): 0},
+        30, "the waiting canary at 0%", stable.log_tail,
+    )  # fmt: skip
+    answers = [stable.predict(ZEROS) for _ in range(10)]
+    assert all(s == 200 and a["model_version"] == 1 for s, a in answers), answers
+    body = {"inputs": [{"name": "pixels", "shape": [1, 28, 28, 1], "datatype": "FP32",
+                        "data": [0.0] * 784}]}  # fmt: skip
+    status, answer = http_json(
+        "POST", f"{stable.url}/v2/models/{MODEL}/versions/2/infer", json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )  # fmt: skip
+    assert status == 404 and "served: 1 (stable)" in answer["error"], answer
+    (canary / WEIGHT_FILE).write_text(json.dumps({"weight": 10, "url": "http://elsewhere:1"}))
+    wait_for(
+        lambda: "unreadable" in stable.log_tail() and "fm-canary" in stable.log_tail(),
+        30, "a url to a host not told refused, saying which is allowed", stable.log_tail,
+    )  # fmt: skip
 
 
 def test_a_canary_that_died_is_a_503_against_it_and_the_stable_answers_on(pair) -> None:

@@ -39,6 +39,7 @@ class StandIn:
         self.latency = Histogram(sm.LATENCY, "l", ("model", "route", "version"),
                                  buckets=sm.LATENCY_BUCKETS, registry=r)  # fmt: skip
         self.weight = Gauge(sm.CANARY_WEIGHT, "w", ("model", "version"), registry=r)
+        self.mirror = Gauge(sm.CANARY_SHADOW, "m", ("model", "version"), registry=r)
         self.shadow = Counter(sm.SHADOW_REQUESTS, "s", sm.REQUEST_LABELS, registry=r)
         self.shadow_latency = Histogram(sm.SHADOW_LATENCY, "sl", ("model", "route", "version"),
                                         buckets=sm.LATENCY_BUCKETS, registry=r)  # fmt: skip
@@ -62,11 +63,14 @@ class StandIn:
 
     def page(self) -> bytes:
         self.weight.clear()
+        self.mirror.clear()
         self.info.clear()
         self.info.labels(SERVICE, self.serving).set(1)
         if self.canary and self.weight_file.is_file():
-            w = json.loads(self.weight_file.read_text())["weight"]
-            self.weight.labels(SERVICE, self.canary).set(w)
+            doc = json.loads(self.weight_file.read_text())
+            self.weight.labels(SERVICE, self.canary).set(doc["weight"])
+            if doc.get("shadow") and doc.get("url"):  # the server mirrors only to its own
+                self.mirror.labels(SERVICE, self.canary).set(doc["shadow"])
         return generate_latest(self.registry)
 
 
