@@ -3,10 +3,12 @@
 After the lifecycle (version N serves), as a user would:
 
 1. **A good version.** A Locust load test runs while ``invoke deploy --canary --force
-   --canary-steps 20,50 --canary-interval 30`` releases the best candidate: it must be
-   promoted; every interval's measured share (each version's requests, counted by
-   Prometheus) within :data:`SHARE_TOLERANCE` of its step's weight; the load test with no
-   failed request; a ``CanaryPromoted`` Event on the InferenceService; ``status`` showing it.
+   --canary-steps 20,50 --canary-interval 30`` releases the best candidate, in a pod of its
+   own, after a shadow phase: it must be promoted; the shadow phase's figures shown (its
+   mirrored copies and their agreement with the stable); every interval's measured share
+   (each version's requests, counted by Prometheus) within :data:`SHARE_TOLERANCE` of its
+   step's weight; the load test with no failed request; a ``CanaryPromoted`` Event on the
+   InferenceService; ``status`` showing it; the canary's pod gone.
 2. **A bad version.** Every model trained for one step (``train-all --epochs 1
    --steps-per-epoch 1``), let past the selection's floor with ``--force``: under load, the
    accuracy gate must fail and the canary be rolled back by itself (exit 1); the load test
@@ -44,10 +46,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: pod in flight at an interval's edge, well under a point at hundreds of requests.
 SHARE_TOLERANCE = 2.0
 GOOD = ["deploy", "--canary", "--force", "--canary-steps", "20,50", "--canary-interval", "30"]
-GOOD_LOAD_S = 330  # two steps of two 30 s passes, the selection and the Jobs between
+# The canary's pod (Ready once its TensorFlow and version loaded), a shadow phase and two
+# steps of two 30 s passes each, the selection and the Jobs between.
+GOOD_LOAD_S = 480
 TRAIN_BAD = ["train-all", "--epochs", "1", "--steps-per-epoch", "1"]
 BAD = ["deploy", "--canary", "--force", "--canary-steps", "20", "--canary-interval", "30"]
-BAD_LOAD_S = 180
+BAD_LOAD_S = 300  # rolled back in its shadow phase, after its pod started
 # Four times the serving version's training steps (kind_run.BUDGET), so that the selection
 # publishes it without --force, which the Workflow's select step does not take.
 WORKFLOW = [
@@ -62,9 +66,15 @@ JUDGING = "== canary: the Workflow's selection step published it"
 # stabilization windows have passed. A canary is refused until then, as it should be.
 READY_WAIT_S = 1200
 READY_POLL_S = 5.0
-# From that line: the pods' loading, four intervals, the weight, sample and end Jobs, with
-# a margin (an interval left without load would be Inconclusive, not a pass).
-WORKFLOW_LOAD_S = 420
+# From that line: the canary's pod, a shadow phase and four intervals, the weight, sample
+# and end Jobs, with a margin (an interval left without load would be Inconclusive).
+WORKFLOW_LOAD_S = 540
+#: A shadow phase's line: its mirrored copies judged, and their agreement with the stable.
+SHADOW_LINE = re.compile(
+    r"^\[\d+\] shadow \d+%: traffic \w+ \(\d+ of \d+ requests.*agreement [0-9.]+% of "
+    r"\d+ images",
+    re.MULTILINE,
+)
 LINE = re.compile(
     r"^\[\d+\] canary (?P<weight>\d+)%: traffic \w+ \((?P<canary>\d+) of \d+ requests, "
     r"(?P<share>[0-9.]+)% of (?P<total>\d+)\)",
@@ -200,6 +210,9 @@ def good(workflow: bool = False) -> list[str]:
         problems.append("no promotion said")
     measured = shares(done.stdout)
     problems += share_problems(measured, (20, 50))
+    if not workflow and not SHADOW_LINE.search(done.stdout):
+        problems.append("no shadow phase's figures shown (mirrored copies, agreement)")
+    problems += canary_pod_left()
     if summary.get("failures"):
         problems.append(f"the load test had {summary['failures']} failed requests")
     if not events("CanaryPromoted"):
@@ -208,6 +221,15 @@ def good(workflow: bool = False) -> list[str]:
         problems.append("status shows no canary")
     print(f"canary check: good: shares {measured}, load {summary.get('requests')} requests")
     return problems
+
+
+def canary_pod_left() -> list[str]:
+    """The canary's own pod, if it outlived its canary."""
+    from k8s.client.kube import ApiKube
+
+    name = f"{DEFAULT_SERVICE}-canary"
+    left = ApiKube(context()).get("v1", "Pod", name, NAMESPACE)
+    return [f"pod {name} is left after the canary ended"] if left else []
 
 
 def bad() -> list[str]:
@@ -222,6 +244,7 @@ def bad() -> list[str]:
         problems.append(f"the load test had {summary['failures']} failed requests")
     if not events("CanaryRolledBack"):
         problems.append("no CanaryRolledBack Event on the InferenceService")
+    problems += canary_pod_left()
     print(f"canary check: bad: load {summary.get('requests')} requests")
     return problems
 

@@ -1,11 +1,12 @@
 """A canary release's objects on a cluster (``invoke deploy --canary``).
 
-The split itself needs none: the predictor pods' own server loads the canary from the
-service's folder and answers its share of requests (``ml/server/canary.py``). What the
-analysis needs from the cluster are three short Jobs on the volume, and an Event per
-decision on the InferenceService (what ``kubectl describe inferenceservice`` shows):
+The canary's own pod and Service are ``canary_pods.py``'s; the predictor pods forward its
+share of their requests there (``ml/server/canary.py``). What the analysis needs besides
+are three short Jobs on the volume, and an Event per decision on the InferenceService
+(what ``kubectl describe inferenceservice`` shows):
 
-- ``distml-canary-weight``: ``ml canary_weight``, the share in ``weight.json``;
+- ``distml-canary-weight``: ``ml canary_weight``, the share (and the shadow's) and the
+  canary pod's URL in ``weight.json``;
 - ``distml-canary-end``: ``ml canary_publish --promote|--reject``, the analysis as text;
 - ``distml-canary-sample``: ``ml sample_accuracy``, the held-out labelled sample sent to each
   version's own URL through the predictor's in-cluster Service.
@@ -18,6 +19,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from k8s.manifests import canary_pods
 from k8s.manifests.names import labels, raw_data_dir
 from k8s.manifests.pods import volume_job
 from k8s.providers.settings import Resources, Settings
@@ -33,15 +35,18 @@ COMPONENT = "canary"
 # They run for seconds on what the node has spare, within their limits.
 #: Writing a file and moving a folder: next to nothing.
 FILE_RESOURCES = Resources("0", "500m", "64Mi", "256Mi")
-#: 1,000 images read and sent twice, in batches of 100 (numpy, no TensorFlow).
+#: SAMPLE_IMAGES images read and sent twice, in batches of 100 (numpy, no TensorFlow).
 SAMPLE_RESOURCES = Resources("0", "1", "256Mi", "1Gi")
 #: The Event's source, and the longest message kept (the API server's limit is 1 KiB).
 REPORTER = "distml"
 MESSAGE_LIMIT = 1024
 
 
-def weight_job(s: Settings, weight: int) -> dict[str, Any]:
-    command = canary_commands.canary_weight(s.mount_path, s.service, weight)
+def weight_job(s: Settings, weight: int, shadow: int = 0) -> dict[str, Any]:
+    """The share in ``weight.json``, forwarded to the canary's own pod (canary_pods.py)."""
+    command = canary_commands.canary_weight(
+        s.mount_path, s.service, weight, url=canary_pods.url(s), shadow=shadow
+    )
     return volume_job(s, WEIGHT_JOB, COMPONENT, command, FILE_RESOURCES)
 
 

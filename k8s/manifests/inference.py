@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from k8s.install import versions
+from k8s.manifests import canary_pods
 from k8s.manifests.names import (
     COMPONENT_LABEL,
     HPA_CPU_TARGET_PERCENT,
@@ -29,14 +30,17 @@ from k8s.providers.settings import REQUEST_METRICS, Resources, Settings
 from ml import contract
 from ml.contract import serving_metrics
 
-# With the canary folder (``deploy --canary``): the server loads a canary release from the
-# service's own folder, the one KServe mounts, and splits requests by its weight file.
+# With the canary folder (``deploy --canary``): the server finds a canary release in the
+# service's own folder, the one KServe mounts, and forwards the share its weight file gives
+# to the canary's own pod (k8s/manifests/canary_pods.py), never loading it here.
 _SERVE = contract.serve(
     KSERVE_MODEL_DIR,
     "{{.Name}}",
     host="0.0.0.0",
     http_port=PREDICTOR_PORT,
     canary_dir=f"{KSERVE_MODEL_DIR}/{contract.CANARY_SUBDIR}",
+    canary_elsewhere=True,
+    canary_host=canary_pods.HOST_TEMPLATE,
 )
 
 

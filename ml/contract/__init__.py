@@ -323,11 +323,13 @@ def serve(
     http_port: int,
     canary_dir: AnyPath | None = None,
     canary_elsewhere: bool = False,
+    canary_host: str | None = None,
     python: str = "python",
 ) -> list[str]:
     """``ml.server.serve``: the model server for ``V/serving/<service>`` (V1 protocol); with
     ``canary_dir`` (:func:`canary_dir`), a canary release's version beside it, loaded in
-    this process or (``canary_elsewhere``) answered by its own server."""
+    this process or (``canary_elsewhere``) answered by its own server, on loopback or
+    ``canary_host``."""
     argv = [
         *step_argv(python, "serve"),
         "--model-dir",
@@ -337,6 +339,7 @@ def serve(
     ]
     argv += ["--canary-dir", str(canary_dir)] if canary_dir else []
     argv += ["--canary-elsewhere"] if canary_dir and canary_elsewhere else []
+    argv += ["--canary-host", canary_host] if canary_dir and canary_host else []
     return [*argv, "--host", host, "--http-port", str(http_port)]
 
 

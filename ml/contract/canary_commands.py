@@ -30,11 +30,19 @@ def canary_end(
 
 
 def canary_weight(
-    volume: AnyPath, service: str, weight: int, *, python: str = "python"
+    volume: AnyPath,
+    service: str,
+    weight: int,
+    *,
+    url: str | None = None,
+    shadow: int = 0,
+    python: str = "python",
 ) -> list[str]:
-    """``ml.selection.canary_weight``: the canary's share of requests, written into the volume."""
+    """``ml.selection.canary_weight``: the canary's share of requests, written into the
+    volume; ``url``: the canary's own server, ``shadow``: the share mirrored to it."""
     argv = [*step_argv(python, "canary_weight"), "--volume", str(volume), "--service", service]
-    return [*argv, "--weight", str(weight)]
+    argv += ["--weight", str(weight), *(["--url", url] if url else [])]
+    return argv + (["--shadow", str(shadow)] if shadow else [])
 
 
 #: The model gate's sample: half the test split. Paired on the same images, McNemar's test at

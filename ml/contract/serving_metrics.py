@@ -228,6 +228,31 @@ def version_latency_buckets(namespace: str, service: str) -> str:
     return f"sum by (pod, version, le) ({buckets})"
 
 
+def canary_shadows(namespace: str, service: str) -> str:
+    """Each pod's shadow share now (the percent of its requests mirrored to the canary's
+    own server), by pod and the canary's version (no series: no shadow phase there)."""
+    return f"max by (pod, version) ({CANARY_SHADOW}{{{selector(namespace, service)}}})"
+
+
+def shadow_requests(namespace: str, service: str) -> str:
+    """:func:`version_requests` of the mirrored copies the canary answered (shadow phase)."""
+    return f"sum by (pod, version, code) ({SHADOW_REQUESTS_TOTAL}{{{served(namespace, service)}}})"
+
+
+def shadow_latency_buckets(namespace: str, service: str) -> str:
+    """:func:`version_latency_buckets` of the mirrored copies."""
+    buckets = f"{SHADOW_LATENCY}_bucket{{{served(namespace, service)}}}"
+    return f"sum by (pod, version, le) ({buckets})"
+
+
+def shadow_agreement(namespace: str, service: str) -> str:
+    """Images whose class the canary agreed on with the stable so far, by pod, version and
+    ``agree``: read at two times and subtracted, as :func:`version_requests` are."""
+    return (
+        f"sum by (pod, version, agree) ({SHADOW_AGREEMENT_TOTAL}{{{selector(namespace, service)}}})"
+    )
+
+
 def canary_weights(namespace: str, service: str) -> str:
     """Each pod's canary share now, by pod and the canary's version (no series: no canary
     loaded in that pod)."""

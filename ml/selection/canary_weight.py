@@ -1,9 +1,11 @@
 """Set a canary release's share of requests, from inside the volume's mount.
 
-    python -m ml canary_weight --volume V --service S --weight W
+    python -m ml canary_weight --volume V --service S --weight W [--url U] [--shadow P]
 
 Writes ``{"weight": W}`` to ``V/serving/S/canary/weight.json`` in one rename (the model
-server re-reads it at every poll, so a half-written file is never seen). A cluster's
+server re-reads it at every poll, so a half-written file is never seen); with ``--url``,
+the canary's own server, which the model server forwards the share to (and mirrors
+``--shadow`` percent of the rest to, answers discarded: ``ml/server/canary.py``). A cluster's
 orchestration runs it as a Job: the laptop does not mount the volume. The local runtime
 writes the same file itself.
 
@@ -28,7 +30,9 @@ def percent(text: str) -> int:
     return int(text)
 
 
-def set_weight(volume: Path, service: str, weight: int) -> str:
+def set_weight(
+    volume: Path, service: str, weight: int, url: str | None = None, shadow: int = 0
+) -> str:
     """Write the weight; the line to print. FileNotFoundError: no canary version."""
     root = Path(contract.canary_dir(volume, service))
     versions = serving_versions(root) if root.is_dir() else []
@@ -36,8 +40,19 @@ def set_weight(volume: Path, service: str, weight: int) -> str:
         raise FileNotFoundError(
             f"no canary version in {root}: nothing to weigh (ml select --canary publishes one)"
         )
-    write_json_atomic(Path(contract.canary_weight_path(volume, service)), {"weight": weight})
-    return f"canary version {versions[-1]}: {weight}% of requests"
+    doc: dict[str, object] = {"weight": weight, **({"url": url} if url else {})}
+    doc |= {"shadow": shadow} if shadow else {}
+    write_json_atomic(Path(contract.canary_weight_path(volume, service)), doc)
+    mirrored = f", {shadow}% mirrored" if shadow else ""
+    where = f" at {url}" if url else ""
+    return f"canary version {versions[-1]}{where}: {weight}% of requests{mirrored}"
+
+
+def endpoint(text: str) -> str:
+    """A canary server's URL: ``http://host:port`` (the model server checks the host)."""
+    if not text.startswith("http://") or len(text) > 253 or not text.isascii():
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an http://host:port URL")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,13 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--service", type=service_arg, default=DEFAULT_SERVICE, help="service name (a DNS label)"
     )
     p.add_argument("--weight", type=percent, required=True, help="percent of requests, 0-100")
+    p.add_argument("--url", type=endpoint, help="the canary's own server (http://host:port)")
+    p.add_argument(
+        "--shadow", type=percent, default=0, help="percent of the rest mirrored to --url"
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        print(set_weight(Path(args.volume), args.service, args.weight))
+        if args.shadow and not args.url:
+            raise SystemExit("error: --shadow mirrors to the canary's own server: give --url")
+        print(set_weight(Path(args.volume), args.service, args.weight, args.url, args.shadow))
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

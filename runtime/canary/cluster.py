@@ -1,26 +1,31 @@
-"""The canary on a cluster: every predictor pod's server holds both versions.
+"""The canary on a cluster: the predictor pods split, the canary's own pod answers.
 
-The split is the local runtime's, in each pod: the server (started with the canary folder
-inside its model mount, ``k8s/manifests/inference.py``) loads ``V/serving/S/canary/<N>``
-beside the stable and answers exactly its weight's share of the requests that pod gets
-(``ml/server/canary.py``). Whichever pod a request reaches, and however many connections
-the clients hold open, the share is the weight, where a split by replica counts moves only
-by whole pods and, behind kube-proxy's per-connection balancing, by whole connections. No
-second Deployment: the stable's replicas and autoscaler are untouched, and a pod is Ready,
-and gets traffic, only once its stable loaded (a canary version it has not loaded yet is
-simply not routed to).
+The split is the local runtime's, in each predictor pod: the server (started with the
+canary folder inside its model mount and ``--canary-elsewhere``,
+``k8s/manifests/inference.py``) forwards exactly its weight's share of the requests that
+pod gets to the canary's own pod (``k8s/manifests/canary_pods.py``,
+``ml/server/canary_forward.py``), and counts them under the canary's version. Whichever
+pod a request reaches, and however many connections the clients hold open, the share is
+the weight, where a split by replica counts moves only by whole pods and, behind
+kube-proxy's per-connection balancing, by whole connections. The stable's replicas and
+autoscaler are untouched, and the canary has its own CPU, memory and batcher: it cannot
+slow the stable, or crash it.
 
 This module is the analysis' ``Split`` and ``measure`` for it:
 
-- ``set_weight``: a Job writes ``weight.json`` in the volume (``ml.selection.canary_weight``); then
-  Prometheus must show every predictor pod applying it (``distml_canary_weight``);
+- ``set_weight``: a Job writes ``weight.json`` in the volume (``ml.selection.canary_weight``,
+  with the canary pod's URL and, in the shadow phase, the share mirrored to it); then
+  Prometheus must show every predictor pod applying it (``distml_canary_weight``,
+  ``distml_canary_shadow``);
 - ``measure``: Prometheus, per version, since the last reading: requests and 5xx on the
   predict and infer routes only, and their p99, from the counters and latency buckets
   read at both ends and subtracted (so every request falls in exactly one interval, where
   ``increase()`` and ``rate()`` miss what a new series, as a canary's is, counted before
-  its first scrape); plus, once, each version's accuracy on
+  its first scrape); in the shadow phase, the canary's answers to the mirrored copies and
+  their agreement with the stable's instead; plus, once, each version's accuracy on
   the labelled sample (a Job sends it to each version's own URL through the in-cluster
-  Service);
+  Service); and the canary pod itself: a restart, an OOM kill or a lost pod fails the
+  analysis (``runtime/canary/cluster_pod.py``);
 - ``promote`` and ``rollback``: a Job runs ``ml.selection.canary_publish`` with the record as text,
   then Prometheus must show every pod serving the result.
 """
@@ -30,18 +35,20 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from common.errors import DistmlError
 from common.poll import Done, Pending, poll
+from k8s.client.kube import KubeError
 from k8s.manifests import canary_jobs as jobs
+from k8s.manifests import canary_pods
 from k8s.monitoring import prometheus
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef, Sample
 from k8s.providers.settings import Settings
 from loadtest.metrics_text import Counts
 from ml.contract import serving_metrics as cm
-from runtime.canary import live
+from runtime.canary import cluster_pod, live
 from runtime.canary.analysis import MeasurementError, Result, record_of
 from runtime.canary.gates import Figures
 from runtime.canary.local import figures, last_json
@@ -84,6 +91,27 @@ def counted_since(before: Totals, after: Totals, version: int) -> Counts:
     return total
 
 
+def _by_pod(samples: list[Sample]) -> dict[str, dict[str, float]]:
+    """pod -> version -> value."""
+    found: dict[str, dict[str, float]] = {}
+    for labels, value in samples:
+        found.setdefault(labels.get("pod", ""), {})[labels.get("version", "")] = value
+    return found
+
+
+def agreement_since(before: list[Sample], after: list[Sample], version: int) -> tuple[int, int]:
+    """(images agreed, images not) for ``version`` between two readings of
+    :func:`serving_metrics.shadow_agreement` (a series new or reset since counts from 0)."""
+    was = {(lb.get("pod", ""), lb.get("agree", "")): n for lb, n in before
+           if lb.get("version") == str(version)}  # fmt: skip
+    found = {"true": 0.0, "false": 0.0}
+    for labels, n in after:
+        key = (labels.get("pod", ""), labels.get("agree", ""))
+        if labels.get("version") == str(version) and key[1] in found:
+            found[key[1]] += n - was.get(key, 0.0) if n >= was.get(key, 0.0) else n
+    return int(found["true"]), int(found["false"])
+
+
 @dataclass(frozen=True)
 class Pods:
     """What Prometheus shows of the predictor pods now: the ones up, and per pod the canary
@@ -92,16 +120,18 @@ class Pods:
     up: frozenset[str]
     weights: dict[str, dict[str, float]]
     stable: dict[str, str]
+    shadows: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, up: list[Sample], weights: list[Sample], versions: list[Sample]) -> Pods:
-        w: dict[str, dict[str, float]] = {}
-        for labels, value in weights:
-            w.setdefault(labels.get("pod", ""), {})[labels.get("version", "")] = value
+    def of(
+        cls, up: list[Sample], weights: list[Sample], versions: list[Sample],
+        shadows: list[Sample] = (),  # type: ignore[assignment]
+    ) -> Pods:  # fmt: skip
         return cls(
             frozenset(labels.get("pod", "") for labels, value in up if value == 1),
-            w,
+            _by_pod(weights),
             {labels.get("pod", ""): labels.get("version", "") for labels, _ in versions},
+            _by_pod(shadows),
         )
 
     def lacking(self, ok: Callable[[str], bool]) -> list[str]:
@@ -127,6 +157,12 @@ class ClusterCanary:
         self.stable, self.version, self.address = stable, version, address
         self._unscored = live.Unscored(note)
         self._counted: Totals = {}
+        self._mirrored: Totals = {}  # the shadow phase's, as _counted
+        self._agreed: list[Sample] = []
+        self._shadow = 0  # the share mirrored now (the shadow phase), else 0
+        #: The canary's own pod as it was Ready (runtime/canary/cluster_pod.py), set by
+        #: whoever started it; None: not watched.
+        self.seen: cluster_pod.Seen | None = None
         self._unread = ""  # why the last interval's start could not be read, if it could not
         self._accuracy: dict[str, float] | None = None
         self._paired: Paired | None = None
@@ -134,19 +170,22 @@ class ClusterCanary:
     # --- Split -------------------------------------------------------------------------
 
     def set_weight(self, weight: int, shadow: int = 0) -> None:
-        # No shadow phase here: the pods hold the canary in process (runtime/cluster/
-        # canary_deploy.py turns it off and says so).
-        assert not shadow, "a cluster canary has no shadow phase"
-        self._job(jobs.weight_job(self.s, weight), f"setting the canary's share to {weight}%")
+        what = f"mirroring {shadow}%" if shadow else f"setting the canary's share to {weight}%"
+        self._job(jobs.weight_job(self.s, weight, shadow), what)
         v = str(self.version)
+        mirrored = {v: shadow} if shadow else {}
         self._wait(
-            lambda pods: pods.lacking(lambda p: pods.weights.get(p) == {v: weight}),
-            f"every predictor pod to send {weight}% of its requests to version {v}",
+            lambda pods: pods.lacking(
+                lambda p: pods.weights.get(p) == {v: weight} and pods.shadows.get(p, {}) == mirrored
+            ),
+            f"every predictor pod to {'mirror' if shadow else 'send'} "
+            f"{shadow or weight}% of its requests to version {v}",
         )
-        try:
-            self._counted = self._totals()  # the next interval counts from here
+        self._shadow = shadow
+        try:  # the next interval counts from here
+            self._counted, self._mirrored, self._agreed = self._readings()
         except PrometheusError as e:  # that interval cannot be measured: the next one can
-            self._counted, self._unread = {}, str(e)
+            self._counted, self._mirrored, self._agreed, self._unread = {}, {}, [], str(e)
 
     def promote(self, result: Result) -> None:
         self._end(result, promote=True)
@@ -173,27 +212,53 @@ class ClusterCanary:
     # --- measure -----------------------------------------------------------------------
 
     def measure(self, seconds: float) -> tuple[Figures, Figures]:
+        down = self._pod_trouble()
         try:
-            now = self._totals()
+            now, mirrored, agreed = self._readings()
         except PrometheusError as e:
             raise MeasurementError(str(e)) from e
         before, self._counted = self._counted, now
+        mirrored0, self._mirrored = self._mirrored, mirrored
+        agreed0, self._agreed = self._agreed, agreed
         if self._unread:
             unread, self._unread = self._unread, ""
             raise MeasurementError(f"the interval's start could not be read: {unread}")
         accuracy = self._accuracies()
         stable = figures(counted_since(before, now, self.stable), accuracy.get(str(self.stable)))
-        canary = figures(
-            counted_since(before, now, self.version), accuracy.get(str(self.version)), self._paired
-        )
-        return stable, canary
+        v, paired = self.version, self._paired
+        if not self._shadow:
+            canary = figures(counted_since(before, now, v), accuracy.get(str(v)), paired)
+        else:  # the shadow phase: the canary's answers to the mirrored copies
+            canary = figures(counted_since(mirrored0, mirrored, v), accuracy.get(str(v)), paired)
+            canary = replace(canary, agreement=agreement_since(agreed0, agreed, v))
+        return stable, replace(canary, down=down) if down else canary
 
-    def _totals(self) -> Totals:
+    def _pod_trouble(self) -> str | None:
+        """What went wrong with the canary's own pod since it was Ready (None: nothing, or
+        not watched); a pod the API cannot read now is read at the next interval."""
+        if self.seen is None:
+            return None
+        try:
+            pod = self.cx.get("v1", "Pod", canary_pods.name(self.s))
+        except KubeError:
+            return None
+        return cluster_pod.trouble(pod, self.seen)
+
+    def _readings(self) -> tuple[Totals, Totals, list[Sample]]:
+        """What the predictor pods counted so far: requests by version; in the shadow phase
+        also the mirrored copies and their agreement (else nothing of those)."""
         ns, svc = self.s.namespace, self.s.service
-        return totals(
+        served = totals(
             self._query(cm.version_requests(ns, svc)),
             self._query(cm.version_latency_buckets(ns, svc)),
         )
+        if not self._shadow:
+            return served, {}, []
+        mirrored = totals(
+            self._query(cm.shadow_requests(ns, svc)),
+            self._query(cm.shadow_latency_buckets(ns, svc)),
+        )
+        return served, mirrored, self._query(cm.shadow_agreement(ns, svc))
 
     def _accuracies(self) -> dict[str, float]:
         """Each version's accuracy on the labelled sample: measured once, retried at the
@@ -226,6 +291,7 @@ class ClusterCanary:
             self._query(cm.pods_up(ns, svc)),
             self._query(cm.canary_weights(ns, svc)),
             self._query(cm.pod_versions(ns, svc)),
+            self._query(cm.canary_shadows(ns, svc)),
         )
 
     def _wait(self, lacking: Callable[[Pods], list[str]], what: str) -> None:

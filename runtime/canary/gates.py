@@ -26,6 +26,10 @@ each look at a step judges every request since the step began. Four gates judge 
   Without the image-by-image answers (an older sample step), the canary's accuracy may be
   at most ``accuracy_margin`` below the stable's.
 
+A canary whose own server went down during the step (on a cluster: its pod restarted, was
+OOM-killed or is gone; ``runtime/canary/cluster_pod.py``) fails a fifth gate, ``server``,
+shown only then: users would have seen its errors or its stalls however few were counted.
+
 A failed gate fails the measurement even when another is Inconclusive: a canary that
 answers every request it got with an error is not waited for.
 """
@@ -59,6 +63,9 @@ class Figures:
     paired: Paired | None = None
     #: In a shadow phase, (images whose class agreed with the stable's answer, images not).
     agreement: tuple[int, int] | None = None
+    #: What happened to the canary's own server (a pod restarted, OOM-killed, gone), if
+    #: anything: it fails the canary whatever its requests said.
+    down: str | None = None
 
     @property
     def error_ratio(self) -> float:
@@ -75,6 +82,7 @@ class Figures:
             later.accuracy if later.accuracy is not None else self.accuracy,
             later.paired if later.paired is not None else self.paired,
             _sum(self.agreement, later.agreement),
+            self.down or later.down,
         )
 
     def agreement_text(self) -> str:
@@ -206,12 +214,13 @@ def judge(stable: Figures, canary: Figures, t: Thresholds) -> tuple[Gate, ...]:
     """Every gate, in the order they are printed."""
     count = traffic(stable, canary, t)
     enough = count.outcome is Outcome.PASS
-    return (
+    gates = (
         count,
         errors(stable, canary, t, enough),
         latency(stable, canary, t, enough),
         accuracy(stable, canary, t),
     )
+    return gates + ((Gate("server", Outcome.FAIL, canary.down),) if canary.down else ())
 
 
 def overall(gates: tuple[Gate, ...]) -> Outcome:

@@ -1,11 +1,14 @@
 """``invoke deploy --canary`` and ``invoke canary`` on a cluster.
 
-The selection Job publishes the new version into the service's canary folder; the predictor
-pods' servers split each request by weight (``runtime/canary/cluster.py`` says why that,
-and not replicas); the analysis runs here, on the laptop, reading Prometheus, and ends by a
-Job that promotes or rejects the version in the volume. Each line the analysis says is also
-an Event on the InferenceService. The InferenceService, its autoscaler and its replicas
-are never changed: a rollback leaves the stable exactly as it was.
+The selection Job publishes the new version into the service's canary folder; the
+canary's own pod serves it (``runtime/canary/cluster_pod.py``), and the predictor pods'
+servers forward it its share of each request stream, by weight (``runtime/canary/
+cluster.py`` says why that, and not replicas), after a shadow phase of mirrored copies;
+the analysis runs here, on the laptop, reading Prometheus, and ends by a Job that promotes
+or rejects the version in the volume, and the canary's pod is deleted. Each line the
+analysis says is also an Event on the InferenceService. The InferenceService, its
+autoscaler and its replicas are never changed: a rollback leaves the stable exactly as it
+was.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,10 +37,10 @@ from ml.contract import serving_metrics
 # canary_cluster as a module, not its names: it imports runtime.cluster (run_job), whose
 # package imports this module, so either may be imported first.
 from runtime.canary import cluster as canary_cluster
-from runtime.canary import live
-from runtime.canary.analysis import analyse
+from runtime.canary import cluster_pod, live
+from runtime.canary.analysis import Result, analyse
 from runtime.canary.gates import Thresholds
-from runtime.canary.policy import Policy
+from runtime.canary.policy import Action, Decision, Policy
 from runtime.cluster.apply import run_job
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.requests import DeployRequest
@@ -165,22 +170,43 @@ def judge(cx: ClusterContext, p: Prepared, version: int) -> int:
         report.say(cx.out, line)
         events.record(line)
 
+    shadow = (
+        f"a shadow phase of {policy.shadow_interval_s:g} s, then "
+        if policy.shadow_interval_s else ""
+    )  # fmt: skip
     say(
-        f"canary: version {version} beside version {stable} in every predictor pod, steps "
-        f"{', '.join(f'{w}%' for w in policy.steps)}, judged every {policy.interval_s:g} s "
-        f"from Prometheus {ref} ({policy.count} passes a step); Ctrl-C rolls it back"
+        f"canary: version {version} beside version {stable}, in a pod of its own, "
+        f"{shadow}steps {', '.join(f'{w}%' for w in policy.steps)}, judged every "
+        f"{policy.interval_s:g} s from Prometheus {ref} ({policy.count} passes a step); "
+        "Ctrl-C rolls it back"
     )
     try:
-        result = analyse(
-            policy, Thresholds(), canary, canary.measure, lambda: live.take_word(cx.wd),
-            cx.clock, say,
-        )  # fmt: skip
+        with _own_pod(cx, s, canary) as canary.seen:
+            result = analyse(
+                policy, Thresholds(), canary, canary.measure, lambda: live.take_word(cx.wd),
+                cx.clock, say,
+            )  # fmt: skip
         where = f"{contract.rejected_dir(s.mount_path, s.service)}/{version}"
         return live.outcome(
             result, version, stable, f"{where}/{contract.PUBLISH_FILE} in the volume", say
         )
     finally:
         report.end()
+
+
+@contextmanager
+def _own_pod(
+    cx: ClusterContext, s: Settings, canary: canary_cluster.ClusterCanary
+) -> Iterator[cluster_pod.Seen]:
+    """The canary's own pod for the time of the analysis; one that never gets Ready rolls
+    the canary back, with the reason in its record."""
+    with ExitStack() as stack:
+        try:
+            seen = stack.enter_context(cluster_pod.running(cx, s))
+        except ClusterError as e:
+            canary.rollback(Result(Decision(Action.ROLLBACK, 0, f"its pod did not start: {e}")))
+            raise
+        yield seen
 
 
 def published_canary(logs: str, s: Settings) -> int | None:
@@ -224,9 +250,9 @@ def _serving(cx: ClusterContext, s: Settings) -> dict[str, Any]:
         raise ClusterError(f"InferenceService {s.service} is not Ready: `invoke status` says why")
     runtime = cx.get("serving.kserve.io/v1alpha1", "ServingRuntime", RUNTIME_NAME) or {}
     args = [a for c in (runtime.get("spec") or {}).get("containers", []) for a in c.get("args", [])]
-    if not cx.dry and "--canary-dir" not in args:
+    if not cx.dry and "--canary-elsewhere" not in args:
         raise ClusterError(
-            f"the predictor was deployed by an older distml, without canary support; run "
+            f"the predictor was deployed by an older distml, without a canary's own pods; run "
             f"`invoke deploy` once (it updates ServingRuntime {RUNTIME_NAME}), then --canary"
         )
     return isvc
@@ -285,19 +311,21 @@ def _policy(cx: ClusterContext, request: DeployRequest, every: float) -> Policy:
     the scrapes' at its two ends: shorter, and one late scrape is much of it), said when
     that lengthens it."""
     policy = request.canary_policy()
-    if policy.shadow_interval_s is not None:
-        cx.out(
-            "note: no shadow phase on a cluster: its pods hold the canary in process, with "
-            "nothing to mirror to (the local runtime runs it in a server of its own)"
-        )
-        policy = replace(policy, shadow_interval_s=None)
-    if policy.interval_s < 4 * every:
-        cx.out(
-            f"note: --canary-interval {policy.interval_s:g} is shorter than four of Prometheus's "
-            f"scrapes (every {every:g} s): judging every {4 * every:g} s"
-        )
-        policy = replace(policy, interval_s=4 * every)
+    least = 4 * every
+    if policy.interval_s < least:
+        cx.out(_lengthened("--canary-interval", policy.interval_s, every))
+        policy = replace(policy, interval_s=least)
+    if policy.shadow_interval_s is not None and policy.shadow_interval_s < least:
+        cx.out(_lengthened("--shadow-interval", policy.shadow_interval_s, every))
+        policy = replace(policy, shadow_interval_s=least)
     return policy
+
+
+def _lengthened(flag: str, given: float, every: float) -> str:
+    return (
+        f"note: {flag} {given:g} is shorter than four of Prometheus's scrapes (every "
+        f"{every:g} s): judging every {4 * every:g} s"
+    )
 
 
 class Events:
@@ -348,6 +376,7 @@ def control(cx: ClusterContext, word: str) -> int:
         raise ClusterError(f"{e}\nthe canary, if there was one, is still in place") from e
     for line in logs.splitlines()[-4:]:
         cx.out(f"  {line}")
+    cluster_pod.stop(cx, s)  # the canary's own pod, left by a deploy killed outright
     cx.out("the predictor pods follow at their next poll of the volume (every 2 s)")
     return 0
 

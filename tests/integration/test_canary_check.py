@@ -47,6 +47,19 @@ def test_the_pattern_reads_what_the_traffic_gate_writes(stable, canary):
         assert abs(share - 100 * canary / total) <= 0.05 + 1e-9  # printed to 0.1 point
 
 
+def test_the_shadow_pattern_reads_what_the_analysis_writes():
+    from runtime.canary.analysis import Interval
+    from runtime.canary.policy import Action, Decision
+
+    stable, canary = Figures(900, 0, 0.02), Figures(180, 0, 0.02, agreement=(178, 2))
+    gates = judge(stable, canary, Thresholds())
+    decision = Decision(Action.HOLD, 0, "1 of 2 passes")
+    line = Interval(0, stable, canary, gates, decision, "", 20).line(3)
+    assert cc.SHADOW_LINE.search(line), line
+    assert not cc.SHADOW_LINE.search(line.replace(", agreement", ", nothing")), "no agreement"
+    assert not cc.shares(line), "a shadow's line is no step's share"
+
+
 def test_the_line_waited_for_is_the_one_workflow_canary_says(monkeypatch):
     from types import SimpleNamespace
 

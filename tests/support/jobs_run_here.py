@@ -2,13 +2,16 @@
 command runs as a process on this machine (the repository on its path, this Python), its
 output becomes the pod's log, and the Job turns Complete or Failed by its exit code. With
 ``Settings.mount_path`` pointed at a local directory, a cluster's volume steps (the
-canary's weight, its end, its labelled sample) act on real files, as their pods would."""
+canary's weight, its end, its labelled sample) act on real files, as their pods would.
+A Pod applied is handed to ``run_pod``, if set (the canary's own server, started here),
+and shown Running and Ready once it returns."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +25,19 @@ class JobsRunHere(FakeKube):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ran: list[tuple[str, list[str], int]] = []  # (job, command, exit code)
+        self.run_pod: Callable[[dict[str, Any]], None] | None = None
 
     def apply(self, obj: dict[str, Any], *, dry_run: bool = False, force: bool = True) -> Any:
         applied = super().apply(obj, dry_run=dry_run, force=force)
         if obj.get("kind") == "Job" and not dry_run:
             self._run(applied)
+        if obj.get("kind") == "Pod" and not dry_run and self.run_pod is not None:
+            self.run_pod(applied)
+            ready = {"type": "Ready", "status": "True"}
+            started = {"name": "c", "ready": True, "restartCount": 0}
+            status = {"phase": "Running", "conditions": [ready], "containerStatuses": [started]}
+            meta = applied["metadata"]
+            self.set_status("v1", "Pod", meta.get("namespace"), meta["name"], status)
         return applied
 
     def _run(self, job: dict[str, Any]) -> None:

@@ -36,7 +36,9 @@ def _png() -> bytes:
 def served_model(root: Path, *, canary: bool = False) -> Iterator[str]:
     """``python -m ml serve`` on a free loopback port, serving version 1 of a random cnn
     exported under ``root`` (the volume; ``root/export`` the model); its base URL. Stopped
-    after. ``canary``: started with the service's canary folder, as a cluster's is."""
+    after. ``canary``: started with the service's canary folder, as a cluster's predictor
+    is (``--canary-elsewhere``: the canary answers in a server of its own,
+    :func:`served_canary`)."""
     from ml.model.architectures import build_model
     from ml.model.export import export_model
     from ml.selection.select import publish
@@ -44,14 +46,29 @@ def served_model(root: Path, *, canary: bool = False) -> Iterator[str]:
     export_model(build_model("cnn", seed=7), root / "export")
     serving = root / "serving" / SVC
     publish(root / "export", serving, {"source": "test"})
+    with _serving(root, serving, "serve.log", canary) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def served_canary(root: Path) -> Iterator[str]:
+    """The canary's own server (the cluster's canary pod): ``ml serve`` of the service's
+    canary folder, Ready once its newest version loaded; its base URL."""
+    with _serving(root, Path(contract.canary_dir(root, SVC)), "canary-serve.log") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _serving(root: Path, model_dir: Path, log_name: str, canary: bool = False) -> Iterator[str]:
     (port,) = free_ports(1)
     url = f"http://127.0.0.1:{port}"
     cmd = contract.serve(
-        serving, SVC, host="127.0.0.1", http_port=port, python=sys.executable,
+        model_dir, SVC, host="127.0.0.1", http_port=port, python=sys.executable,
         canary_dir=contract.canary_dir(root, SVC) if canary else None,
+        canary_elsewhere=canary,
     )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    log = root / "serve.log"
+    log = root / log_name
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -77,10 +77,12 @@ def test_kserve_predictor_runs_our_server_from_the_model_mount() -> None:
     runtime, isvc = one(objs, "ServingRuntime"), one(objs, "InferenceService")
     (c,) = runtime["spec"]["containers"]
     assert c["name"] == "kserve-container"
-    # The canary folder is inside the mount: `deploy --canary` on a cluster.
+    # The canary folder is inside the mount: `deploy --canary` on a cluster, whose share
+    # goes to the canary's own pod, named after the InferenceService (canary_pods.py).
     assert c["command"] + c["args"] == [
         "python", "-m", "ml", "serve", "--model-dir", "/mnt/models", "--model-name", "{{.Name}}",
-        "--canary-dir", "/mnt/models/canary", "--host", "0.0.0.0", "--http-port", "8080",
+        "--canary-dir", "/mnt/models/canary", "--canary-elsewhere",
+        "--canary-host", "{{.Name}}-canary", "--host", "0.0.0.0", "--http-port", "8080",
     ]  # fmt: skip
     assert c["ports"] == [{"containerPort": 8080, "name": "http1", "protocol": "TCP"}]
     assert {"name": "TF_USE_LEGACY_KERAS", "value": "1"} in c["env"]

@@ -1,15 +1,19 @@
 """runtime/canary/cluster.py with everything real but the Kubernetes API: the real model
-server holding a canary beside its stable (as every predictor pod does), a real Prometheus
-scraping it, and the canary's Jobs run here for real on a local volume
-(tests/support/jobs_run_here.py). What it holds: the weight a Job writes is what every pod
-shows before an interval starts; each version's requests are counted exactly, split as
-asked; the labelled sample is scored per version; a promotion and a rollback end with the
-pods serving what the volume says, and the record kept there."""
+server forwarding a canary's share to the canary's own server (as every predictor pod does
+to the canary's pod), a real Prometheus scraping the predictor, and the canary's Jobs run
+here for real on a local volume (tests/support/jobs_run_here.py). What it holds: the weight
+a Job writes is what every pod shows before an interval starts; each version's requests
+are counted exactly, split as asked; in the shadow phase, the mirrored copies and their
+agreement are the canary's figures; the labelled sample is scored per version; a canary
+pod that restarted fails the measurement; a promotion and a rollback end with the pods
+serving what the volume says, and the record kept there."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -19,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from invoke import Config, MockContext
 
+from k8s.manifests import canary_pods
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
 from k8s.providers.settings import Settings
 from loadtest.metrics_text import Counts
@@ -27,16 +32,17 @@ from ml.contract import records
 from ml.data.raw import FILES
 from ml.selection import canary_publish
 from ml.selection.publishing import serving_versions
+from runtime.canary import cluster_pod
 from runtime.canary.analysis import MeasurementError, Result
 from runtime.canary.cluster import ClusterCanary, Pods, counted_since
-from runtime.canary.gates import Figures
+from runtime.canary.gates import Figures, Outcome, Thresholds, judge, overall
 from runtime.canary.policy import Action, Decision
 from runtime.cluster import ClusterRuntime
 from runtime.cluster.context import ClusterError
 from runtime.workdir import Workdir
 from tests.support.jobs_run_here import REPO, JobsRunHere
 from tests.support.loopback_prometheus import LoopbackPrometheus, loopback_prometheus
-from tests.support.served_model import SVC, send, served_model
+from tests.support.served_model import SVC, send, served_canary, served_model
 
 NS = "kubeflow"
 REF = PrometheusRef("monitoring", "distml-prometheus", 9090)
@@ -64,11 +70,28 @@ def rig(tmp_path_factory, shared_data_dir) -> Rig:
             yield Rig(root, url, prom)
 
 
-def canary_of(rig: Rig, tmp_path: Path, lines: list[str]) -> tuple[ClusterCanary, JobsRunHere]:
+@pytest.fixture
+def own(monkeypatch) -> Iterator[Callable[[Path], str]]:
+    """Starts the canary's own server (the cluster's canary pod) for one test, and points
+    the weight Job's URL at it."""
+    with ExitStack() as stack:
+
+        def start(root: Path) -> str:
+            url = stack.enter_context(served_canary(root))
+            monkeypatch.setattr(canary_pods, "url", lambda s: url)
+            return url
+
+        yield start
+
+
+def canary_of(
+    rig: Rig, tmp_path: Path, lines: list[str], own: Callable[[Path], str]
+) -> tuple[ClusterCanary, JobsRunHere]:
     """A canary of a new version (published as ``ml select --canary`` does) beside the one
-    serving, judged through a FakeKube whose Jobs run here."""
+    serving, in a server of its own, judged through a FakeKube whose Jobs run here."""
     stable = serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1]
     version = canary_publish.publish_canary(rig.root / "export", rig.root, SVC, {"source": "t"})
+    own(rig.root)
     kube = JobsRunHere()
     rig.prom.serve_on(kube, REF)
     wd = Workdir.at(tmp_path / "wd")
@@ -86,7 +109,7 @@ def wait_counted(rig: Rig, canary: ClusterCanary, n: int) -> None:
     """Until Prometheus has scraped ``n`` more predict requests than at the canary's mark."""
 
     def counted() -> float:
-        now = canary._totals()
+        now = canary._readings()[0]
         return sum(
             counted_since(canary._counted, now, v).total for v in (canary.stable, canary.version)
         )
@@ -94,12 +117,12 @@ def wait_counted(rig: Rig, canary: ClusterCanary, n: int) -> None:
     rig.prom.wait_for(f"{n} requests scraped", lambda: counted() >= n, timeout=30)
 
 
-def test_a_canary_takes_its_share_exactly_and_is_promoted(rig, tmp_path):
+def test_a_canary_takes_its_share_exactly_and_is_promoted(rig, tmp_path, own):
     lines: list[str] = []
-    canary, kube = canary_of(rig, tmp_path, lines)
+    canary, kube = canary_of(rig, tmp_path, lines, own)
     canary.set_weight(25)
     assert canary.pods() == Pods(frozenset({"p1"}), {"p1": {str(canary.version): 25.0}},
-                                 {"p1": str(canary.stable)})  # fmt: skip
+                                 {"p1": str(canary.stable)}, {})  # fmt: skip
     send(rig.url, 40, 0)
     wait_counted(rig, canary, 40)
     stable, new = canary.measure(30)
@@ -124,9 +147,9 @@ def measured_after_ten(rig: Rig, canary: ClusterCanary) -> tuple[Figures, Figure
     return canary.measure(30)
 
 
-def test_a_rolled_back_canary_is_set_aside_and_the_stable_serves_on(rig, tmp_path):
+def test_a_rolled_back_canary_is_set_aside_and_the_stable_serves_on(rig, tmp_path, own):
     lines: list[str] = []
-    canary, _ = canary_of(rig, tmp_path, lines)
+    canary, _ = canary_of(rig, tmp_path, lines, own)
     canary.set_weight(50)
     stable, new = measured_after_ten(rig, canary)
     assert (stable.requests, new.requests) == (5, 5)
@@ -139,11 +162,52 @@ def test_a_rolled_back_canary_is_set_aside_and_the_stable_serves_on(rig, tmp_pat
     )
 
 
-def test_an_unread_interval_start_is_a_measurement_error_not_a_stop(rig, tmp_path, monkeypatch):
+def test_the_shadow_phase_judges_the_mirrored_copies_and_no_user_gets_them(rig, tmp_path, own):
+    canary, _ = canary_of(rig, tmp_path, [], own)
+    canary.set_weight(0, shadow=50)
+    v = str(canary.version)
+    assert canary.pods().shadows == {"p1": {v: 50.0}} and canary.pods().weights == {"p1": {v: 0}}
+    send(rig.url, 10, 0)
+
+    def mirrored() -> float:
+        return counted_since(canary._mirrored, canary._readings()[1], canary.version).total
+
+    rig.prom.wait_for("5 mirrored copies scraped", lambda: mirrored() >= 5, timeout=30)
+    wait_counted(rig, canary, 10)
+    stable, new = canary.measure(30)
+    assert (stable.requests, new.requests) == (10, 5), "every user answered by the stable"
+    assert new.agreement == (5, 0), "an identical version agrees on every mirrored image"
+    canary.set_weight(10)
+    assert canary.pods().shadows == {}, "the phase ended in every pod"
+    canary.rollback(Result(Decision(Action.ROLLBACK, 0, "test over")))
+
+
+def test_a_canary_pod_that_restarted_fails_the_measurement(rig, tmp_path, own):
+    canary, kube = canary_of(rig, tmp_path, [], own)
+    pod = kube.put(canary_pods.canary_pod(canary.s))
+    canary.seen = cluster_pod.Seen(pod["metadata"]["uid"], 0)
+    canary.set_weight(50)
+    stable, new = measured_after_ten(rig, canary)
+    assert new.down is None, "a pod as it was Ready"
+    pod = kube.obj("v1", "Pod", canary_pods.name(canary.s), NS)
+    pod["status"] = {"containerStatuses": [{"restartCount": 1, "lastState": {
+        "terminated": {"reason": "OOMKilled", "exitCode": 137}}}]}  # fmt: skip
+    stable, new = measured_after_ten(rig, canary)
+    assert new.down == "its pod restarted 1 time(s) (OOMKilled, exit 137)"
+    gates = judge(stable, new, Thresholds())
+    assert gates[-1].name == "server" and overall(gates) is Outcome.FAIL
+    kube.remove("v1", "Pod", canary_pods.name(canary.s), NS)
+    assert measured_after_ten(rig, canary)[1].down == "its pod is gone (deleted or evicted)"
+    canary.rollback(Result(Decision(Action.ROLLBACK, 0, "test over")))
+
+
+def test_an_unread_interval_start_is_a_measurement_error_not_a_stop(
+    rig, tmp_path, monkeypatch, own
+):
     # Prometheus fails the reading right after a step: that interval is an error (the
     # policy's consecutive-error limit applies), the next one counts from its own start.
-    canary, _ = canary_of(rig, tmp_path, [])
-    real, calls = ClusterCanary._totals, []
+    canary, _ = canary_of(rig, tmp_path, [], own)
+    real, calls = ClusterCanary._readings, []
 
     def flaky(self):
         calls.append(1)
@@ -151,7 +215,7 @@ def test_an_unread_interval_start_is_a_measurement_error_not_a_stop(rig, tmp_pat
             raise PrometheusError("HTTP 503 from the proxy")
         return real(self)
 
-    monkeypatch.setattr(ClusterCanary, "_totals", flaky)
+    monkeypatch.setattr(ClusterCanary, "_readings", flaky)
     canary.set_weight(50)
     with pytest.raises(MeasurementError, match="interval's start could not be read: HTTP 503"):
         canary.measure(30)
@@ -160,8 +224,8 @@ def test_an_unread_interval_start_is_a_measurement_error_not_a_stop(rig, tmp_pat
     canary.rollback(Result(Decision(Action.ROLLBACK, 0, "test over")))
 
 
-def test_a_failed_job_is_a_clear_error(rig, tmp_path):
-    canary, _ = canary_of(rig, tmp_path, [])
+def test_a_failed_job_is_a_clear_error(rig, tmp_path, own):
+    canary, _ = canary_of(rig, tmp_path, [], own)
     canary.rollback(Result(Decision(Action.ROLLBACK, 0, "cleared")))  # no canary left
     with pytest.raises(ClusterError, match="setting the canary's share to 10% failed"):
         canary.set_weight(10)

@@ -1,7 +1,8 @@
 """runtime/cluster/canary_deploy.py: ``deploy --canary`` and ``invoke canary`` on a cluster,
 with everything real but the Kubernetes API (tests/support/jobs_run_here.py): the selection,
-weight, sample and end Jobs run here on a local volume; the model server holds both versions
-as a predictor pod does; a real Prometheus scrapes it under load. A good canary is promoted
+weight, sample and end Jobs run here on a local volume; the model server forwards the
+canary's share as a predictor pod does, to the canary's own server, started here when its
+Pod is applied; a real Prometheus scrapes the predictor under load. A good canary is promoted
 with an Event per decision on the InferenceService; an abort rolls it back, the stable
 untouched; what would change the serving deployment, or judge without Prometheus, is
 refused before anything runs."""
@@ -13,6 +14,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -21,6 +23,7 @@ import pytest
 from invoke import Config, MockContext
 
 from k8s import manifests
+from k8s.manifests import canary_pods
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT, PrometheusRef
 from k8s.providers.settings import Settings
 from ml import contract
@@ -37,7 +40,7 @@ from runtime.workdir import Workdir
 from tests.support.fakekube import conditions_status
 from tests.support.jobs_run_here import REPO, JobsRunHere
 from tests.support.loopback_prometheus import loopback_prometheus
-from tests.support.served_model import SVC, send, served_model
+from tests.support.served_model import SVC, send, served_canary, served_model
 
 NS = "kubeflow"
 REF = PrometheusRef(NS, OWN_SERVICE, PORT)  # distml's own, as `up --with-monitoring` makes
@@ -66,13 +69,27 @@ def rig(tmp_path_factory, shared_data_dir) -> Iterator[Rig]:
             yield Rig(root, url, prom)
 
 
+def own_server(rig: Rig, pod: dict, monkeypatch, stack: ExitStack) -> None:
+    """The canary's pod, run here: its own server, which the weight Job's URL names."""
+    assert pod["metadata"]["name"] == canary_pods.name(Settings(image="x", service=SVC))
+    url = stack.enter_context(served_canary(rig.root))
+    monkeypatch.setattr(canary_pods, "url", lambda s: url)
+
+
+@pytest.fixture
+def stack() -> Iterator[ExitStack]:
+    with ExitStack() as s:
+        yield s
+
+
 def cluster(
-    rig: Rig, tmp_path: Path, monkeypatch, lines: list[str]
+    rig: Rig, tmp_path: Path, monkeypatch, lines: list[str], stack: ExitStack
 ) -> tuple[ClusterRuntime, JobsRunHere]:
     """A kind cluster `up --with-monitoring` made, serving our predictor (Ready at the
     server's URL), whose pods mount the volume at ``rig.root``."""
     kube = JobsRunHere()
     rig.prom.serve_on(kube, REF)
+    kube.run_pod = lambda pod: own_server(rig, pod, monkeypatch, stack)
     wd = Workdir.at(tmp_path / "wd")
     wd.create()
     wd.update_state(up=True, runtime="kind", serving_mode="standard", monitoring=True)
@@ -118,9 +135,11 @@ def events(kube: JobsRunHere) -> list[tuple[str, str, str]]:
     ]
 
 
-def test_a_good_canary_is_promoted_with_an_event_per_decision(rig, tmp_path, monkeypatch, load):
+def test_a_good_canary_is_promoted_with_an_event_per_decision(
+    rig, tmp_path, monkeypatch, load, stack
+):
     lines: list[str] = []
-    rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
+    rt, kube = cluster(rig, tmp_path, monkeypatch, lines, stack)
     before = serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1]
     request = DeployRequest(force=True, canary=True, canary_steps=(50,), canary_interval=1.0)
     assert rt.deploy(request) == 0, "\n".join(lines)
@@ -137,9 +156,11 @@ def test_a_good_canary_is_promoted_with_an_event_per_decision(rig, tmp_path, mon
     assert rt.cx.wd.state().object_uids, "every Job it made is recorded as its own"
 
 
-def test_an_abort_rolls_the_canary_back_and_leaves_the_stable(rig, tmp_path, monkeypatch, load):
+def test_an_abort_rolls_the_canary_back_and_leaves_the_stable(
+    rig, tmp_path, monkeypatch, load, stack
+):
     lines: list[str] = []
-    rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
+    rt, kube = cluster(rig, tmp_path, monkeypatch, lines, stack)
     stable = serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1]
     live.control_path(rt.cx.wd).parent.mkdir(parents=True, exist_ok=True)
     said = lines.append
@@ -159,8 +180,8 @@ def test_an_abort_rolls_the_canary_back_and_leaves_the_stable(rig, tmp_path, mon
     assert ("CanaryRolledBack", "Warning", SVC) in events(kube)
 
 
-def test_what_a_canary_cannot_do_is_refused_before_anything_runs(rig, tmp_path, monkeypatch):
-    rt, kube = cluster(rig, tmp_path, monkeypatch, [])
+def test_what_a_canary_cannot_do_is_refused_before_anything_runs(rig, tmp_path, monkeypatch, stack):
+    rt, kube = cluster(rig, tmp_path, monkeypatch, [], stack)
     with pytest.raises(ClusterError, match="--max-replicas changes the serving deployment"):
         rt.deploy(DeployRequest(canary=True, max_replicas=3))
     rt.cx.wd.update_state(monitoring=False)
@@ -185,22 +206,24 @@ def test_the_published_version_is_read_off_the_selections_log():
 
 
 def test_a_workflows_canary_is_found_in_the_pods_and_judged_the_same_way(
-    rig, tmp_path, monkeypatch, load
+    rig, tmp_path, monkeypatch, load, stack
 ):
     # `invoke workflow --canary --watch`: checked before the Workflow is submitted; its
     # select step publishes the canary (here: as ml select --canary does); the predictor
-    # pods load it by themselves; then the same analysis.
+    # pods find it by themselves (at weight 0, never loading it); then the same analysis.
     lines: list[str] = []
-    rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
+    rt, kube = cluster(rig, tmp_path, monkeypatch, lines, stack)
     request = DeployRequest(canary=True, canary_steps=(50,), canary_interval=1.0)
     prepared = canary_deploy.prepare(rt.cx, request)
     version = canary_publish.publish_canary(rig.root / "export", rig.root, SVC, {"source": "wf"})
     assert canary_deploy.loaded_canary(rt.cx, prepared) == version
     assert canary_deploy.judge(rt.cx, prepared, version) == 0, "\n".join(lines)
     assert serving_versions(Path(contract.serving_dir(rig.root, SVC)))[-1] == version
-    assert [name for name, _, _ in kube.ran] == [
-        "distml-canary-weight", "distml-canary-sample", "distml-canary-end",
+    assert [name for name, _, _ in kube.ran] == [  # the shadow phase's weight, the step's
+        "distml-canary-weight", "distml-canary-sample", "distml-canary-weight",
+        "distml-canary-end",
     ]  # fmt: skip
+    assert not kube.obj("v1", "Pod", canary_pods.name(rt.cx.settings()), NS), "its pod deleted"
 
 
 @pytest.mark.parametrize(
@@ -230,11 +253,13 @@ def test_the_stable_is_the_one_version_every_loaded_pod_serves(
             canary_deploy._stable(cx, s, REF)
 
 
-def test_a_canary_left_loaded_refuses_a_plain_deploy_and_a_rollback(rig, tmp_path, monkeypatch):
+def test_a_canary_left_loaded_refuses_a_plain_deploy_and_a_rollback(
+    rig, tmp_path, monkeypatch, stack
+):
     # The `deploy --canary` that published it was killed: nothing runs here, but the pods
     # hold the canary (Prometheus shows its weight), and a new stable would go beside it.
     lines: list[str] = []
-    rt, kube = cluster(rig, tmp_path, monkeypatch, lines)
+    rt, kube = cluster(rig, tmp_path, monkeypatch, lines, stack)
     promql = serving_metrics.canary_weights(NS, SVC)
     version = canary_publish.publish_canary(rig.root / "export", rig.root, SVC, {"source": "x"})
     try:
