@@ -8,9 +8,11 @@ Every candidate in ``V/candidates/*`` is evaluated on the **validation** split a
 choice is made on those scores alone: the winner is published as ``V/serving/S/<previous
 + 1>/`` (TF Serving layout) only if its validation accuracy reaches ``--min-accuracy`` and
 is not worse than the serving version's (unless ``--force``). Only after deciding is each
-usable candidate scored once on the **test** split, for the report. Both figures, the
-winner and the reason go to ``V/reports/selection.json``; the published version's
-``publish.json`` holds its lineage (``records.LINEAGE_FIELDS``) and
+usable candidate scored once on the **test** split, for the report. A model is evaluated in
+a child process (``ml/selection/isolated.py``): one that cannot serve, or that kills that
+process (SIGABRT, SIGSEGV), is skipped with its reason and the others are still judged.
+Both figures, the winner and the reason go to ``V/reports/selection.json``; the published
+version's ``publish.json`` holds its lineage (``records.LINEAGE_FIELDS``) and
 ``V/reports/serving-S.json`` a copy of the serving version's record (for ``invoke status``).
 Publishing copies to a hidden temporary directory beside the target and renames it, so a
 server polling the directory never sees half a model. A selection or rollback holds the
@@ -41,7 +43,8 @@ from ml.contract.volume_lock import LockHeld, volume_lock
 from ml.data.dataset import DataError
 from ml.data.dataset import lineage as data_lineage
 from ml.selection import canary_publish
-from ml.selection.evaluate import CandidateError, evaluate_saved_model, load_split_arrays
+from ml.selection.evaluate import CandidateError, load_split_arrays
+from ml.selection.isolated import IsolatedEvaluator
 from ml.selection.publishing import (
     LOCK_WAIT_S,
     LOCKED_EXIT,
@@ -167,20 +170,23 @@ def select(
 
     val_images, val_labels = load_split_arrays(volume, SELECTED_ON, source_dir, log=log)
     report["validation_examples"] = len(val_labels)
-    report["candidates"] = _evaluate_candidates(candidates_dir, names, val_images, val_labels, log)
-    usable = [c for c in report["candidates"] if c["status"] == "ok"]
-    current = _evaluate_serving(serving_dir, val_images, val_labels)
-    if current is not None:
-        report["serving_before"] = current
-    if not usable:
-        report["reason"] = "no usable candidate (every one was missing or corrupt)"
-        return _finish(volume, report, 1, log)
+    with IsolatedEvaluator() as evaluator:  # a model that crashes its process is skipped
+        report["candidates"] = _evaluate_candidates(
+            evaluator, candidates_dir, names, val_images, val_labels, log
+        )
+        usable = [c for c in report["candidates"] if c["status"] == "ok"]
+        current = _evaluate_serving(evaluator, serving_dir, val_images, val_labels)
+        if current is not None:
+            report["serving_before"] = current
+        if not usable:
+            report["reason"] = "no usable candidate (each was missing, corrupt or crashed)"
+            return _finish(volume, report, 1, log)
 
-    winner = max(usable, key=lambda c: (c["val_accuracy"], -names.index(c["model_type"])))
-    report["winner"] = winner["model_type"]
-    code, why = _judge(report, winner, current, min_accuracy, force)
-    # The choice is made; now, and only now, the test split (for the report).
-    report["test_examples"] = _score_on_test(volume, usable, source_dir, log)
+        winner = max(usable, key=lambda c: (c["val_accuracy"], -names.index(c["model_type"])))
+        report["winner"] = winner["model_type"]
+        code, why = _judge(report, winner, current, min_accuracy, force)
+        # The choice is made; now, and only now, the test split (for the report).
+        report["test_examples"] = _score_on_test(evaluator, volume, usable, source_dir, log)
     if why is not None:
         record = _lineage(volume, candidates_dir, winner, why, code_version)
         target = _publish(volume, service, candidates_dir / winner["model_type"], record, canary)
@@ -213,15 +219,20 @@ def _candidate_names(candidates_dir: Path) -> list[str]:
 
 
 def _evaluate_candidates(
-    candidates_dir: Path, names: list[str], images: Any, labels: Any, log: Any
+    evaluator: IsolatedEvaluator,
+    candidates_dir: Path,
+    names: list[str],
+    images: Any,
+    labels: Any,
+    log: Any,
 ) -> list[dict[str, Any]]:
     """One report entry per candidate: its validation scores (``status: ok``) or why it
-    was skipped."""
+    was skipped (a crash of the process evaluating it too)."""
     entries = []
     for name in names:
         entry: dict[str, Any] = {"model_type": name, "path": str(candidates_dir / name)}
         try:
-            scores = evaluate_saved_model(candidates_dir / name, images, labels)
+            scores = evaluator.evaluate(candidates_dir / name, images, labels)
             entry.update(_scores("val", scores))
             entry["status"] = "ok"
             log(f"candidate {name}: validation accuracy {entry['val_accuracy']:.4f}")
@@ -237,7 +248,9 @@ def _scores(prefix: str, result: dict[str, Any]) -> dict[str, Any]:
     return {f"{prefix}_accuracy": result["accuracy"], f"{prefix}_loss": result["loss"]}
 
 
-def _evaluate_serving(serving_dir: Path, images: Any, labels: Any) -> dict[str, Any] | None:
+def _evaluate_serving(
+    evaluator: IsolatedEvaluator, serving_dir: Path, images: Any, labels: Any
+) -> dict[str, Any] | None:
     """The version serving now and its validation scores (or its load error); None if none."""
     versions = serving_versions(serving_dir)
     if not versions:
@@ -245,7 +258,7 @@ def _evaluate_serving(serving_dir: Path, images: Any, labels: Any) -> dict[str, 
     current: dict[str, Any] = {"version": versions[-1]}
     try:
         current.update(
-            _scores("val", evaluate_saved_model(serving_dir / str(versions[-1]), images, labels))
+            _scores("val", evaluator.evaluate(serving_dir / str(versions[-1]), images, labels))
         )
     except CandidateError as e:
         current["error"] = str(e)
@@ -286,14 +299,18 @@ def _judge(
 
 
 def _score_on_test(
-    volume: Path, usable: list[dict[str, Any]], source_dir: str | None, log: Any
+    evaluator: IsolatedEvaluator,
+    volume: Path,
+    usable: list[dict[str, Any]],
+    source_dir: str | None,
+    log: Any,
 ) -> int:
     """Add each usable candidate's test scores to its entry (after the choice, for the
     report only); return the number of test examples."""
     images, labels = load_split_arrays(volume, REPORTED_ON, source_dir, log=log)
     for entry in usable:
         try:
-            entry.update(_scores("test", evaluate_saved_model(entry["path"], images, labels)))
+            entry.update(_scores("test", evaluator.evaluate(entry["path"], images, labels)))
         except CandidateError as e:  # it loaded a moment ago: report, do not fail
             entry["test_error"] = str(e)
             continue

@@ -1,6 +1,7 @@
 """Fixtures of the ml tests. For selection and evaluation (test_select.py, test_evaluate.py):
 
 - ``saved_models``: two real SavedModels, 'good' and 'bad', built once per session.
+- ``aborting_model``: a real SavedModel whose loading aborts the process that loads it.
 - ``volume``: an empty volume path, with DISTML_DATA_DIR pointing at the real files.
 
 And ``tf``, TensorFlow imported only by the tests that use it (server/test_image_header.py,
@@ -33,6 +34,21 @@ def saved_models(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
     cfg.extra.update(workers=1, global_batch_size=128, steps_per_epoch_resolved=50)
     (root / "good" / contract.PARAMS_FILE).write_text(cfg.to_yaml())
     return {"good": root / "good", "bad": root / "bad"}
+
+
+@pytest.fixture(scope="session")
+def aborting_model(tmp_path_factory) -> Path:
+    """An untrained cnn whose graph runs TensorFlow's Abort op (SIGABRT) on a batch of one
+    blank image: the warm-up of every load (``ml.model.servable.load_servable``). The
+    crashing version of tests/e2e/test_canary.py (tests/support/faulty_versions.py), on the
+    image every load sends."""
+    import numpy as np
+
+    from tests.support.faulty_versions import aborts_on_image
+
+    blank = np.zeros((28, 28, 1), np.float32)
+    path = tmp_path_factory.mktemp("aborting") / "model"
+    return aborts_on_image(build_model("cnn", seed=5), blank, path)
 
 
 @pytest.fixture

@@ -151,6 +151,30 @@ def test_missing_and_corrupt_candidates_are_reported_and_skipped(volume, saved_m
     assert report(volume)["winner"] == "cnn"
 
 
+def test_a_candidate_that_kills_the_process_judging_it_is_skipped_saying_so(
+    volume, saved_models, aborting_model, capsys
+):
+    # Loading it aborts its process (TensorFlow's Abort op, SIGABRT): no except catches
+    # that, and the whole selection used to die with it, publishing and reporting nothing.
+    add_candidate(volume, "cnn", saved_models["good"])
+    add_candidate(volume, "cnn_aborts", aborting_model)
+    add_candidate(volume, "cnn_dropout", saved_models["bad"])  # judged after the crash
+    assert run(volume) == 0
+    r = report(volume)
+    by_name = {c["model_type"]: c for c in r["candidates"]}
+    crashed = by_name["cnn_aborts"]
+    assert crashed["status"] == "skipped"
+    assert crashed["error"].startswith(
+        f"{volume / 'candidates' / 'cnn_aborts'}: its evaluation process died with signal "
+        "SIGABRT while loading or running the model"
+    )
+    assert f"candidate cnn_aborts: skipped: {crashed['error']}" in capsys.readouterr().out
+    assert by_name["cnn_dropout"]["status"] == "ok" and "test_accuracy" in by_name["cnn_dropout"]
+    assert (r["winner"], r["published"], r["version"]) == ("cnn", True, 1)
+    assert "test_accuracy" in by_name["cnn"]
+    assert (volume / "serving" / "tf-mnist" / "1" / "saved_model.pb").is_file()
+
+
 def test_no_usable_candidate_fails_and_what_was_serving_stays(volume, saved_models):
     add_candidate(volume, "cnn", saved_models["good"])
     assert run(volume) == 0
