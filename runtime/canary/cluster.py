@@ -23,9 +23,9 @@ This module is the analysis' ``Split`` and ``measure`` for it:
   ``increase()`` and ``rate()`` miss what a new series, as a canary's is, counted before
   its first scrape); in the shadow phase, the canary's answers to the mirrored copies and
   their agreement with the stable's instead; plus, once, each version's accuracy on
-  the labelled sample (a Job sends it to each version's own URL through the in-cluster
-  Service); and the canary pod itself: a restart, an OOM kill or a lost pod fails the
-  analysis (``runtime/canary/cluster_pod.py``);
+  the labelled sample (a Job sends it to each version's own URL: the stable's through the
+  predictor's in-cluster Service, the canary's to its pod's); and the canary pod itself:
+  a restart, an OOM kill or a lost pod fails the analysis (``runtime/canary/cluster_pod.py``);
 - ``promote`` and ``rollback``: a Job runs ``ml.selection.canary_publish`` with the record as text,
   then Prometheus must show every pod serving the result.
 """
@@ -264,8 +264,14 @@ class ClusterCanary:
         """Each version's accuracy on the labelled sample: measured once, retried at the
         next interval when it could not be."""
         if self._accuracy is None:
-            urls = {str(v): jobs.version_url(self.address, self.s.service, v)
-                    for v in (self.stable, self.version)}  # fmt: skip
+            # The canary's half straight to its own pod: the predictor would only pass it
+            # on, as it came, at the cost of its own event loop while users wait on it.
+            urls = {
+                str(self.stable): jobs.version_url(self.address, self.s.service, self.stable),
+                str(self.version): jobs.version_url(
+                    canary_pods.url(self.s), self.s.service, self.version
+                ),
+            }
             try:
                 logs = self._job(jobs.sample_job(self.s, urls), "the labelled sample")
             except ClusterError as e:

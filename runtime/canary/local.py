@@ -178,9 +178,12 @@ class LocalCanary:
         """Each version's accuracy on the labelled sample: measured once (a version answers
         the same images the same way), retried at the next interval if it failed."""
         if self._accuracy is None:
+            # The canary's half straight to its own server, if it has one: the stable's
+            # would only pass it on, at the cost of its own event loop while users wait.
+            canary_url = self.endpoint or self.url
             endpoints = {
-                str(v): f"{self.url}/v2/models/{self.service}/versions/{v}/infer"
-                for v in (self.stable, self.version)
+                str(v): f"{url}/v2/models/{self.service}/versions/{v}/infer"
+                for v, url in ((self.stable, self.url), (self.version, canary_url))
             }
             argv = canary_commands.sample_accuracy(endpoints, self.source_dir, python=self.python)
             try:

@@ -123,6 +123,25 @@ def test_set_weight_writes_the_file_and_returns_once_the_server_applies_it(serve
     assert json.loads(stand_in.weight_file.read_text()) == {"weight": 50, "url": c.endpoint}
 
 
+def test_the_samples_canary_half_goes_straight_to_the_canarys_own_server(served):
+    _, url, volume = served
+    sent: list[list[str]] = []
+
+    def scored(argv):
+        sent.append(argv)
+        return subprocess.CompletedProcess(
+            argv, 0, json.dumps({"accuracy": {"1": 0.9, "2": 0.9}}), ""
+        )
+
+    c = canary(url, volume, score=scored)
+    c.endpoint = "http://127.0.0.1:9001"
+    c.set_weight(50)
+    c.measure(30)
+    (argv,) = sent
+    assert f"--endpoint=1={url}/v2/models/{SERVICE}/versions/1/infer" in argv  # its server
+    assert f"--endpoint=2=http://127.0.0.1:9001/v2/models/{SERVICE}/versions/2/infer" in argv
+
+
 def test_each_interval_counts_each_versions_served_traffic_since_the_last(served):
     stand_in, url, volume = served
     c = canary(url, volume)
