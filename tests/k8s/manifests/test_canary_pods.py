@@ -1,20 +1,16 @@
-"""k8s.manifests.canary_pods and runtime/canary/cluster_pod.py: the canary's own pod and
-Service, strictly valid against the pinned Kubernetes schema; the Service selects the pod
-and nothing of the predictor's; the pod is never scraped as the predictor (no
-InferenceService label: its requests are counted once, by the predictor pods); the host the
-weight file names is exactly the one the predictor's server allows; and every way the pod
-can go down after it was Ready is told from a pod that is fine."""
+"""k8s.manifests.canary_pods: the canary's own pod and Service, strictly valid against the
+pinned Kubernetes schema; the Service selects the pod and nothing of the predictor's; the
+pod is never scraped as the predictor (no InferenceService label: its requests are counted
+once, by the predictor pods); the host the weight file names is exactly the one the
+predictor's server allows."""
 
 from __future__ import annotations
-
-import pytest
 
 from k8s.client.ownership import stamp
 from k8s.manifests import canary_jobs, canary_pods, inference
 from k8s.manifests.names import ISVC_POD_LABEL
 from ml import contract
 from ml.server import serve
-from runtime.canary.cluster_pod import Seen, trouble
 from tests.support import k8s_schemas
 from tests.support.manifests_kit import settings
 
@@ -55,31 +51,3 @@ def test_the_weight_files_url_names_exactly_the_host_the_predictor_allows():
     (job_container,) = weight_job["spec"]["template"]["spec"]["containers"]
     url = job_container["command"][job_container["command"].index("--url") + 1]
     assert url == f"http://{parsed.canary_host}:8080" == canary_pods.url(s)
-
-
-SEEN = Seen("uid-1", 2)
-
-
-def pod(uid: str = "uid-1", restarts: int = 2, phase: str = "Running", last: dict | None = None):
-    status = {"restartCount": restarts, "lastState": {"terminated": last} if last else {}}
-    return {"metadata": {"uid": uid}, "status": {"phase": phase, "containerStatuses": [status]}}
-
-
-@pytest.mark.parametrize(
-    ("now", "says"),
-    [
-        (pod(), None),
-        (pod(last={"reason": "Error", "exitCode": 1}), None),  # before it was Ready
-        (None, "its pod is gone (deleted or evicted)"),
-        (pod(uid="uid-2"), "its pod was replaced"),
-        (
-            pod(restarts=3, last={"reason": "OOMKilled", "exitCode": 137}),
-            "its pod restarted 1 time(s) (OOMKilled, exit 137)",
-        ),
-        (pod(restarts=4), "its pod restarted 2 time(s)"),
-        (pod(phase="Failed"), "its pod ended (Failed)"),
-    ],
-    ids=["fine", "old-restart", "gone", "replaced", "oom", "crash", "failed"],
-)
-def test_every_way_the_pod_goes_down_is_told_from_a_pod_that_is_fine(now, says):
-    assert trouble(now, SEEN) == says
