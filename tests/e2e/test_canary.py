@@ -137,6 +137,37 @@ def test_a_version_whose_graph_rejects_or_crashes_is_rolled_back_the_stable_serv
     assert status == 200  # the stable's server still answers, whatever the canary did
 
 
+def test_a_version_slow_on_a_few_calls_fails_the_latency_gate_the_stable_unslowed(
+    service, data_dir
+):
+    from ml.model.export import export_model
+    from tests.support.faulty_versions import slow_sometimes
+
+    wd = service["wd"]
+    model, _ = _briefly_trained(data_dir)
+    _as_candidate(wd, lambda path: export_model(model, path))
+    r = invoke(wd, "deploy", "--force")  # the stable: this very model, served plainly
+    assert r.returncode == 0, r.stdout[-3000:]
+    before = serving(wd)
+    _as_candidate(wd, lambda path: slow_sometimes(model, path))  # the same, but slow at times
+    with under_load(wd, 90) as load:
+        r = invoke(wd, "deploy", "--canary", "--force", "--canary-steps", "20", *FAST)
+    assert r.returncode == 1, r.stdout[-3000:]
+    (version,) = map(int, re.findall(r"version (\d+) was rolled back", r.stdout))
+    assert "latency fail" in r.stdout and "0 lost, 0 gained" in r.stdout, r.stdout[-3000:]
+    assert "accuracy fail" not in r.stdout, "its answers are the stable's: only its latency"
+    assert load[0].returncode == 0, load[0].stdout[-3000:]  # Locust: 0 failed requests
+    assert serving(wd) == before
+    intervals = rejected(wd, version)["rejected"]["intervals"]
+    assert all(i["shadow"] == 20 for i in intervals), "caught before any user got its answers"
+    latency = [i["gates"].get("latency", [""])[0] for i in intervals]
+    slow = [i["canary"]["p99_s"] for i in intervals if i["canary"]]
+    stable = [i["stable"]["p99_s"] for i in intervals if i["stable"]]
+    # Its own process took the slow calls: the stable stayed within the objective.
+    assert "fail" in latency and all(s is not None and s < 0.1 for s in stable), (slow, stable)
+    print(f"slow version: canary p99 {slow} s, the stable's meanwhile {stable} s")
+
+
 def test_a_version_answering_nan_for_single_images_never_serves_anyone(service, data_dir):
     from tests.support.faulty_versions import nan_on_single
 
@@ -176,20 +207,31 @@ def _sample(wd: Path) -> bytes:
 def _replace_candidate_with_failing_model(wd: Path, data_dir: Path, export=None) -> None:
     """candidates/cnn: a briefly trained cnn that fails on the sample request's image
     (``export(model, image, path)``; default tests/support/failing_model.py's)."""
-    import shutil
+    from tests.support.failing_model import export_failing_on
 
+    model, image = _briefly_trained(data_dir)
+    _as_candidate(wd, lambda path: (export or export_failing_on)(model, image, path))
+
+
+def _briefly_trained(data_dir: Path) -> tuple:
+    """A cnn trained briefly, and the sample request's image ([28, 28, 1] in [0, 1])."""
     import numpy as np
 
     from ml.data.dataset import load_arrays
     from ml.model.architectures import build_model
-    from tests.support.failing_model import export_failing_on
 
     (x, y), (x_test, _) = load_arrays(data_dir)
     model = build_model("cnn", learning_rate=3e-3, seed=1)
     model.fit(x[:6400, ..., None] / 255.0, y[:6400], batch_size=128, epochs=1, verbose=0)
+    return model, (x_test[0, ..., None] / 255.0).astype(np.float32)
+
+
+def _as_candidate(wd: Path, export) -> None:
+    """candidates/cnn replaced by what ``export(path)`` writes, its params kept."""
+    import shutil
+
     candidate = wd / "volume/candidates/cnn"
     params = (candidate / "params.yaml").read_text()
     shutil.rmtree(candidate)
-    image = (x_test[0, ..., None] / 255.0).astype(np.float32)  # the sample request's image
-    (export or export_failing_on)(model, image, candidate)
+    export(candidate)
     (candidate / "params.yaml").write_text(params)

@@ -10,6 +10,7 @@ export contract's signatures (``ml.model.export.export_model``), so it loads and
   for any batch holding an image brighter than ``limit`` (mean standardized pixel): checked,
   valid input that only this version refuses; ``rejects_image`` the same for one image.
 - ``aborts_on_image``: its process aborts on a batch holding one image (a crash).
+- ``slow_sometimes``: a few percent of its calls are slow (a slow tail), every answer right.
 - ``wrong_pixels_shape``, ``pixels_only``: exports that break the contract's signatures.
 """
 
@@ -135,3 +136,24 @@ def aborts_on_image(model: Any, image: Any, path: Path) -> Path:
             return tf.identity(out)
 
     return _on_image(model, image, path, "aborts_on_image", abort, alone=True)
+
+
+def slow_sometimes(model: Any, path: Path, share: float = 0.05, rounds: int = 1000) -> Path:
+    """A slow tail: a ``share`` of its calls, drawn at random per call, first run ``rounds``
+    chained 256x256 matrix products (CPU work: a few hundred ms on these machines), then
+    answer as ``model`` does. Every answer is right; only its latency is not."""
+    import tensorflow as tf
+
+    def body(x: Any, out: Any) -> Any:
+        def burn() -> Any:
+            m = tf.random.uniform([256, 256]) / 256.0
+
+            def step(i: Any, acc: Any) -> Any:
+                return i + 1, tf.matmul(acc, m)
+
+            _, acc = tf.while_loop(lambda i, _: i < rounds, step, (tf.constant(0), m))
+            return out + 0.0 * tf.reduce_sum(acc)  # depends on the work, changes nothing
+
+        return tf.cond(tf.random.uniform([]) < share, burn, lambda: out)
+
+    return _export(model, path, body, "slow_sometimes")
