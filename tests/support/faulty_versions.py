@@ -11,6 +11,8 @@ export contract's signatures (``ml.model.export.export_model``), so it loads and
   valid input that only this version refuses; ``rejects_image`` the same for one image.
 - ``aborts_on_image``: its process aborts on a batch holding one image (a crash).
 - ``slow_sometimes``: a few percent of its calls are slow (a slow tail), every answer right.
+- ``one_class_confused``: a share of one class answered as another (that class's recall
+  down, the total barely).
 - ``wrong_pixels_shape``, ``pixels_only``: exports that break the contract's signatures.
 """
 
@@ -157,3 +159,22 @@ def slow_sometimes(model: Any, path: Path, share: float = 0.05, rounds: int = 10
         return tf.cond(tf.random.uniform([]) < share, burn, lambda: out)
 
     return _export(model, path, body, "slow_sometimes")
+
+
+def one_class_confused(
+    model: Any, path: Path, wrong: int = 1, instead: int = 3, share: float = 0.25
+) -> Path:
+    """``model``, but of the images it puts in class ``wrong``, a ``share`` (chosen by each
+    image's own pixels, so the same image is always answered the same way) are answered
+    ``instead``: that class's recall drops by about ``share``, the total by a tenth of that."""
+    import tensorflow as tf
+
+    def body(x: Any, out: Any) -> Any:
+        # A fraction in [0, 1) per image from its pixels: a fixed pseudo-random projection.
+        weights = tf.random.stateless_uniform(x.shape[1:], seed=[7, 11])
+        frac = tf.math.floormod(tf.reduce_sum(x * weights, axis=[1, 2, 3]) * 97.0, 1.0)
+        hit = tf.logical_and(tf.equal(tf.argmax(out, axis=1), wrong), frac < share)
+        swapped = tf.one_hot(tf.fill(tf.shape(hit), instead), tf.shape(out)[1], dtype=out.dtype)
+        return tf.where(hit[:, None], swapped, out)
+
+    return _export(model, path, body, "one_class_confused")
