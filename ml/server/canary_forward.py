@@ -16,9 +16,13 @@ at once, and the stable's own requests never wait on it.
 The shadow phase: of the requests the stable answers, the mirrored share (``"shadow"`` in
 the weight file) is also sent to the canary's server once the stable's answer is on its
 way; the canary's answer is discarded, and counted (``ServerMetrics.shadowed``): its code,
-its time, and for each image whether its class agrees with the stable's answer. At most
-``MIRRORS_IN_FLIGHT`` copies wait at once (more are not sent), so a slow canary cannot
-pile up memory here.
+its time, and for each image whether its class agrees with the stable's answer. Copies
+waiting for the canary are never more than the users' requests this server is answering
+at that moment (nor than ``MIRRORS_IN_FLIGHT``); a copy over that is not sent. So the
+canary meets the copies as it would meet the users, no more at once than they send, and
+its latency is measured as they would see it (sent as fast as the stable answers, copies
+came in bursts that queued in the canary's server and inflated its p99 several times
+over, failing identical versions under load), and a slow canary cannot pile up memory here.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ _NOT_FORWARDED = frozenset(
      b"transfer-encoding", b"upgrade", b"host", b"content-length"}
 )  # fmt: skip
 _ANSWER_HEADERS = ("content-type",)
-#: Mirrored copies waiting for the canary's answer at most; the rest are not sent.
+#: Mirrored copies waiting for the canary's answer at most, however many users' requests are
+#: in flight; the rest are not sent.
 MIRRORS_IN_FLIGHT = 32
 
 
@@ -62,6 +67,7 @@ class CanaryForward:
         self.canary = canary
         self.metrics = metrics  # ServerMetrics: where the shadow's answers are counted
         self._mirrors: set[asyncio.Task] = set()
+        self._live = 0
         name = re.escape(model_name)
         self.split_paths = {f"/v1/models/{model_name}:predict", f"/v2/models/{model_name}/infer"}
         self.versioned = re.compile(rf"/v2/models/{name}/versions/(\d+)/infer")
@@ -84,6 +90,14 @@ class CanaryForward:
         return (current if named and int(named[1]) == current.version else None), None
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        live = scope["type"] == "http" and scope.get("path") in self.split_paths
+        self._live += live  # the users' requests being answered now (module doc)
+        try:
+            await self._route(scope, receive, send)
+        finally:
+            self._live -= live
+
+    async def _route(self, scope: dict, receive: Callable, send: Callable) -> None:
         remote, mirror = self.target(scope)
         if mirror is not None and self.metrics is not None:
             await self._answer_and_mirror(mirror, scope, receive, send)
@@ -119,8 +133,8 @@ class CanaryForward:
             await send(message)
 
         await self.app(scope, replay, keep)
-        if len(self._mirrors) >= MIRRORS_IN_FLIGHT:
-            return  # the canary is behind: this copy is not sent
+        if len(self._mirrors) >= min(MIRRORS_IN_FLIGHT, self._live):
+            return  # as many copies wait as users' requests are answered: not this one
         stable = (answer["status"], b"".join(answer["body"]))
         task = asyncio.get_running_loop().create_task(self._mirror(remote, scope, body, stable))
         self._mirrors.add(task)

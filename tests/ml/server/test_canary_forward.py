@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 
 from ml.contract.serving_metrics import REQUESTS_TOTAL
 from ml.selection.select import publish
-from ml.server.canary import LOOPBACK, WEIGHT_FILE, WeightError, parse_endpoint, parse_weight
+from ml.server.canary import (
+    LOOPBACK,
+    WEIGHT_FILE,
+    Remote,
+    WeightError,
+    parse_endpoint,
+    parse_weight,
+)
 from tests.ml.server.serve_process import Server, http_json, wait_for
 from tests.support.serve_requests import MODEL
 
@@ -141,14 +148,15 @@ def test_the_shadow_phase_mirrors_its_share_answering_every_user_from_the_stable
     stable, own, canary = pair
     point(stable, canary, 0, own.url, shadow=50)
     before, own_before = counted(stable), counted(own)
-    for _ in range(20):
-        status, answer = stable.predict({"instances": [[[[0.0]] * 28] * 28] * 3})
-        assert status == 200 and answer["model_version"] == 1, answer  # the stable's answer
 
     def mirrored() -> float:
         return stable.scrape().total("distml_shadow_requests_total", code="200", version="2")
 
-    wait_for(lambda: mirrored() == 10, 30, "10 mirrored copies answered", stable.log_tail)
+    start = mirrored()
+    for k in range(1, 21):  # one user: each copy answered before the next request
+        status, answer = stable.predict({"instances": [[[[0.0]] * 28] * 28] * 3})
+        assert status == 200 and answer["model_version"] == 1, answer  # the stable's answer
+        wait_for(lambda k=k: mirrored() - start == k // 2, 30, f"copy {k // 2}", stable.log_tail)
     after = counted(stable)
     assert after[("200", "1")] - before.get(("200", "1"), 0) == 20
     assert after.get(("200", "2"), 0) == before.get(("200", "2"), 0)  # no user got version 2
@@ -159,6 +167,61 @@ def test_the_shadow_phase_mirrors_its_share_answering_every_user_from_the_stable
     assert scrape.counts("distml_canary_shadow", "version") == {("2",): 50}
     point(stable, canary, 10, own.url)
     assert stable.scrape().counts("distml_canary_shadow", "version") == {}  # the phase ended
+
+
+class _Directory:
+    """The canary's directory as the forwarder sees it: a canary in its own server, every
+    request's copy mirrored."""
+
+    current = Remote(2, "http://127.0.0.1:1")
+
+    def choose_remote(self) -> None:
+        return None
+
+    def mirror_remote(self) -> Remote:
+        return self.current
+
+
+def test_copies_in_flight_never_outnumber_the_users_requests() -> None:
+    """One user, the canary not answering yet: one copy waits, the next nine are not sent
+    (at most 32 used to be sent at once, which queued in the canary and inflated its p99)."""
+    import asyncio
+
+    from ml.server.canary_forward import CanaryForward
+
+    async def stable_app(scope, receive, send) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b'{"predictions": [[1.0]]}'})
+
+    async def run() -> tuple[int, int]:
+        forward = CanaryForward(stable_app, MODEL, _Directory, metrics=object())
+        held, sent = asyncio.Event(), []
+
+        async def mirror(remote, scope, body, stable) -> None:
+            sent.append(body)
+            await held.wait()  # the canary has not answered yet
+
+        forward._mirror = mirror  # type: ignore[method-assign]
+        scope = {"type": "http", "method": "POST", "path": f"/v1/models/{MODEL}:predict",
+                 "headers": [], "query_string": b""}  # fmt: skip
+        for _ in range(10):  # one user: each request after the last one's answer
+            body = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+            async def receive(body=body) -> dict:
+                return body.pop(0) if body else {"type": "http.disconnect"}
+
+            async def send(message) -> None:
+                pass
+
+            await forward(scope, receive, send)
+            await asyncio.sleep(0)  # let a copy's task start
+        waiting = len(forward._mirrors)
+        held.set()
+        await asyncio.gather(*forward._mirrors)
+        return len(sent), waiting
+
+    assert asyncio.run(run()) == (1, 1)
 
 
 def test_a_canary_for_its_own_server_waits_at_weight_0_until_one_is_named(
