@@ -26,7 +26,8 @@ from invoke import Config, MockContext
 from k8s.manifests import canary_pods
 from k8s.monitoring.prometheus import PrometheusError, PrometheusRef
 from k8s.providers.settings import Settings
-from loadtest.metrics_text import Counts
+from loadtest.metrics_text import Counts, parse_page
+from loadtest.server_view import METRICS_PATH, fetch
 from ml import contract
 from ml.contract import records
 from ml.data.raw import FILES
@@ -42,6 +43,7 @@ from runtime.cluster.context import ClusterError
 from runtime.workdir import Workdir
 from tests.support.jobs_run_here import REPO, JobsRunHere
 from tests.support.loopback_prometheus import LoopbackPrometheus, loopback_prometheus
+from tests.support.predict_server import wait_for
 from tests.support.served_model import SVC, send, served_canary, served_model
 
 NS = "kubeflow"
@@ -167,7 +169,10 @@ def test_the_shadow_phase_judges_the_mirrored_copies_and_no_user_gets_them(rig, 
     canary.set_weight(0, shadow=50)
     v = str(canary.version)
     assert canary.pods().shadows == {"p1": {v: 50.0}} and canary.pods().weights == {"p1": {v: 0}}
-    send(rig.url, 10, 0)
+    start = copies(rig.url, v)
+    for k in range(1, 11):  # one user: each copy answered before the next request
+        send(rig.url, 1, 0)
+        wait_for(lambda k=k: copies(rig.url, v) - start >= k // 2, 30, f"copy {k // 2} answered")
 
     def mirrored() -> float:
         return counted_since(canary._mirrored, canary._readings()[1], canary.version).total
@@ -180,6 +185,11 @@ def test_the_shadow_phase_judges_the_mirrored_copies_and_no_user_gets_them(rig, 
     canary.set_weight(10)
     assert canary.pods().shadows == {}, "the phase ended in every pod"
     canary.rollback(Result(Decision(Action.ROLLBACK, 0, "test over")))
+
+
+def copies(url: str, version: str) -> float:
+    """The mirrored copies the predictor's server has had answered so far."""
+    return parse_page(fetch(url + METRICS_PATH)).shadowed(SVC, version).total
 
 
 def test_a_canary_pod_that_restarted_fails_the_measurement(rig, tmp_path, own):
