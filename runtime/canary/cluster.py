@@ -182,6 +182,9 @@ class ClusterCanary:
             f"{shadow or weight}% of its requests to version {v}",
         )
         self._shadow = shadow
+        # The labelled sample, before the first interval starts: its 5,000 images on both
+        # versions' servers must not be counted in the latency users are judged by.
+        self._accuracies()
         try:  # the next interval counts from here
             self._counted, self._mirrored, self._agreed = self._readings()
         except PrometheusError as e:  # that interval cannot be measured: the next one can
@@ -261,8 +264,9 @@ class ClusterCanary:
         return served, mirrored, self._query(cm.shadow_agreement(ns, svc))
 
     def _accuracies(self) -> dict[str, float]:
-        """Each version's accuracy on the labelled sample: measured once, retried at the
-        next interval when it could not be."""
+        """Each version's accuracy on the labelled sample: measured once, as the first share
+        is set and before its interval starts, retried at the next interval when it could
+        not be."""
         if self._accuracy is None:
             # The canary's half straight to its own pod: the predictor would only pass it
             # on, as it came, at the cost of its own event loop while users wait on it.

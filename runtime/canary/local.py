@@ -117,6 +117,9 @@ class LocalCanary:
             f"the server to {what} version {self.version}",
         )
         self._shadow = shadow
+        # The labelled sample, before the first interval starts: its 5,000 images on both
+        # versions' servers must not be counted in the latency users are judged by.
+        self._accuracies()
         self._last = self._page()  # the next interval counts from here
 
     def promote(self, result: Result) -> None:
@@ -175,8 +178,9 @@ class LocalCanary:
         return of(self.stable), canary
 
     def _accuracies(self) -> dict[str, float]:
-        """Each version's accuracy on the labelled sample: measured once (a version answers
-        the same images the same way), retried at the next interval if it failed."""
+        """Each version's accuracy on the labelled sample: measured once, as the first share
+        is set and before its interval starts (a version answers the same images the same
+        way), retried at the next interval if it failed."""
         if self._accuracy is None:
             # The canary's half straight to its own server, if it has one: the stable's
             # would only pass it on, at the cost of its own event loop while users wait.

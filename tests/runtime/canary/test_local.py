@@ -123,7 +123,7 @@ def test_set_weight_writes_the_file_and_returns_once_the_server_applies_it(serve
     assert json.loads(stand_in.weight_file.read_text()) == {"weight": 50, "url": c.endpoint}
 
 
-def test_the_samples_canary_half_goes_straight_to_the_canarys_own_server(served):
+def test_the_sample_goes_before_the_first_interval_the_canary_half_to_its_own_server(served):
     _, url, volume = served
     sent: list[list[str]] = []
 
@@ -136,8 +136,9 @@ def test_the_samples_canary_half_goes_straight_to_the_canarys_own_server(served)
     c = canary(url, volume, score=scored)
     c.endpoint = "http://127.0.0.1:9001"
     c.set_weight(50)
+    assert len(sent) == 1, "sent before the first interval starts, not within it"
     c.measure(30)
-    (argv,) = sent
+    (argv,) = sent  # and only once
     assert f"--endpoint=1={url}/v2/models/{SERVICE}/versions/1/infer" in argv  # its server
     assert f"--endpoint=2=http://127.0.0.1:9001/v2/models/{SERVICE}/versions/2/infer" in argv
 
