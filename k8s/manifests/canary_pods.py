@@ -9,16 +9,16 @@ stable's figures stay a baseline it cannot distort. Its requests are still count
 predictor pods, under its version: this pod carries no InferenceService label, so
 Prometheus never scrapes it, and nothing is counted twice.
 
-One pod, with a predictor's memory and CPU limit (``Settings.predictor_resources``) and no
-autoscaler: a canary answers a share of the load for minutes. It requests no CPU (an
-explicit 0, as the canary's Jobs do), which is the cluster's ``nice``: the local runtime
-runs its canary at a lower CPU priority, and a pod requesting none has the lowest CPU
-weight on its node, so under contention the stable's pods get the CPU first and a
-CPU-hungry canary cannot slow them. It also schedules when the predictors' peak holds every
-CPU the node has to request (kind on 2 CPUs, 3 predictors under load: a 100m request stayed
-Pending, "Insufficient cpu"). Its latency is then its latency at that priority, which the
-latency gate judges. ``restartPolicy: Always``, so a crash or an OOM kill shows as a
-restart, which fails the analysis (``runtime/canary/cluster.py``).
+One pod, with a predictor's resources (``Settings.predictor_resources``) and no
+autoscaler: a canary answers a share of the load for minutes. It asks what a predictor
+asks, CPU included, so that under contention it gets the CPU weight a predictor pod gets
+and its latency is compared on equal terms (asking none, the lowest weight, an identical
+version's copies reached p99 94 ms on a saturated kind node against the stable's ~45, and
+a better version was rolled back); its limit keeps a CPU-hungry canary from taking more
+than one predictor's share. Where no node has that much unrequested,
+``runtime/canary/cluster_pod.py`` says so within seconds. ``restartPolicy: Always``, so a
+crash or an OOM kill shows as a restart, which fails the analysis
+(``runtime/canary/cluster.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from k8s.manifests.names import NO_ISTIO_SIDECAR, PREDICTOR_PORT, labels
 from k8s.manifests.placement import volume_labels
 from k8s.manifests.pods import _project_container, _project_pod_spec, _volume, _volume_mount, meta
-from k8s.providers.settings import Resources, Settings
+from k8s.providers.settings import Settings
 from ml import contract
 
 COMPONENT = "canary-server"
@@ -62,9 +62,8 @@ def canary_pod(s: Settings) -> dict[str, Any]:
         contract.canary_dir(s.mount_path, s.service), s.service, host="0.0.0.0",
         http_port=PREDICTOR_PORT,
     )  # fmt: skip
-    r = s.predictor_resources
-    resources = Resources("0", r.cpu_limit, r.memory_request, r.memory_limit)
-    container = _project_container(s, "kserve-container", command, resources=resources.as_dict())
+    resources = s.predictor_resources.as_dict()
+    container = _project_container(s, "kserve-container", command, resources=resources)
     container["volumeMounts"] = [_volume_mount(s, read_only=True)]
     container["ports"] = [{"containerPort": PREDICTOR_PORT, "name": "http"}]
     container["readinessProbe"] = {

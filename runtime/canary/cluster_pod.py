@@ -11,13 +11,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from common.poll import Done, Pending, poll
 from k8s.manifests import canary_pods
 from k8s.providers.settings import Settings
 from runtime.cluster.apply import delete_and_wait, wait_pod
-from runtime.cluster.context import ClusterContext
+from runtime.cluster.context import ClusterContext, ClusterError
 
 #: Loading TensorFlow and the version, with the image already on the node.
 READY_TIMEOUT_S = 300.0
+#: How long the scheduler may find no node for it before the canary is given up: under
+#: load the predictors' autoscaler holds its peak for minutes, so waiting longer only
+#: delays the same answer.
+UNSCHEDULABLE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,36 @@ def stop(cx: ClusterContext, s: Settings) -> None:
     delete_and_wait(cx, "v1", "Service", canary_pods.name(s))
 
 
+def _unschedulable(pod: dict[str, Any] | None) -> str | None:
+    """The scheduler's reason when it found no node for the pod, else None."""
+    for c in ((pod or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("message") or c.get("reason") or "unschedulable")
+    return None
+
+
+def _wait_scheduled(cx: ClusterContext, s: Settings, name: str) -> None:
+    """Until the pod is on a node; a ClusterError saying what to do when the scheduler has
+    found none for UNSCHEDULABLE_S."""
+
+    def judge(pod: dict[str, Any] | None) -> Done | Pending:
+        placed = ((pod or {}).get("spec") or {}).get("nodeName")
+        return Done() if placed else Pending(_unschedulable(pod) or "not scheduled yet")
+
+    verdict = poll(lambda: cx.get("v1", "Pod", name), judge, timeout=UNSCHEDULABLE_S,
+                   interval=2.0, clock=cx.clock)  # fmt: skip
+    why = _unschedulable(cx.get("v1", "Pod", name))
+    if isinstance(verdict, Done) or why is None:
+        return  # placed, or still being placed: wait_pod waits for it
+    r = s.predictor_resources
+    raise ClusterError(
+        f"the canary's pod {name} cannot be scheduled ({why}): it asks what a predictor "
+        f"asks ({r.cpu_request} CPU, {r.memory_request} memory), to be judged on equal terms. "
+        "Make room: fewer predictors at peak (`invoke deploy --max-replicas N`, then the "
+        "canary), or more CPU for the cluster"
+    )
+
+
 @contextmanager
 def running(cx: ClusterContext, s: Settings) -> Iterator[Seen]:
     """The canary's pod and Service for the time of the block, the pod Ready (it loaded the
@@ -76,6 +111,7 @@ def running(cx: ClusterContext, s: Settings) -> Iterator[Seen]:
         if cx.dry:
             yield Seen("", 0)
             return
+        _wait_scheduled(cx, s, name)
         wait_pod(cx, name, timeout=READY_TIMEOUT_S, ready=True)
         pod = cx.get("v1", "Pod", name) or {}
         cx.out(f"pod {name}: Ready (the canary's own server)")

@@ -38,6 +38,7 @@ class JobsRunHere(FakeKube):
             status = {"phase": "Running", "conditions": [ready], "containerStatuses": [started]}
             meta = applied["metadata"]
             self.set_status("v1", "Pod", meta.get("namespace"), meta["name"], status)
+            self.obj("v1", "Pod", meta["name"], meta.get("namespace"))["spec"]["nodeName"] = "here"
         return applied
 
     def _run(self, job: dict[str, Any]) -> None:

@@ -31,15 +31,23 @@ def cx(tmp_path):
     return runtime(make_ctx(fake, k3d_results(exists=True, imported=True)), wd, fake).cx
 
 
-def kubelet(fake: FakeKube, *, ready: bool = True) -> None:
-    """The canary's pod, once applied, Running (and Ready) at the next tick."""
+def kubelet(fake: FakeKube, *, ready: bool = True, room: bool = True) -> None:
+    """The canary's pod, once applied, placed and Running (and Ready) at the next tick; or,
+    without ``room``, left Pending as the scheduler leaves a pod no node can take."""
 
     def tick(_: float) -> None:
         pod = fake.obj("v1", "Pod", "tf-mnist-canary", NS)
-        if pod is not None and not pod.get("status"):
-            status = conditions_status(("Ready", "True" if ready else "False"), phase="Running")
-            status["containerStatuses"] = [{"name": "c", "restartCount": 0}]
-            pod["status"] = status
+        if pod is None or pod.get("status"):
+            return
+        if not room:
+            why = "0/1 nodes are available: 1 Insufficient cpu."
+            pod["status"] = conditions_status(("PodScheduled", "False"), phase="Pending")
+            pod["status"]["conditions"][0].update(reason="Unschedulable", message=why)
+            return
+        pod["spec"]["nodeName"] = "node-1"
+        status = conditions_status(("Ready", "True" if ready else "False"), phase="Running")
+        status["containerStatuses"] = [{"name": "c", "restartCount": 0}]
+        pod["status"] = status
 
     fake.script(tick)
 
@@ -93,6 +101,19 @@ def test_a_pod_that_never_gets_ready_is_a_clear_error_and_is_deleted(cx, monkeyp
     with refused, cluster_pod.running(cx, s):
         pass
     assert fake.obj("v1", "Pod", canary_pods.name(s), NS) is None
+
+
+def test_no_node_with_room_is_said_within_seconds_with_what_to_do(cx):
+    fake, s = cx.kube, cx.settings()
+    kubelet(fake, room=False)
+    started = fake.clock.monotonic()
+    refused = pytest.raises(ClusterError, match=r"cannot be scheduled \(0/1 nodes are available: "
+                            r"1 Insufficient cpu\.\): it asks what a predictor asks")  # fmt: skip
+    with refused as err, cluster_pod.running(cx, s):
+        pass
+    assert "--max-replicas" in str(err.value)
+    assert fake.clock.monotonic() - started <= cluster_pod.UNSCHEDULABLE_S + 5, "not 300 s"
+    assert fake.obj("v1", "Pod", canary_pods.name(s), NS) is None, "deleted"
 
 
 SEEN = Seen("uid-1", 2)
