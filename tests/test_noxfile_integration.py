@@ -227,7 +227,7 @@ def test_with_monitoring_the_run_installs_scales_and_checks_it(machine):
     up = next(r for r in ran if r.startswith("up "))
     assert up.startswith("up --runtime kind --serving-mode standard")
     assert up.endswith("--base local --with-monitoring")
-    assert "deploy --max-replicas 3 --scale-metric concurrency" in ran
+    assert "deploy --max-replicas 2 --scale-metric concurrency" in ran
     assert (
         ran.index("-m integration.dashboard_check --targets")
         < ran.index("loadtest --concurrency 5 --duration 60s --expect-scale-out")
