@@ -120,6 +120,16 @@ def point(stable: Server, canary: Path, weight: int, url: str, shadow: int = 0) 
     )  # fmt: skip
 
 
+def infer_version_2(server: Server) -> tuple[int, dict]:
+    """A V2 infer naming version 2 (the accuracy sample's route), one blank image."""
+    body = {"inputs": [{"name": "pixels", "shape": [1, 28, 28, 1], "datatype": "FP32",
+                        "data": [0.0] * 784}]}  # fmt: skip
+    return http_json(
+        "POST", f"{server.url}/v2/models/{MODEL}/versions/2/infer", json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )  # fmt: skip
+
+
 def counted(server: Server) -> dict[tuple[str, str], float]:
     return server.scrape().counts(REQUESTS_TOTAL, "code", "version")
 
@@ -135,12 +145,7 @@ def test_the_canarys_share_is_forwarded_and_counted_under_its_version(pair) -> N
     assert after[("200", "2")] - before.get(("200", "2"), 0) == 15
     assert after[("200", "1")] - before.get(("200", "1"), 0) == 35
     assert own_after[("200", "2")] - own_before.get(("200", "2"), 0) == 15  # it answered
-    body = {"inputs": [{"name": "pixels", "shape": [1, 28, 28, 1], "datatype": "FP32",
-                        "data": [0.0] * 784}]}  # fmt: skip
-    status, answer = http_json(
-        "POST", f"{stable.url}/v2/models/{MODEL}/versions/2/infer", json.dumps(body).encode(),
-        {"Content-Type": "application/json"},
-    )  # fmt: skip
+    status, answer = infer_version_2(stable)
     assert status == 200 and answer["model_version"] == "2", answer
 
 
@@ -243,12 +248,7 @@ def test_a_canary_for_its_own_server_waits_at_weight_0_until_one_is_named(
     )  # fmt: skip
     answers = [stable.predict(ZEROS) for _ in range(10)]
     assert all(s == 200 and a["model_version"] == 1 for s, a in answers), answers
-    body = {"inputs": [{"name": "pixels", "shape": [1, 28, 28, 1], "datatype": "FP32",
-                        "data": [0.0] * 784}]}  # fmt: skip
-    status, answer = http_json(
-        "POST", f"{stable.url}/v2/models/{MODEL}/versions/2/infer", json.dumps(body).encode(),
-        {"Content-Type": "application/json"},
-    )  # fmt: skip
+    status, answer = infer_version_2(stable)
     assert status == 404 and "served: 1 (stable)" in answer["error"], answer
     (canary / WEIGHT_FILE).write_text(json.dumps({"weight": 10, "url": "http://elsewhere:1"}))
     wait_for(
