@@ -62,6 +62,9 @@ OPERATOR_LIFECYCLE = ["python", "-m", "integration.operator_prometheus"]
 # Then canary releases under load: a good version promoted with each step's measured share
 # within tolerance, a bad one (every model trained one step) rolled back by itself.
 CANARY_CHECK = ["python", "-m", "integration.canary_check"]
+# Then a slow and an erroring version (the serving one, wrapped): each rolled back in its
+# shadow phase, the stable's p99 meanwhile within 20% of its baseline.
+CANARY_FAULTS = ["python", "-m", "integration.canary_faults"]
 # With Argo: the pipeline again, ending in a canary release of a longer-trained version.
 WORKFLOW_CANARY_CHECK = [*CANARY_CHECK, "--workflow"]
 # After the first deploy: a fresh work dir's `invoke down` must keep the run's cluster and
@@ -119,7 +122,7 @@ def steps(
         deploy,  # the recovered models trained longest: a new version
         ["invoke", "rollback"],  # and back to the first one
         ["invoke", "status"],
-        *([CANARY_CHECK, OPERATOR_LIFECYCLE] if monitoring else []),
+        *([CANARY_CHECK, CANARY_FAULTS, OPERATOR_LIFECYCLE] if monitoring else []),
     ]
 
 

@@ -23,13 +23,19 @@ class Volume:
     def __init__(self, cx: ClusterContext, s: Settings) -> None:
         self.cx, self.s = cx, s
 
-    def copy_in(self, files: Sequence[Path], target: str, *, timeout: float) -> None:
-        """Put local ``files`` into the directory ``target`` (a path in the pod)."""
+    def copy_in(
+        self, files: Sequence[Path], target: str, *, timeout: float, replace: bool = False
+    ) -> None:
+        """Put local ``files`` (or folders) into the directory ``target`` (a path in the pod);
+        ``replace``: what ``target`` holds under each one's name is removed first (``kubectl
+        cp`` copies a folder into a folder already there, not over it)."""
         with self._loader(timeout) as k:
             self.cx.c.run(k(f"exec {LOADER_POD} -- mkdir -p {target}"))
             for path in files:
-                src = shlex.quote(str(path))
-                self.cx.c.run(k(f"cp {src} {LOADER_POD}:{target}/{path.name}"))
+                src, dest = shlex.quote(str(path)), shlex.quote(f"{target}/{path.name}")
+                if replace:
+                    self.cx.c.run(k(f"exec {LOADER_POD} -- rm -rf {dest}"))
+                self.cx.c.run(k(f"cp {src} {LOADER_POD}:{dest}"))
 
     def copy_out(self, files: Sequence[tuple[str, Path]], *, timeout: float) -> None:
         """Copy each (path in the pod, local path) pair here, making local folders."""

@@ -106,6 +106,8 @@ def test_monitoring_scales_on_concurrency_and_checks_targets_the_count_and_the_d
         "status",
         # canary releases under load: a good version promoted, a bad one rolled back
         "canary_check",
+        # a slow and an erroring version rolled back, the stable's p99 unmoved
+        "canary_faults",
         # deploy, loadtest and status again, against an Operator-style Prometheus
         "operator_prometheus",
     ]
@@ -129,6 +131,7 @@ def test_without_monitoring_the_plan_is_as_before():
             kind_run.DASHBOARD_CHECK[:3],
             kind_run.ALERT_FAULT,
             kind_run.CANARY_CHECK,
+            kind_run.CANARY_FAULTS,
             kind_run.OPERATOR_LIFECYCLE,
         )
     ]
@@ -151,7 +154,7 @@ def test_the_monitoring_steps_name_modules_and_a_service_that_exist():
 
     steps = (kind_run.TARGETS_CHECK, kind_run.DASHBOARD_CHECK, kind_run.ALERT_FAULT,
              kind_run.CANARY_CHECK, kind_run.WORKFLOW_CANARY_CHECK,
-             kind_run.OPERATOR_LIFECYCLE)  # fmt: skip
+             kind_run.CANARY_FAULTS, kind_run.OPERATOR_LIFECYCLE)  # fmt: skip
     for step in steps:
         assert importlib.util.find_spec(step[2]) is not None, step
     own = f"services/{prometheus.OWN_SERVICE}:{prometheus.PORT}/proxy/{prometheus.TARGETS_PATH}"
