@@ -84,6 +84,8 @@ ns.configure(
             # Where distml's Alertmanager sends the alerts (`up --with-monitoring`): an
             # http(s) URL that takes Alertmanager's webhook JSON ("": nowhere; `status`)
             "alert_webhook": "",
+            # Where it sends its always-firing watchdog every minute (a dead man's switch)
+            "watchdog_webhook": "",
             **dict.fromkeys(CPU_REQUEST_SETTINGS, ""),  # "": the built-in requests
         },
     }

@@ -119,7 +119,8 @@ def cluster_runtime(c, name, wd, *, for_up=False, for_down=False, context=None):
             image_pull_secret=str(cluster.get("image_pull_secret") or ""),
             istio_gateway_type=str(cluster.get("istio_gateway_type") or ""),
             prometheus=_prometheus(cluster),
-            alert_webhook=_alert_webhook(cluster),
+            alert_webhook=_webhook(cluster, "alert_webhook"),
+            watchdog_webhook=_webhook(cluster, "watchdog_webhook"),
             out=out,
         )
     except ValueError as e:  # a setting this provider cannot honour
@@ -207,12 +208,14 @@ def _prometheus(cluster):
         raise Exit(f"error: {e}", code=2) from e
 
 
-def _alert_webhook(cluster):
-    """``cluster.alert_webhook`` (an http(s) URL), checked ("" when unset)."""
+def _webhook(cluster, name):
+    """``cluster.<name>``, ``alert_webhook`` or ``watchdog_webhook`` (an http(s) URL),
+    checked ("" when unset)."""
     from k8s.monitoring.alertmanager import parse_webhook
 
+    setting = f"cluster.{name} (INVOKE_CLUSTER_{name.upper()})"
     try:
-        return parse_webhook(str(cluster.get("alert_webhook") or ""))
+        return parse_webhook(str(cluster.get(name) or ""), setting)
     except ValueError as e:
         raise Exit(f"error: {e}", code=2) from e
 

@@ -39,15 +39,32 @@ UID = 65534  # the upstream image's USER nobody
 RESOURCES = Resources("10m", "200m", "32Mi", "128Mi")
 WEBHOOK_RECEIVER = "webhook"
 NO_RECEIVER = "status-only"  # no integration: the alerts are in `invoke status` only
-# The labels an alert's group is made of (one notification per service, per alert).
-GROUP_BY = ["alertname", "namespace", "isvc", "job_name"]
+WATCHDOG_SETTING = "cluster.watchdog_webhook (INVOKE_CLUSTER_WATCHDOG_WEBHOOK)"
+# The labels an alert's group is made of: one notification per alert and service, or per
+# TFJob (the training alerts' ``tfjob``), never every stall of a namespace in one.
+GROUP_BY = ["alertname", "namespace", "isvc", "tfjob"]
 # How soon a group is sent, how often it is sent again while it changes or stays firing.
 GROUP_WAIT, GROUP_INTERVAL, REPEAT_INTERVAL = "10s", "1m", "4h"
+#: While a service's every predictor is down (a page), what that outage also sets off
+#: says nothing more: each pod's target down, the burn of its budget, KEDA reading empty.
+INHIBITED_BY_DOWN = (
+    "DistmlPredictorTargetDown",
+    "DistmlAvailabilityBudgetBurn",
+    "DistmlLatencyBudgetBurn",
+    "DistmlKedaMetricEmpty",
+)
+#: Always firing while Prometheus evaluates its rules and Alertmanager sends: a receiver
+#: that stops hearing it every WATCHDOG_REPEAT knows the alerting itself is down (a dead
+#: man's switch: distml's Prometheus and Alertmanager keep their data in an emptyDir).
+WATCHDOG = "DistmlWatchdog"
+WATCHDOG_RECEIVER = "watchdog"
+WATCHDOG_REPEAT = "1m"
 
 
-def parse_webhook(text: str) -> str:
-    """``cluster.alert_webhook``'s value: an absolute http(s) URL with a host, stripped;
-    "" for none. ValueError naming the setting for anything else."""
+def parse_webhook(text: str, setting: str = SETTING) -> str:
+    """A webhook setting's value (``cluster.alert_webhook``'s, or ``setting``'s): an
+    absolute http(s) URL with a host, stripped; "" for none. ValueError naming the setting
+    for anything else."""
     value = text.strip()
     if not value:
         return ""
@@ -66,27 +83,68 @@ def parse_webhook(text: str) -> str:
             problem = "it holds white space or control characters"
     if problem:
         raise ValueError(
-            f"{SETTING} {value!r} is not a webhook URL ({problem}): name the receiver as "
+            f"{setting} {value!r} is not a webhook URL ({problem}): name the receiver as "
             "http(s)://HOST[:PORT]/PATH, e.g. http://alert-sink.team-a.svc:8080/distml"
         )
     return value
 
 
+def _receiver(name: str, url: str, send_resolved: bool = True) -> dict[str, Any]:
+    if not url:
+        return {"name": name}
+    return {"name": name, "webhook_configs": [{"url": url, "send_resolved": send_resolved}]}
+
+
 def config(s: Settings) -> dict[str, Any]:
-    """alertmanager.yml: every alert to the webhook (resolved ones too), or to nobody."""
+    """alertmanager.yml: every alert to the webhook (resolved ones too), or to nobody; the
+    watchdog to its own (``cluster.watchdog_webhook``) every WATCHDOG_REPEAT, or to nobody;
+    what a service's outage also sets off held back while it is down."""
+    main = WEBHOOK_RECEIVER if s.alert_webhook else NO_RECEIVER
+    watchdog = {
+        "receiver": WATCHDOG_RECEIVER,
+        "matchers": [f'alertname="{WATCHDOG}"'],
+        "group_by": ["alertname"],
+        "group_wait": "0s",
+        "group_interval": WATCHDOG_REPEAT,
+        "repeat_interval": WATCHDOG_REPEAT,
+    }
     route = {
+        "receiver": main,
         "group_by": GROUP_BY,
         "group_wait": GROUP_WAIT,
         "group_interval": GROUP_INTERVAL,
         "repeat_interval": REPEAT_INTERVAL,
+        "routes": [watchdog],
     }
-    if not s.alert_webhook:
-        return {"route": {**route, "receiver": NO_RECEIVER}, "receivers": [{"name": NO_RECEIVER}]}
-    receiver = {
-        "name": WEBHOOK_RECEIVER,
-        "webhook_configs": [{"url": s.alert_webhook, "send_resolved": True}],
+    inhibit = {
+        "source_matchers": ['alertname="DistmlPredictorDown"'],
+        "target_matchers": [f'alertname=~"{"|".join(INHIBITED_BY_DOWN)}"'],
+        "equal": ["namespace", "isvc"],
     }
-    return {"route": {**route, "receiver": WEBHOOK_RECEIVER}, "receivers": [receiver]}
+    receivers = [
+        _receiver(main, s.alert_webhook),
+        _receiver(WATCHDOG_RECEIVER, s.watchdog_webhook, send_resolved=False),
+    ]
+    return {"route": route, "inhibit_rules": [inhibit], "receivers": receivers}
+
+
+def watchdog_rules() -> dict[str, Any]:
+    """The rule file of distml's own Prometheus beside ``distml-rules.yaml``: the watchdog
+    (not in that file, which a user's Prometheus loads too: kube-prometheus has its own)."""
+    rule = {
+        "alert": WATCHDOG,
+        "expr": "vector(1)",
+        "labels": {"severity": "none"},
+        "annotations": {
+            "summary": "distml's alerting works: this alert fires always",
+            "description": (
+                f"Sent every {WATCHDOG_REPEAT} to {WATCHDOG_SETTING}, if set: a receiver that "
+                "stops hearing it (a dead man's switch) knows that distml's Prometheus or "
+                "Alertmanager is down, and that no other alert would reach anyone."
+            ),
+        },
+    }
+    return {"groups": [{"name": "distml-watchdog", "rules": [rule]}]}
 
 
 def config_text(s: Settings) -> str:

@@ -112,6 +112,9 @@ class Settings:
     # ``cluster.alert_webhook``: where distml's Alertmanager sends the alerts, an http(s) URL
     # ("": nowhere; `status` lists them) (k8s.monitoring.alertmanager).
     alert_webhook: str = ""
+    # ``cluster.watchdog_webhook``: where distml's Alertmanager sends its always-firing
+    # watchdog, every minute (a dead man's switch; "": nowhere).
+    watchdog_webhook: str = ""
     # Training.
     workers: int = contract.DEFAULT_WORKERS
     profile: str = contract.DEFAULT_PROFILE

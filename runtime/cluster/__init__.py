@@ -106,7 +106,7 @@ class ClusterRuntime:
     ) -> None:
         """``cluster_settings``: the ``cluster.*`` strings ClusterContext keeps by name
         (storage_class, volume_access, image_pull_secret, istio_gateway_type, prometheus,
-        alert_webhook)."""
+        alert_webhook, watchdog_webhook)."""
         docker = docker or "docker"  # the engine's CLI; the cluster.* settings pass on
         self.cx = ClusterContext(
             c=c,

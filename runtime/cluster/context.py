@@ -61,6 +61,7 @@ class ClusterContext:
     istio_gateway_type: str = ""  # cluster.istio_gateway_type ("": ClusterIP)
     prometheus: str = ""  # cluster.prometheus: the user's Prometheus, NAMESPACE/SERVICE:PORT
     alert_webhook: str = ""  # cluster.alert_webhook: where distml's Alertmanager sends alerts
+    watchdog_webhook: str = ""  # cluster.watchdog_webhook: where it sends its watchdog
     _kube: Kube | None = field(default=None, init=False, repr=False)
     _volume_checked: bool = field(default=False, init=False, repr=False)
 
@@ -119,6 +120,7 @@ class ClusterContext:
             with_monitoring=state.monitoring,
             prometheus=self.prometheus,
             alert_webhook=self.alert_webhook,
+            watchdog_webhook=self.watchdog_webhook,
             ingress_node_port=self.provider.ingress_node_port,
             manifest_mirror=self.manifest_mirror,
             # What `up` made the volume with wins (a claim's spec cannot change), when it

@@ -152,6 +152,13 @@ def _monitoring(cx: ClusterContext, s: Settings) -> None:
     )
     where = s.alert_webhook or f"nowhere ({alertmanager.SETTING} is not set)"
     cx.out(f"Alertmanager: beside it, on its loopback; alerts are sent to {where}")
+    every = alertmanager.WATCHDOG_REPEAT
+    cx.out(
+        f"watchdog: sent to {s.watchdog_webhook} every {every} while alerting works"
+        if s.watchdog_webhook
+        else f"watchdog: not sent ({alertmanager.WATCHDOG_SETTING} is not set): nothing "
+        "outside the cluster would notice if alerting stopped"
+    )
 
 
 def _volume(cx: ClusterContext, s: Settings, storage_class: str | None) -> Settings:
