@@ -10,8 +10,9 @@ from ml import contract
 
 PART_OF = "distml"
 MANAGED_BY = "distml"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
 COMMON_LABELS = {
-    "app.kubernetes.io/part-of": PART_OF,
+    PART_OF_LABEL: PART_OF,
     "app.kubernetes.io/managed-by": MANAGED_BY,
 }
 MODEL_LABEL = "distml/model"
@@ -23,6 +24,8 @@ IMAGE_ANNOTATION = "distml/image"
 # another's objects, nor anyone else's (stamped by ``ClusterContext.apply``).
 INSTANCE_LABEL = "distml/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
+# The component label of distml's TFJob pods (the scrape job and PodMonitor select on it).
+TRAIN_COMPONENT = "train"
 # The label KServe puts on every predictor pod of an InferenceService.
 ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"
 
@@ -74,6 +77,9 @@ MODEL_FORMAT = "distml-savedmodel"
 MODEL_FORMAT_VERSION = "1"
 KSERVE_MODEL_DIR = "/mnt/models"
 PREDICTOR_PORT = 8080
+# The port of KServe's predictor Service ``<isvc>-predictor`` in standard mode (its
+# RawDeployment Service: port 80, "http1", to the container's PREDICTOR_PORT; seen on kind).
+PREDICTOR_SERVICE_PORT = 80
 # Standard mode scales with an HPA on CPU: KServe's own default target, made explicit.
 HPA_CPU_TARGET_PERCENT = 80
 # Where `invoke up --source-dir` copies the raw Fashion-MNIST files, under the mount.

@@ -19,6 +19,7 @@ from k8s.manifests.names import (
     TFJOB_CONTAINER,
     TFJOB_PORT,
     TFJOB_PORT_NAME,
+    TRAIN_COMPONENT,
     VOLUME_NAME,
     WORKER_GRACE_S,
     labels,
@@ -29,7 +30,6 @@ from k8s.manifests.placement import placement, volume_labels
 from k8s.providers.settings import Resources, Settings
 from ml import contract
 from ml.contract import training_metrics as train_metrics
-from ml.contract.serving_metrics import SCRAPE_INTERVAL_S
 from ml.contract.training_metrics import ADDRESS_ENV, JOB_ENV, LINGER_ENV
 
 # -- shared pieces ---------------------------------------------------------------------
@@ -277,13 +277,18 @@ def train_command(s: Settings, model: str) -> list[str]:
     )
 
 
-#: How long a worker keeps serving /metrics after its last step
-#: (ml/training/train_metrics.py): three of distml's own scrapes, so that Prometheus sees
-#: the job's final figures.
-METRICS_LINGER_S = 3 * SCRAPE_INTERVAL_S
+#: How many scrapes a worker keeps serving /metrics for after its last step
+#: (ml/training/train_metrics.py), so that Prometheus sees the job's final figures.
+LINGER_SCRAPES = 3
 
 
-def _metrics_env(job: str) -> list[dict[str, Any]]:
+def metrics_linger_s(s: Settings) -> float:
+    """Seconds a worker lingers: :data:`LINGER_SCRAPES` of the Prometheus that scrapes it
+    (``s.scrape_interval_s``: distml's own 5 s, or what `train` read of a user's)."""
+    return LINGER_SCRAPES * s.scrape_interval_s
+
+
+def _metrics_env(job: str, s: Settings) -> list[dict[str, Any]]:
     """A worker's metrics: served on its pod's IP (the downward API), named by its TFJob."""
     pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
     return [
@@ -291,7 +296,7 @@ def _metrics_env(job: str) -> list[dict[str, Any]]:
         *env_list({
             ADDRESS_ENV: f"$(POD_IP):{train_metrics.METRICS_PORT}",
             JOB_ENV: job,
-            LINGER_ENV: str(METRICS_LINGER_S),
+            LINGER_ENV: f"{metrics_linger_s(s):g}",
         }),
     ]  # fmt: skip
 
@@ -311,7 +316,7 @@ def _tfjob_container(s: Settings, model: str) -> dict[str, Any]:
         resources=s.worker_resources.as_dict(s.gpus_per_worker),
         env=env,
     )
-    container["env"] += _metrics_env(tfjob_name(model))
+    container["env"] += _metrics_env(tfjob_name(model), s)
     container["ports"] = [
         {"containerPort": TFJOB_PORT, "name": TFJOB_PORT_NAME},
         {"containerPort": train_metrics.METRICS_PORT, "name": train_metrics.PORT_NAME},
@@ -327,7 +332,9 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "TFJob",
-        "metadata": meta(tfjob_name(model), s.namespace, "train", extra_labels=model_labels),
+        "metadata": meta(
+            tfjob_name(model), s.namespace, TRAIN_COMPONENT, extra_labels=model_labels
+        ),
         "spec": {
             "runPolicy": {
                 "activeDeadlineSeconds": s.train_deadline_s,
@@ -347,7 +354,7 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
                     "restartPolicy": "OnFailure",
                     "template": {
                         "metadata": {
-                            "labels": labels("train", **model_labels, **volume_labels(s)),
+                            "labels": labels(TRAIN_COMPONENT, **model_labels, **volume_labels(s)),
                             "annotations": dict(NO_ISTIO_SIDECAR),
                         },
                         # restartPolicy: the operator sets it from the replica spec.
@@ -356,7 +363,7 @@ def tfjob(s: Settings, model: str) -> dict[str, Any]:
                                 s,
                                 container,
                                 restart_policy=None,
-                                spread_by=labels("train", **model_labels),
+                                spread_by=labels(TRAIN_COMPONENT, **model_labels),
                             ),
                             "terminationGracePeriodSeconds": WORKER_GRACE_S,
                         },

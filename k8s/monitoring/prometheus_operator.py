@@ -28,7 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s.manifests.names import COMMON_LABELS, COMPONENT_LABEL, ISVC_POD_LABEL, PREDICTOR_PORT
+from k8s.manifests.names import (
+    COMMON_LABELS,
+    COMPONENT_LABEL,
+    ISVC_POD_LABEL,
+    PREDICTOR_PORT,
+    TRAIN_COMPONENT,
+)
 from k8s.manifests.pods import meta
 from k8s.monitoring import rules
 from k8s.monitoring.stack import COMPONENT, meta_label
@@ -40,8 +46,7 @@ PREDICTOR = "distml-predictor"
 TRAINING = "distml-training"
 RULES = "distml-rules"
 METRICS_PATH = "/metrics"
-#: The component label of distml's TFJob pods (``k8s.manifests.pods.tfjob``).
-TRAINING_COMPONENT = "train"
+TRAINING_COMPONENT = TRAIN_COMPONENT  # distml's TFJob pods' (k8s.manifests.pods.tfjob)
 
 
 def _keep_running() -> dict[str, Any]:

@@ -41,6 +41,9 @@ SERVED = f'isvc!="",{sm.served_routes()}'
 LONG_INTERVAL = "1m"
 #: How long a TFJob's failure stays an alert (it has no state to resolve it by).
 FAILED_WINDOW = "10m"
+#: How far back a worker lost is remembered: after that, a job deleted while it trained is
+#: no longer an alert.
+LOST_WINDOW = "15m"
 #: KEDA reads its metric every 30 s (its pollingInterval) and for every HPA sync: an
 #: alert when its reads fail in every 5-minute window for 10 minutes, not on one blip.
 KEDA_WINDOW, KEDA_FOR = "5m", "10m"
@@ -85,6 +88,17 @@ class SLO:
         within = rate(f"{sm.LATENCY}_bucket", f',le="{sm.LATENCY_OBJECTIVE_S:g}"')
         return f"1 - (\n  {within}\n  /\n  {rate(f'{sm.LATENCY}_count')}\n)"
 
+    def bad_count(self, window: str) -> str:
+        """Bad requests counted over ``window``, by namespace and isvc."""
+
+        def increase(metric: str, extra: str = "") -> str:
+            return f"sum by ({BY}) (increase({metric}{{{SERVED}{extra}}}[{window}]))"
+
+        if self.name == "availability":
+            return increase(sm.REQUESTS_TOTAL, ',code=~"5.."')
+        within = increase(f"{sm.LATENCY}_bucket", f',le="{sm.LATENCY_OBJECTIVE_S:g}"')
+        return f"{increase(f'{sm.LATENCY}_count')}\n  -\n  {within}"
+
 
 #: The SLOs (docs/monitoring.md, "Alerts"): the one definition everything here follows.
 SLOS = (
@@ -114,6 +128,11 @@ class Burn:
         return self.factor * hours(self.long) / PERIOD_H
 
 
+#: A page needs at least this many bad requests in its long window: at low traffic one
+#: error is a burn of any size (1 of 60 requests an hour is 16.7x a 99.9% budget's 1h
+#: rate), and the workbook's low-traffic caveat applies (chapter 5). Below it a burn is
+#: left to the tickets, whose windows hold more requests.
+PAGE_MIN_BAD = 10
 #: The workbook's table (chapter 5, "Multiwindow, Multi-Burn-Rate Alerts"); ``for`` trims
 #: blips of one evaluation: 2 min on a page, longer on a ticket, whose windows move slowly.
 BURNS = (
@@ -138,9 +157,12 @@ def _burn_alert(slo: SLO, burn: Burn) -> dict[str, Any]:
 
     where = "{{ $labels.namespace }}/{{ $labels.isvc }}"
     value = '{{ printf "%.1f" $value }}'
+    expr = f"(\n  {over(burn.long)}\n)\nand\n(\n  {over(burn.short)}\n)"
+    if burn.severity == "page":
+        expr += f"\nand on ({BY})\n(\n  {slo.bad_count(burn.long)}\n  >= {PAGE_MIN_BAD}\n)"
     return {
         "alert": f"Distml{slo.name.title()}BudgetBurn",
-        "expr": f"(\n  {over(burn.long)}\n)\nand\n(\n  {over(burn.short)}\n)",
+        "expr": expr,
         "for": burn.for_,
         "labels": {
             "severity": burn.severity,
@@ -161,9 +183,15 @@ def _burn_alert(slo: SLO, burn: Burn) -> dict[str, Any]:
     }
 
 
+#: A predictor pod's target (a ``pod`` label), and its InferenceService's Service probed as
+#: users reach it (``k8s.monitoring.stack.service_probe_config``: no ``pod``), whose target
+#: stays while the Service does, when no pod is there to be a target of its own.
+POD_TARGET, SERVICE_TARGET = 'up{isvc!="",pod!=""}', 'up{isvc!="",pod=""}'
+
+
 def _serving_alerts() -> list[dict[str, Any]]:
     where = "{{ $labels.namespace }}/{{ $labels.isvc }}"
-    target = 'up{isvc!=""}'
+    target = POD_TARGET
     return [
         {
             "alert": "DistmlPredictorTargetDown",
@@ -182,14 +210,17 @@ def _serving_alerts() -> list[dict[str, Any]]:
         },
         {
             "alert": "DistmlPredictorDown",
-            "expr": f"max by ({BY}) ({target}) == 0",
+            "expr": (f"max by ({BY}) ({target}) == 0\nor\nmax by ({BY}) ({SERVICE_TARGET}) == 0"),
             "for": "2m",
             "labels": {"severity": "page"},
             "annotations": {
-                "summary": f"{where}: no predictor pod answers its scrape",
+                "summary": f"{where}: no predictor pod answers",
                 "description": (
-                    f"Every predictor pod of {where} has failed its scrape for 2 minutes: the "
-                    "service is likely down, and the SLO alerts see no request to count."
+                    f"For 2 minutes no predictor pod of {where} has answered: every one failed "
+                    "its scrape, or its Service has no pod ready behind it (all Pending, "
+                    "evicted, crashing or gone). The service is down, and the SLO alerts see "
+                    "no request to count. `invoke status`; `kubectl describe pods` of the "
+                    "predictor."
                 ),
             },
         },
@@ -271,6 +302,7 @@ def _training_alerts() -> list[dict[str, Any]]:
                 ),
             },
         },
+        _worker_lost(),
         {
             "alert": "DistmlTrainingStalled",
             "expr": (
@@ -293,6 +325,32 @@ def _training_alerts() -> list[dict[str, Any]]:
             },
         },
     ]
+
+
+def _worker_lost() -> dict[str, Any]:
+    """A worker that was training and is no longer scraped: stopped, hung or gone. A worker
+    that finishes says so first (its pod lingers: ``k8s.manifests.pods``), and its last
+    reading is 0; a restarted one comes back within ``for``."""
+    running, by = tm.TRAINING, f"namespace, {tm.JOB_LABEL}, replica"
+    return {
+        "alert": "DistmlTrainingWorkerLost",
+        "expr": (f"last_over_time({running}[{LOST_WINDOW}]) == 1\nunless on ({by})\n{running}"),
+        "for": "5m",
+        "labels": {"severity": "ticket"},
+        "annotations": {
+            "summary": (
+                "{{ $labels.namespace }}/{{ $labels.tfjob }}: worker {{ $labels.replica }} "
+                "stopped answering while training"
+            ),
+            "description": (
+                "Worker {{ $labels.replica }} of TFJob {{ $labels.namespace }}/"
+                "{{ $labels.tfjob }} was training and has not been scraped for 5 minutes: "
+                "its process stopped or hung (a one-worker job has no peer to stall "
+                "instead), or its pod went without finishing. `invoke status`; its pod's "
+                "logs and events."
+            ),
+        },
+    }
 
 
 def groups() -> list[dict[str, Any]]:

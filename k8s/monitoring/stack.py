@@ -32,7 +32,16 @@ from typing import Any
 
 from k8s.install import versions
 from k8s.install.operator_check import PROBES
-from k8s.manifests.names import ISVC_POD_LABEL, NO_ISTIO_SIDECAR, PREDICTOR_PORT
+from k8s.manifests.names import (
+    COMPONENT_LABEL,
+    ISVC_POD_LABEL,
+    NO_ISTIO_SIDECAR,
+    PART_OF,
+    PART_OF_LABEL,
+    PREDICTOR_PORT,
+    PREDICTOR_SERVICE_PORT,
+    TRAIN_COMPONENT,
+)
 from k8s.manifests.pods import container_security_context, meta
 from k8s.monitoring import alertmanager, rules
 from k8s.monitoring.prometheus import OWN_SERVICE, PORT
@@ -44,6 +53,7 @@ COMPONENT = "monitoring"
 NAME = OWN_SERVICE  # every object's name
 CONFIG_FILE = "prometheus.yml"
 RULES_FILE = rules.PATH.name
+WATCHDOG_FILE = "distml-watchdog.yaml"  # alertmanager.watchdog_rules(): distml's own only
 CONFIG_DIR = "/etc/prometheus"
 DATA_DIR = "/prometheus"
 RETENTION = "3d"  # the ticket alert's longest window (k8s.monitoring.rules.WINDOWS)
@@ -109,6 +119,13 @@ def training_scrape_config(s: Settings) -> dict[str, Any]:
         "metrics_path": "/metrics",
         "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [s.namespace]}}],
         "relabel_configs": [
+            # distml's TFJob pods only, as the PodMonitor selects them: another pod's
+            # port named "metrics" is not a training worker.
+            {
+                "source_labels": [meta_label(PART_OF_LABEL), meta_label(COMPONENT_LABEL)],
+                "regex": f"{PART_OF};{TRAIN_COMPONENT}",
+                "action": "keep",
+            },
             {
                 "source_labels": ["__meta_kubernetes_pod_container_port_name"],
                 "regex": train_metrics.PORT_NAME,
@@ -131,12 +148,60 @@ OPERATOR_JOB = "training-operator"
 OPERATOR_METRICS_PORT = 8080
 
 
-def operator_scrape_config() -> dict[str, Any]:
+def operator_scrape_config(s: Settings) -> dict[str, Any]:
     """The training operator, by its Service's DNS name (no RBAC needed):
-    ``training_operator_jobs_*_total``."""
+    ``training_operator_jobs_*_total``, of this namespace's TFJobs only. The operator is
+    the cluster's and counts every namespace's: another team's failed TFJob is not this
+    user's alert (a series without ``job_namespace``, the process's own, is kept)."""
     op = PROBES["training_operator"]
     target = f"{op.deployment}.{op.namespace}.svc:{OPERATOR_METRICS_PORT}"
-    return {"job_name": OPERATOR_JOB, "static_configs": [{"targets": [target]}]}
+    ours = {"source_labels": ["job_namespace"], "regex": f"|{s.namespace}", "action": "keep"}
+    return {
+        "job_name": OPERATOR_JOB,
+        "static_configs": [{"targets": [target]}],
+        "metric_relabel_configs": [ours],
+    }
+
+
+#: Each InferenceService's predictor Service, scraped as users reach it: its ``up`` is 0
+#: when no pod is ready behind it (all Pending, evicted or gone: no pod target is left to
+#: fail), which ``DistmlPredictorDown`` reads. Every sample it scrapes is dropped (the pods'
+#: own job counts them); ``up`` is Prometheus's own and stays.
+SERVICE_PROBE_JOB = "distml-predictor-service"
+SERVICE_PROBE_INTERVAL = "15s"
+
+
+def service_label(label: str) -> str:
+    """Prometheus's meta label of a Service label."""
+    return meta_label(label).replace("_pod_label_", "_service_label_")
+
+
+def service_probe_config(s: Settings) -> dict[str, Any]:
+    """The predictor Services (KServe's ``<isvc>-predictor``, labelled with its
+    InferenceService), on :data:`PREDICTOR_SERVICE_PORT`; no ``pod`` label."""
+    isvc = service_label(ISVC_POD_LABEL)
+    return {
+        "job_name": SERVICE_PROBE_JOB,
+        "scrape_interval": SERVICE_PROBE_INTERVAL,
+        "metrics_path": "/metrics",
+        "kubernetes_sd_configs": [{"role": "service", "namespaces": {"names": [s.namespace]}}],
+        "relabel_configs": [
+            {"source_labels": [isvc], "regex": ".+", "action": "keep"},
+            {
+                "source_labels": ["__meta_kubernetes_service_name"],
+                "regex": ".+-predictor",
+                "action": "keep",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_service_port_number"],
+                "regex": str(PREDICTOR_SERVICE_PORT),
+                "action": "keep",
+            },
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": [isvc], "target_label": "isvc"},
+        ],
+        "metric_relabel_configs": [{"source_labels": ["__name__"], "action": "drop"}],
+    }
 
 
 #: KEDA's operator serves its metrics on its Service's port "metrics" (KEDA v2.20.2's
@@ -157,13 +222,13 @@ def prometheus_config(s: Settings) -> dict[str, Any]:
     """Its scrape jobs (KEDA's in standard mode, where `up --with-monitoring` installs it)
     and its rules."""
     interval = f"{serving_metrics.SCRAPE_INTERVAL_S}s"
-    jobs = [scrape_config(s), training_scrape_config(s), operator_scrape_config()]
+    jobs = [scrape_config(s), training_scrape_config(s), operator_scrape_config(s)]
     jobs.append(alertmanager.scrape_config())
-    if s.serving_mode == "standard":
-        jobs.append(keda_scrape_config())
+    if s.serving_mode == "standard":  # Knative's scale to zero leaves a Service no pod
+        jobs += [keda_scrape_config(), service_probe_config(s)]
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "rule_files": [f"{CONFIG_DIR}/{RULES_FILE}"],
+        "rule_files": [f"{CONFIG_DIR}/{RULES_FILE}", f"{CONFIG_DIR}/{WATCHDOG_FILE}"],
         "alerting": alertmanager.prometheus_alerting(),
         "scrape_configs": jobs,
     }
@@ -203,12 +268,21 @@ def rbac(s: Settings) -> list[dict[str, Any]]:
     return [account, role, binding]
 
 
+def watchdog_text() -> str:
+    """distml-watchdog.yaml (JSON is YAML)."""
+    return json.dumps(alertmanager.watchdog_rules(), indent=2) + "\n"
+
+
 def config_map(s: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta(NAME, s.namespace, COMPONENT),
-        "data": {CONFIG_FILE: config_text(s), RULES_FILE: rules.render()},
+        "data": {
+            CONFIG_FILE: config_text(s),
+            RULES_FILE: rules.render(),
+            WATCHDOG_FILE: watchdog_text(),
+        },
     }
 
 
@@ -250,7 +324,7 @@ def _container(s: Settings) -> dict[str, Any]:
 def deployment(s: Settings) -> dict[str, Any]:
     """One replica, Alertmanager beside Prometheus; its pod rolls when prometheus.yml, the
     rules or Alertmanager's configuration change (their hash)."""
-    text = config_text(s) + rules.render() + alertmanager.digest(s)
+    text = config_text(s) + rules.render() + watchdog_text() + alertmanager.digest(s)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     pod_meta = {
         "labels": meta(NAME, None, COMPONENT, extra_labels=SELECTOR)["labels"],

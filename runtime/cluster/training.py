@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from common.errors import DistmlError
 from k8s import manifests
+from k8s.monitoring import prometheus, scrape
 from k8s.providers.settings import Settings
 from k8s.waits.cluster_poll import WaitError
 from k8s.waits.tfjobs import TFJobRow, wait_tfjobs
@@ -21,7 +23,7 @@ from runtime.cluster.submit import jobs_that_fit, replace_tfjob
 from runtime.cluster.up import ingest
 from runtime.cluster.volume import Volume
 from runtime.output.display import ChangedRows
-from runtime.output.tables import table
+from runtime.output.tables import one_line, table
 from runtime.requests import TrainRequest
 
 WAIT_GRACE_S = 120  # beyond the jobs' own deadline, for the operator to mark them
@@ -50,6 +52,7 @@ def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
         gpus_per_worker=request.gpus_per_worker,
         train_deadline_s=deadline_s,
     )
+    s = scraped_every(cx, s)
     cx.check_image(state, s)
     cx.out("== dataset")
     ingest(cx, s, state.source_dir)
@@ -64,6 +67,25 @@ def train(cx: ClusterContext, request: TrainRequest, deadline_s: int) -> int:
         return 0
     cx.out(f"training finished in {lines.elapsed():.0f} s")
     return _finish(cx, s, request.models, results)
+
+
+def scraped_every(cx: ClusterContext, s: Settings) -> Settings:
+    """``s`` with how often a user's Prometheus scrapes (``k8s.monitoring.scrape``): the
+    workers keep their final figures up for three of its scrapes
+    (``k8s.manifests.pods.metrics_linger_s``). distml's own: as it is."""
+    ref = prometheus.ref(s)
+    if ref is None or ref.own or cx.dry:
+        return s
+    try:
+        found = scrape.interval(cx.kube, ref, s.namespace, s.service, kubectl=cx.provider.kubectl)
+    except prometheus.PrometheusError as e:
+        every = scrape.PROMETHEUS_DEFAULT_S
+        cx.out(
+            f"note: how often Prometheus {ref} scrapes could not be read ({one_line(str(e))}); "
+            f"the workers keep their final figures up for three scrapes of {every:g} s"
+        )
+        return replace(s, scrape_interval_s=every)
+    return replace(s, scrape_interval_s=found.seconds)
 
 
 def _waves(

@@ -34,6 +34,7 @@ from runtime.cluster import canary_deploy
 from runtime.cluster.apply import apply_reporting, delete_and_wait
 from runtime.cluster.context import ClusterContext, ClusterError
 from runtime.cluster.submit import jobs_that_fit, replace_tfjob
+from runtime.cluster.training import scraped_every
 from runtime.output.display import ChangedRows
 from runtime.requests import WorkflowRequest
 
@@ -65,9 +66,9 @@ def workflow(cx: ClusterContext, request: WorkflowRequest) -> int:
         )
     # A canary: everything it is judged with checked before anything is submitted.
     canary = canary_deploy.prepare(cx, request.canary_request()) if request.canary else None
-    s = cx.settings(
+    s = scraped_every(cx, cx.settings(
         profile=request.profile, epochs=request.epochs, steps_per_epoch=request.steps_per_epoch
-    )
+    ))  # fmt: skip
     cx.check_image(state, s)
     name = manifests.WORKFLOW_NAME
     _replace_finished(cx, name)

@@ -3,6 +3,8 @@ that Kubernetes discovery finds, and with which labels.
 
 - :func:`sd_target`: what ``role: pod`` discovery makes of one container port (Prometheus's
   ``discovery/kubernetes/pod.go``).
+- :func:`service_sd_target`: what ``role: service`` discovery makes of one Service port
+  (``discovery/kubernetes/service.go``: its address is the Service's DNS name).
 - :func:`relabel`: ``relabel_configs`` applied to it, for the actions distml's configs and
   the Prometheus Operator's use (keep, drop, replace), with Prometheus's defaults.
 - :func:`pod_monitor_relabelings`: the ``relabel_configs`` the Prometheus Operator writes for
@@ -17,7 +19,7 @@ from typing import Any
 
 from integration.operator_config import pod_monitor_relabelings, sanitize
 
-__all__ = ["pod_monitor_relabelings", "relabel", "sanitize", "sd_target"]
+__all__ = ["pod_monitor_relabelings", "relabel", "sanitize", "sd_target", "service_sd_target"]
 
 
 def sd_target(
@@ -43,6 +45,24 @@ def sd_target(
     for k, v in labels.items():
         target["__meta_kubernetes_pod_label_" + sanitize(k)] = v
         target["__meta_kubernetes_pod_labelpresent_" + sanitize(k)] = "true"
+    return target
+
+
+def service_sd_target(
+    service: str, *, port: int, labels: dict[str, str], namespace: str = "team-a"
+) -> dict[str, str]:
+    """One port of one Service, as ``role: service`` discovery labels it."""
+    target = {
+        "__address__": f"{service}.{namespace}.svc:{port}",
+        "__meta_kubernetes_namespace": namespace,
+        "__meta_kubernetes_service_name": service,
+        "__meta_kubernetes_service_port_number": str(port),
+        "__meta_kubernetes_service_port_protocol": "TCP",
+        "__meta_kubernetes_service_type": "ClusterIP",
+    }
+    for k, v in labels.items():
+        target["__meta_kubernetes_service_label_" + sanitize(k)] = v
+        target["__meta_kubernetes_service_labelpresent_" + sanitize(k)] = "true"
     return target
 
 

@@ -88,7 +88,7 @@ def test_every_alert_has_a_severity_a_summary_and_a_description_naming_where():
     assert {r["alert"] for r in ALERTS} == {
         "DistmlAvailabilityBudgetBurn", "DistmlLatencyBudgetBurn", "DistmlPredictorTargetDown",
         "DistmlPredictorDown", "DistmlKedaScalerErrors", "DistmlKedaMetricEmpty",
-        "DistmlTFJobFailed", "DistmlTrainingStalled",
+        "DistmlTFJobFailed", "DistmlTrainingStalled", "DistmlTrainingWorkerLost",
     }  # fmt: skip
     for r in ALERTS:
         assert r["labels"]["severity"] in ("page", "ticket"), r["alert"]

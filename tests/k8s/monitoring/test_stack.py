@@ -131,11 +131,14 @@ def test_every_training_worker_s_metrics_port_is_scraped_and_nothing_else() -> N
     # A TFJob pod's two ports, as k8s.manifests.pods.tfjob declares them.
     rules = stack.training_scrape_config(settings())["relabel_configs"]
     ports = {p["name"]: str(p["containerPort"]) for p in tfjob_ports()}
-    worker = {"training.kubeflow.org/job-name": "train-cnn"}
+    worker = {**tfjob_pod_labels(), "training.kubeflow.org/job-name": "train-cnn"}
     kept = relabel(rules, sd_target("train-cnn-worker-0", port=ports["metrics"],
                                     labels=worker, port_name="metrics"))  # fmt: skip
     assert kept == {"namespace": "team-a", "pod": "train-cnn-worker-0"}
     dropped = {
+        "another pod's port named metrics": sd_target("exporter", port="9100",
+                                                      labels={"app": "node-exporter"},
+                                                      port_name="metrics"),
         "the TF gRPC port": sd_target("train-cnn-worker-0", port=ports["tfjob-port"],
                                       labels=worker, port_name="tfjob-port"),
         "a worker that is done": sd_target("train-cnn-worker-0", port=ports["metrics"],
@@ -155,6 +158,42 @@ def tfjob_ports() -> list[dict]:
     return job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"]
 
 
+def tfjob_pod_labels() -> dict[str, str]:
+    from k8s import manifests
+
+    job = manifests.tfjob(settings(), "cnn")
+    return job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
+
+
+def test_the_predictor_service_is_probed_with_no_pod_label_and_every_sample_dropped() -> None:
+    from tests.support.relabel import service_sd_target
+
+    job = stack.service_probe_config(settings())
+    rules, isvc = job["relabel_configs"], {ISVC_POD_LABEL: "tf-mnist"}
+    kept = relabel(rules, service_sd_target("tf-mnist-predictor", port=80, labels=isvc))
+    assert kept == {"namespace": "team-a", "isvc": "tf-mnist"}  # no pod: not a pod's target
+    dropped = {
+        "another Service's port": service_sd_target("tf-mnist-predictor", port=9090, labels=isvc),
+        "a Service of no InferenceService": service_sd_target("web", port=80, labels={}),
+        "the canary's own Service": service_sd_target("tf-mnist-canary", port=80, labels=isvc),
+    }
+    for why, target in dropped.items():
+        assert relabel(rules, target) is None, why
+    (drop_all,) = job["metric_relabel_configs"]
+    assert relabel([drop_all], {"__name__": "distml_requests_total"}) is None
+    assert job["kubernetes_sd_configs"] == [
+        {"role": "service", "namespaces": {"names": ["team-a"]}}
+    ]
+
+
+def test_the_training_operator_s_counts_of_other_namespaces_are_dropped() -> None:
+    (ours,) = stack.operator_scrape_config(settings())["metric_relabel_configs"]
+    failed = {"__name__": "training_operator_jobs_failed_total", "framework": "tensorflow"}
+    assert relabel([ours], {**failed, "job_namespace": "team-a"}) is not None
+    assert relabel([ours], {**failed, "job_namespace": "team-b"}) is None
+    assert relabel([ours], {"__name__": "process_cpu_seconds_total"}) is not None
+
+
 def test_the_names_up_checks_are_the_objects_it_applies() -> None:
     assert stack.written_names() == [
         (o["apiVersion"], o["kind"], o["metadata"]["name"])
@@ -170,7 +209,10 @@ def test_the_config_map_holds_the_generated_rules_and_prometheus_yml_loads_them(
     data = by_kind(s)["ConfigMap"]["data"]
     assert data[stack.RULES_FILE] == rules.render() == rules.PATH.read_text()
     config = stack.prometheus_config(s)
-    assert config["rule_files"] == [f"{stack.CONFIG_DIR}/{stack.RULES_FILE}"]
+    assert config["rule_files"] == [
+        f"{stack.CONFIG_DIR}/{stack.RULES_FILE}",
+        f"{stack.CONFIG_DIR}/{stack.WATCHDOG_FILE}",
+    ]
     container = by_kind(s)["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mount["config"] == stack.CONFIG_DIR  # every key of the ConfigMap is a file there
@@ -187,6 +229,7 @@ def test_promtool_accepts_the_config_with_its_rules(tmp_path: Path) -> None:
     s = settings(serving_mode="standard")
     data = by_kind(s)["ConfigMap"]["data"]
     (tmp_path / stack.RULES_FILE).write_text(data[stack.RULES_FILE])
+    (tmp_path / stack.WATCHDOG_FILE).write_text(data[stack.WATCHDOG_FILE])
     config = json.loads(data[stack.CONFIG_FILE].replace(stack.CONFIG_DIR, str(tmp_path)))
     for job in config["scrape_configs"]:  # the predictors' and the training workers'
         if "kubernetes_sd_configs" in job:
@@ -200,6 +243,7 @@ def test_promtool_accepts_the_config_with_its_rules(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     rule_count = sum(len(g["rules"]) for g in rules.groups())
     assert f"SUCCESS: {rule_count} rules found" in run.stdout
+    assert "SUCCESS: 1 rules found" in run.stdout  # the watchdog's file
 
 
 def test_the_pod_rolls_when_the_rules_change(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,10 +266,11 @@ def test_keda_is_scraped_by_its_service_in_standard_mode_only() -> None:
         alertmanager.SCRAPE_JOB,
     ]
     assert [j["job_name"] for j in knative] == both
-    assert [j["job_name"] for j in standard] == [*both, stack.KEDA_JOB]
+    # With KEDA, and the predictor Service's probe (Knative's scale to zero would fail it).
+    assert [j["job_name"] for j in standard] == [*both, stack.KEDA_JOB, stack.SERVICE_PROBE_JOB]
     # A static target: no discovery, so no right in KEDA's namespace; KEDA's own
     # `namespace` label (the ScaledObject's) is not overwritten by a target label.
-    keda = standard[-1]
+    keda = standard[-2]
     assert keda["static_configs"] == [{"targets": ["keda-operator.keda.svc:8080"]}]
     assert "relabel_configs" not in keda
     # The training operator alike, by its Service (training-operator v1.9.0: port 8080).
