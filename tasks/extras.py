@@ -8,6 +8,7 @@ from pathlib import Path
 from invoke import Exit, task
 
 from common.errors import DistmlError
+from k8s.monitoring.operator_rbac import DEFAULT_ACCOUNT
 from k8s.providers.settings import PROVIDERS
 from ml import contract
 from runtime.cli import build_request as _request
@@ -90,6 +91,35 @@ def tensorboard(c, runtime=None, port=None):
     _call(_runtime(c, runtime).tensorboard, request)
 
 
+OPERATOR_HELP = {
+    "prometheus-sa": "NAMESPACE/NAME: the ServiceAccount of the Operator's Prometheus, which "
+    f"the Roles are bound to (default {DEFAULT_ACCOUNT}, kube-prometheus's)",
+    "release": "NAME of kube-prometheus-stack's Helm release: label the monitors and the "
+    "rule release=NAME, which its default selectors require",
+    "namespace-only": "write only what lives in distml's namespace, and no alert on other "
+    "namespaces' series (a Prometheus with enforcedNamespaceLabel, e.g. OpenShift's "
+    "user-workload monitoring)",
+}
+
+
+def _operator_options(wanted, prometheus_sa, release, namespace_only):
+    """`render`'s Prometheus Operator flags, checked (exit 2: a flag without
+    --prometheus-operator, or a value that cannot be used); None without them."""
+    from k8s.monitoring.prometheus_operator import OperatorOptions
+
+    given = {"prometheus_sa": prometheus_sa, "release": release}
+    given = {k: str(v) for k, v in given.items() if v is not None}
+    if namespace_only:
+        given["namespace_only"] = True
+    if not wanted:
+        if given:
+            flags = ["--" + k.replace("_", "-") for k in given]
+            verb = "needs" if len(flags) == 1 else "need"
+            raise Exit(f"error: {', '.join(flags)} {verb} --prometheus-operator", code=2)
+        return None
+    return _request(OperatorOptions, **given)
+
+
 @task(
     help={
         "runtime": "k3d (default), kind or minikube: the cluster to render for",
@@ -99,8 +129,10 @@ def tensorboard(c, runtime=None, port=None):
         "predictor": "kserve (default) or tfserving",
         "source-dir": "render the loader pod and the offline ingest (as `up --source-dir`)",
         "with-monitoring": "render distml's own Prometheus too (as `up --with-monitoring`)",
-        "prometheus-operator": "also write, in prometheus-operator/, PodMonitors and a "
-        "PrometheusRule for a Prometheus the Prometheus Operator runs (you apply them)",
+        "prometheus-operator": "also write, in prometheus-operator/, for a Prometheus the "
+        "Prometheus Operator runs: PodMonitors, ServiceMonitors for the training operator and "
+        "KEDA, the Roles its discovery needs, a PrometheusRule (you apply them)",
+        **OPERATOR_HELP,
     },
     iterable=["model_type"],
 )
@@ -114,12 +146,16 @@ def render(
     source_dir=False,
     with_monitoring=False,
     prometheus_operator=False,
+    prometheus_sa=None,
+    release=None,
+    namespace_only=False,
 ):
     """Write every manifest up/train-all/deploy/workflow apply, as YAML, in order (no cluster)."""
     name = runtime or str(c.config.runtime)
     name = "k3d" if name in ("auto", "local") else name
     if name not in PROVIDERS:
         raise Exit(f"error: --runtime must be one of {', '.join(PROVIDERS)}", code=2)
+    options = _operator_options(prometheus_operator, prometheus_sa, release, namespace_only)
     wd = _workdir(c)
     rt = _cluster_runtime(c, name, wd)
     target = Path(out) if out else wd.root / "manifests"
@@ -132,6 +168,7 @@ def render(
             source_dir=bool(source_dir),
             with_monitoring=bool(with_monitoring),
             prometheus_operator=bool(prometheus_operator),
+            operator_options=options,
         )
     except DistmlError as e:
         raise Exit(f"error: {e}", code=2) from e

@@ -1,4 +1,4 @@
-"""The Prometheus Operator's PodMonitor and PrometheusRule CRDs
+"""The Prometheus Operator's PodMonitor, PrometheusRule and ServiceMonitor CRDs
 (``k8s/install/versions.py``'s ``PROMETHEUS_OPERATOR_CRDS``), which this machine cannot
 download, made from the operator's API module the way its Makefile's ``generate-crds``
 target makes the files it commits under ``example/prometheus-operator-crd/``: in

@@ -122,10 +122,11 @@ KEDA_VERSION = "2.20.2"
 KEDA_URL = (
     f"https://github.com/kedacore/keda/releases/download/v{KEDA_VERSION}/keda-{KEDA_VERSION}.yaml"
 )
-# The Prometheus Operator whose CRDs `invoke render --prometheus-operator`'s PodMonitors and
-# PrometheusRule are written for and validated against (monitoring.coreos.com/v1). Its CRD
-# files as published at the tag; here, where they cannot be downloaded, made byte for byte
-# from the operator's API module (integration/kindbuild/operatorcrds.py).
+# The Prometheus Operator whose CRDs `invoke render --prometheus-operator`'s PodMonitors,
+# ServiceMonitors and PrometheusRule are written for and validated against
+# (monitoring.coreos.com/v1). Its CRD files as published at the tag; here, where they cannot
+# be downloaded, made byte for byte from the operator's API module
+# (integration/kindbuild/operatorcrds.py).
 PROMETHEUS_OPERATOR_VERSION = "v0.93.0"
 PROMETHEUS_OPERATOR_CRD_DIR = (
     "https://raw.githubusercontent.com/prometheus-operator/prometheus-operator/"
@@ -133,5 +134,9 @@ PROMETHEUS_OPERATOR_CRD_DIR = (
 )
 PROMETHEUS_OPERATOR_CRDS = {
     kind: f"{PROMETHEUS_OPERATOR_CRD_DIR}/monitoring.coreos.com_{plural}.yaml"
-    for kind, plural in (("PodMonitor", "podmonitors"), ("PrometheusRule", "prometheusrules"))
+    for kind, plural in (
+        ("PodMonitor", "podmonitors"),
+        ("PrometheusRule", "prometheusrules"),
+        ("ServiceMonitor", "servicemonitors"),
+    )
 }

@@ -51,6 +51,13 @@ KEDA_WINDOW, KEDA_FOR = "5m", "10m"
 SCALED_OBJECT = "(.+)-predictor"
 KEDA_ERRORS = "keda_scaler_detail_errors_total"
 KEDA_EMPTY = "keda_scaler_empty_upstream_responses_total"
+TFJOB_FAILED = "DistmlTFJobFailed"
+KEDA_SCALER_ERRORS = "DistmlKedaScalerErrors"
+KEDA_METRIC_EMPTY = "DistmlKedaMetricEmpty"
+#: The alerts on series of components in namespaces of their own (the training operator's,
+#: KEDA's): a Prometheus that enforces a namespace label cannot match them
+#: (docs/monitoring.md, "Where a namespace label is enforced").
+OTHER_NAMESPACES = (TFJOB_FAILED, KEDA_SCALER_ERRORS, KEDA_METRIC_EMPTY)
 HOURS = {"m": 1 / 60, "h": 1, "d": 24}
 
 
@@ -241,7 +248,7 @@ def _keda_alerts() -> list[dict[str, Any]]:
 
     return [
         {
-            "alert": "DistmlKedaScalerErrors",
+            "alert": KEDA_SCALER_ERRORS,
             "expr": f"{per_isvc(KEDA_ERRORS, 'scaledObject')}\nand on ({BY})\n{distml}",
             "for": KEDA_FOR,
             "labels": {"severity": "ticket"},
@@ -256,7 +263,7 @@ def _keda_alerts() -> list[dict[str, Any]]:
             },
         },
         {
-            "alert": "DistmlKedaMetricEmpty",
+            "alert": KEDA_METRIC_EMPTY,
             "expr": (
                 f"{per_isvc(KEDA_EMPTY, 'scaledResource')}\nand on ({BY})\n({REQUEST_RATE} > 0)"
             ),
@@ -290,7 +297,7 @@ def _training_alerts() -> list[dict[str, Any]]:
     count = '{{ printf "%.0f" $value }}'
     return [
         {
-            "alert": "DistmlTFJobFailed",
+            "alert": TFJOB_FAILED,
             "expr": f'label_replace(\n{counted},\n  "namespace", "$1", "job_namespace", "(.*)"\n)',
             "labels": {"severity": "ticket"},
             "annotations": {
@@ -353,11 +360,16 @@ def _worker_lost() -> dict[str, Any]:
     }
 
 
-def groups() -> list[dict[str, Any]]:
-    """The rule groups, in Prometheus's ``rule_files`` format."""
+def groups(namespace_only: bool = False) -> list[dict[str, Any]]:
+    """The rule groups, in Prometheus's ``rule_files`` format; ``namespace_only``: without
+    the alerts of :data:`OTHER_NAMESPACES`."""
     rate = f"sum by ({BY}) (rate({sm.REQUESTS_TOTAL}{{{SERVED}}}[5m]))"
     short = [*_recording(SHORT_WINDOWS), {"record": REQUEST_RATE, "expr": rate}]
     long = [w for w in WINDOWS if w not in SHORT_WINDOWS]
+    serving, training = _serving_alerts(), _training_alerts()
+    if namespace_only:
+        serving = [r for r in serving if r["alert"] not in OTHER_NAMESPACES]
+        training = [r for r in training if r["alert"] not in OTHER_NAMESPACES]
     return [
         {"name": "distml-slo-short-windows", "rules": short},
         {"name": "distml-slo-long-windows", "interval": LONG_INTERVAL, "rules": _recording(long)},
@@ -365,8 +377,8 @@ def groups() -> list[dict[str, Any]]:
             "name": "distml-slo-alerts",
             "rules": [_burn_alert(slo, burn) for slo in SLOS for burn in BURNS],
         },
-        {"name": "distml-serving-alerts", "rules": _serving_alerts()},
-        {"name": "distml-training-alerts", "rules": _training_alerts()},
+        {"name": "distml-serving-alerts", "rules": serving},
+        {"name": "distml-training-alerts", "rules": training},
     ]
 
 

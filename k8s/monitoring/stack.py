@@ -142,10 +142,12 @@ def training_scrape_config(s: Settings) -> dict[str, Any]:
     }
 
 
-#: The training operator serves its counters on its Service's port 8080 ("monitoring-port"
-#: in training-operator v1.9.0's standalone overlay; --metrics-bind-address :8080).
+#: The training operator serves its counters on its Service's port 8080, named
+#: "monitoring-port" (training-operator v1.9.0's standalone overlay, Service
+#: kubeflow/training-operator; --metrics-bind-address :8080).
 OPERATOR_JOB = "training-operator"
 OPERATOR_METRICS_PORT = 8080
+OPERATOR_METRICS_PORT_NAME = "monitoring-port"
 
 
 def operator_scrape_config(s: Settings) -> dict[str, Any]:
@@ -208,6 +210,7 @@ def service_probe_config(s: Settings) -> dict[str, Any]:
 #: config/manager/service.yaml; the operator's --metrics-bind-address :8080), plain HTTP.
 KEDA_JOB = "keda-operator"
 KEDA_METRICS_PORT = 8080
+KEDA_METRICS_PORT_NAME = "metrics"
 
 
 def keda_scrape_config() -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """`invoke render`: every object up/train-all/deploy apply, as numbered YAML files in apply
 order; in ``workflow/``, numbered the same way, what `invoke workflow` applies instead of
-train-all + deploy; with ``prometheus_operator``, in ``prometheus-operator/``, the PodMonitors
-and the PrometheusRule for a Prometheus the Prometheus Operator runs (nothing applies them:
-the user does, ``k8s.monitoring.prometheus_operator``); and ``00-operators.sh``: the cluster
-and operator installs `invoke up` runs on an empty machine, recorded from the same installer
-instead of written twice."""
+train-all + deploy; with ``prometheus_operator``, in ``prometheus-operator/``, the objects
+for a Prometheus the Prometheus Operator runs, shaped by ``operator_options`` (nothing
+applies them: the user does, ``k8s.monitoring.prometheus_operator``); and
+``00-operators.sh``: the cluster and operator installs `invoke up` runs on an empty machine,
+recorded from the same installer instead of written twice."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from k8s import manifests
 from k8s.client.drykube import DryKube
 from k8s.install.operators import Installer
 from k8s.monitoring import stack
+from k8s.monitoring.prometheus_operator import OperatorOptions
 from k8s.monitoring.prometheus_operator import operator_objects as prometheus_operator_objects
 from k8s.providers.settings import Settings
 from runtime.cluster.context import ClusterContext
@@ -36,6 +37,7 @@ def render(
     predictor: str,
     source_dir: bool,
     prometheus_operator: bool = False,
+    operator_options: OperatorOptions | None = None,
     **changes: Any,
 ) -> list[Path]:
     """Write the objects and the install script into ``out_dir``; the paths, script first."""
@@ -58,7 +60,8 @@ def render(
     if s.with_monitoring and not s.prometheus:  # `up` applies them after the namespace
         objects[1:1] = [("up", obj) for obj in stack.prometheus_objects(s)]
     if prometheus_operator:
-        objects += [(OPERATOR_FLOW, obj) for obj in prometheus_operator_objects(s)]
+        found = prometheus_operator_objects(s, operator_options)
+        objects += [(OPERATOR_FLOW, obj) for obj in found]
     for step, obj in objects:
         # The workflow's objects are the alternative to train-all + deploy, not a sequel:
         # they go in a folder of their own, numbered in their own apply order; so do the

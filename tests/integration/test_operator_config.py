@@ -1,6 +1,7 @@
 """integration/operator_config.py: the Operator's scrape job for a PodMonitor endpoint, whole
-(its relabellings are run on discovered pods in tests/k8s/monitoring/test_prometheus_operator.py),
-and accepted by the real promtool as part of a config."""
+(its relabellings are run on discovered pods in tests/k8s/monitoring/test_prometheus_operator.py,
+a ServiceMonitor's in test_prometheus_operator_services.py), and accepted by the real promtool
+as part of a config."""
 
 from __future__ import annotations
 
@@ -52,6 +53,16 @@ def test_an_unmodelled_field_fails_rather_than_guessing():
     monitor["spec"]["podMetricsEndpoints"][0]["interval"] = "10s"
     with pytest.raises(AssertionError, match="not modelled"):
         operator_config.scrape_config(monitor)
+
+
+def test_a_service_monitor_s_unmodelled_field_fails_too():
+    s = Settings(image="-", namespace="team-a", serving_mode="standard")
+    (keda,) = [o for o in prometheus_operator.operator_objects(s)
+               if o["metadata"]["name"] == prometheus_operator.KEDA]  # fmt: skip
+    assert operator_config.honor_labels(keda) is True
+    keda["spec"]["endpoints"][0]["metricRelabelings"] = []
+    with pytest.raises(AssertionError, match="not modelled"):
+        operator_config.service_monitor_relabelings(keda)
 
 
 def test_promtool_accepts_the_jobs(tmp_path: Path):

@@ -2,20 +2,25 @@
 own scrape jobs keep, labelled as ml.contract.serving_metrics's and ml.contract.training_metrics's
 queries select them, once the Prometheus Operator has turned them into scrape jobs (its
 relabelling, transcribed in tests/support/relabel.py, run here); the PrometheusRule is
-distml's rules. Strict validation against the Operator's CRDs: test_prometheus_operator_crds.py.
+distml's rules; the objects come in apply order, each in its namespace, shaped by the options
+(render's flags), whose bad values are refused. The ServiceMonitors:
+test_prometheus_operator_services.py; the Roles: test_operator_rbac.py; strict validation
+against the Operator's CRDs: test_prometheus_operator_crds.py.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import pytest
 import yaml
 
 from k8s import manifests
 from k8s.manifests.names import ISVC_POD_LABEL, PREDICTOR_PORT, is_ours
+from k8s.monitoring import operator_rbac, rules, stack
 from k8s.monitoring import prometheus_operator as po
-from k8s.monitoring import rules, stack
 from k8s.providers.settings import Settings
 from ml.contract import serving_metrics
 from ml.contract import training_metrics as train_metrics
@@ -179,13 +184,93 @@ def test_the_rule_holds_distml_s_rule_groups_as_the_file_has_them() -> None:
     assert rule["spec"]["groups"] == yaml.safe_load(rules.PATH.read_text())["groups"]
 
 
-def test_every_object_is_distml_s_in_its_namespace_in_the_operator_s_group() -> None:
-    objects = po.operator_objects(settings())
-    assert [o["kind"] for o in objects] == ["PodMonitor", "PodMonitor", "PrometheusRule"]
+def placed(objects: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects]
+
+
+def test_the_rights_come_first_then_the_monitors_each_where_it_watches_then_the_rule() -> None:
+    rbac = [("Role", ns, operator_rbac.NAME) for ns in (NS, "kubeflow", "keda")]
+    rbac = [x for role in rbac for x in (role, ("RoleBinding", *role[1:]))]
+    monitors = [("PodMonitor", NS, po.PREDICTOR), ("PodMonitor", NS, po.TRAINING),
+                ("ServiceMonitor", "kubeflow", po.TRAINING_OPERATOR)]  # fmt: skip
+    rule = [("PrometheusRule", NS, po.RULES)]
+    assert placed(po.operator_objects(settings())) == [*rbac[:4], *monitors, *rule]
+    standard = po.operator_objects(settings(serving_mode="standard"))
+    assert placed(standard) == [*rbac, *monitors, ("ServiceMonitor", "keda", po.KEDA), *rule]
+    # Where distml's namespace is the training operator's (a cluster distml made): once.
+    home = po.operator_objects(Settings(image="x", namespace="kubeflow"))
+    assert [k for k, ns, _ in placed(home) if ns == "kubeflow"].count("Role") == 1
+
+
+def test_namespace_only_keeps_distml_s_namespace_and_the_alerts_it_can_match() -> None:
+    o = po.OperatorOptions(namespace_only=True)
+    objects = po.operator_objects(settings(serving_mode="standard"), o)
+    assert {ns for _, ns, _ in placed(objects)} == {NS}
+    assert [k for k, _, _ in placed(objects)] == [
+        "Role", "RoleBinding", "PodMonitor", "PodMonitor", "PrometheusRule",
+    ]  # fmt: skip
+    assert objects[-1]["spec"]["groups"] == rules.groups(namespace_only=True)
+
+
+def test_every_object_is_distml_s_and_its_monitors_and_rule_are_the_operator_s() -> None:
+    objects = po.operator_objects(settings(serving_mode="standard"))
     for obj in objects:
-        assert obj["apiVersion"] == "monitoring.coreos.com/v1"
-        assert obj["metadata"]["namespace"] == NS
         assert is_ours(obj), obj["metadata"]["name"]
         assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == stack.COMPONENT
-    assert objects == po.operator_objects(settings())  # fresh dicts, the same each time
-    assert objects[0] is not po.operator_objects(settings())[0]
+        rbac = obj["kind"] in ("Role", "RoleBinding")
+        assert obj["apiVersion"] == (stack.RBAC_API if rbac else "monitoring.coreos.com/v1")
+    assert objects == po.operator_objects(settings(serving_mode="standard"))  # fresh dicts
+    assert objects[0] is not po.operator_objects(settings(serving_mode="standard"))[0]
+
+
+# ------------------------------------------------------------------ the options (render's flags)
+
+
+def test_release_labels_the_monitors_and_the_rule_which_kube_prometheus_stack_selects() -> None:
+    o = po.OperatorOptions(release="kps")
+    for obj in po.operator_objects(settings(serving_mode="standard"), o):
+        labels = obj["metadata"]["labels"]
+        if obj["kind"] in ("Role", "RoleBinding"):  # no Prometheus selects these
+            assert "release" not in labels
+        else:
+            assert labels["release"] == "kps", obj["metadata"]["name"]
+    plain = po.operator_objects(settings(serving_mode="standard"))
+    assert not any("release" in obj["metadata"]["labels"] for obj in plain)
+
+
+def test_the_service_account_is_the_one_named() -> None:
+    assert po.OperatorOptions().account == ("monitoring", "prometheus-k8s")
+    o = po.OperatorOptions(prometheus_sa="observability/kube-prometheus-stack-prometheus")
+    bindings = [b for b in po.operator_objects(settings(), o) if b["kind"] == "RoleBinding"]
+    assert bindings and all(b["subjects"] == [{
+        "kind": "ServiceAccount", "name": "kube-prometheus-stack-prometheus",
+        "namespace": "observability",
+    }] for b in bindings)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("prometheus_sa", "prometheus-k8s", "--prometheus-sa must be NAMESPACE/NAME"),
+        ("prometheus_sa", "monitoring/", "--prometheus-sa must be NAMESPACE/NAME"),
+        ("prometheus_sa", "/prometheus-k8s", "--prometheus-sa must be NAMESPACE/NAME"),
+        ("prometheus_sa", "Monitoring/prometheus-k8s", "not 'Monitoring/prometheus-k8s'"),
+        ("prometheus_sa", "monitoring/prom/k8s", "e.g. monitoring/prometheus-k8s"),
+        ("release", "Kube_Prometheus", "--release must be a Helm release's name"),
+        ("release", "-kps", "--release must be a Helm release's name"),
+        ("release", "k" * 54, "at most 53"),
+    ],
+    ids=[
+        "no namespace", "no name", "an empty namespace", "upper case", "two slashes",
+        "an underscore", "a leading dash", "longer than Helm allows",
+    ],
+)  # fmt: skip
+def test_a_value_that_cannot_be_used_is_refused_saying_which_flag(field, value, message) -> None:
+    with pytest.raises(po.OperatorOptionError, match=re.escape(message)):
+        po.OperatorOptions(**{field: value})
+
+
+def test_helm_s_own_release_names_are_accepted() -> None:
+    for name in ("kps", "kube-prometheus-stack", "monitoring.v2", "k" * 53):
+        assert po.OperatorOptions(release=name).labels == {"release": name}
+    assert po.OperatorOptions().labels == {}

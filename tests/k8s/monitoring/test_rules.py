@@ -102,3 +102,17 @@ def test_every_alert_has_a_severity_a_summary_and_a_description_naming_where():
         ("DistmlLatencyBudgetBurn", "1h"), ("DistmlLatencyBudgetBurn", "6h"),
         ("DistmlPredictorDown", None),
     }  # fmt: skip
+
+
+def test_namespace_only_leaves_out_exactly_the_alerts_on_other_namespaces_series():
+    from ml.contract import training_metrics as tm
+
+    foreign = (rules.KEDA_ERRORS, rules.KEDA_EMPTY, tm.OPERATOR_JOBS_FAILED)
+    reading = {r["alert"] for r in ALERTS if any(m in r["expr"] for m in foreign)}
+    assert reading == set(rules.OTHER_NAMESPACES)
+    kept = rules.groups(namespace_only=True)
+    assert [g["name"] for g in kept] == [g["name"] for g in COMMITTED["groups"]]
+    left = [r for g in kept for r in g["rules"]]
+    assert [r for r in EVERY_RULE if r.get("alert") not in reading] == left
+    assert not any(m in r["expr"] for r in left for m in foreign)
+    assert rules.groups() == COMMITTED["groups"]  # the default is the committed file

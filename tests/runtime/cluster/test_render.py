@@ -87,15 +87,30 @@ def test_render_prometheus_operator_writes_its_objects_in_a_folder_of_their_own(
     written = rt.render(out, serving_mode="standard", prometheus_operator=True)
     folder = [p for p in written if p.parent.name == "prometheus-operator"]
     assert [p for p in written if p not in folder] == plain  # the rest as without it
+    # kind: distml's namespace is the training operator's, kubeflow; KEDA's is keda.
     assert [p.name for p in folder] == [
-        "01-prometheus-operator-podmonitor-distml-predictor.yaml",
-        "02-prometheus-operator-podmonitor-distml-training.yaml",
-        "03-prometheus-operator-prometheusrule-distml-rules.yaml",
+        "01-prometheus-operator-role-distml-prometheus-discovery.yaml",
+        "02-prometheus-operator-rolebinding-distml-prometheus-discovery.yaml",
+        "03-prometheus-operator-role-distml-prometheus-discovery.yaml",
+        "04-prometheus-operator-rolebinding-distml-prometheus-discovery.yaml",
+        "05-prometheus-operator-podmonitor-distml-predictor.yaml",
+        "06-prometheus-operator-podmonitor-distml-training.yaml",
+        "07-prometheus-operator-servicemonitor-distml-training-operator.yaml",
+        "08-prometheus-operator-servicemonitor-distml-keda-operator.yaml",
+        "09-prometheus-operator-prometheusrule-distml-rules.yaml",
     ]
     s = rt.cx.settings(serving_mode="standard")
     expected = prometheus_operator.operator_objects(s)
     assert [yaml.safe_load(p.read_text()) for p in folder] == expected
     assert expected[0]["metadata"]["namespace"] == s.namespace
+    options = prometheus_operator.OperatorOptions(namespace_only=True, release="kps")
+    narrow = rt.render(out, serving_mode="standard", prometheus_operator=True,
+                       operator_options=options)  # fmt: skip
+    folder = [p for p in narrow if p.parent.name == "prometheus-operator"]
+    assert [yaml.safe_load(p.read_text()) for p in folder] == (
+        prometheus_operator.operator_objects(s, options)
+    )
+    assert len(list((out / "prometheus-operator").glob("*.yaml"))) == len(folder) == 5
     rt.render(out, serving_mode="standard")  # without it again: none left behind
     assert list((out / "prometheus-operator").glob("*.yaml")) == []
     assert not (tmp_path / "never").exists()
