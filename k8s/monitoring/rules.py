@@ -59,6 +59,16 @@ KEDA_METRIC_EMPTY = "DistmlKedaMetricEmpty"
 #: (docs/monitoring.md, "Where a namespace label is enforced").
 OTHER_NAMESPACES = (TFJOB_FAILED, KEDA_SCALER_ERRORS, KEDA_METRIC_EMPTY)
 HOURS = {"m": 1 / 60, "h": 1, "d": 24}
+#: The rates recorded for the long windows to add up, and the windows that read them
+#: (longer than LONG_FROM_RECORDED).
+BASE_WINDOW, LONG_FROM_RECORDED = "5m", "1h"
+#: A version's own ratios (``namespace_isvc_version:...``): what a canary's owner looks at;
+#: the alerts stay per service.
+VERSION_LEVEL, VERSION_BY, VERSION_WINDOWS = (
+    "namespace_isvc_version",
+    "namespace, isvc, version",
+    ("5m", "1h"),
+)
 
 
 def hours(window: str) -> float:
@@ -80,20 +90,50 @@ class SLO:
         """The share of requests that may be bad (0.001 for 99.9%)."""
         return round(1 - self.objective, 10)
 
-    def record(self, window: str) -> str:
-        return f"{LEVEL}:{self.metric}:ratio_rate{window}"
+    def record(self, window: str, level: str = LEVEL) -> str:
+        return f"{level}:{self.metric}:ratio_rate{window}"
 
-    def ratio(self, window: str) -> str:
-        """Bad requests per request over ``window``, by namespace and isvc."""
+    @property
+    def counted(self) -> tuple[str, str]:
+        """The recording rules' metric parts of its bad requests and of all its requests."""
+        if self.name == "availability":
+            return f"{sm.REQUESTS}_5xx", sm.REQUESTS
+        return f"{sm.REQUESTS}_slow", f"{sm.LATENCY}_count"
+
+    def rates(self, window: str, by: str = BY) -> tuple[str, str]:
+        """(bad requests per second, requests per second) over ``window``, summed ``by``."""
 
         def rate(metric: str, extra: str = "") -> str:
-            return f"sum by ({BY}) (rate({metric}{{{SERVED}{extra}}}[{window}]))"
+            return f"sum by ({by}) (rate({metric}{{{SERVED}{extra}}}[{window}]))"
 
         if self.name == "availability":
-            errors = rate(sm.REQUESTS_TOTAL, ',code=~"5.."')
-            return f"{errors}\n/\n{rate(sm.REQUESTS_TOTAL)}"
+            return rate(sm.REQUESTS_TOTAL, ',code=~"5.."'), rate(sm.REQUESTS_TOTAL)
         within = rate(f"{sm.LATENCY}_bucket", f',le="{sm.LATENCY_OBJECTIVE_S:g}"')
-        return f"1 - (\n  {within}\n  /\n  {rate(f'{sm.LATENCY}_count')}\n)"
+        total = rate(f"{sm.LATENCY}_count")
+        return f"(\n  {total}\n  -\n  {within}\n)", total
+
+    def rate_records(self) -> list[dict[str, str]]:
+        """Its bad and all requests per second over :data:`BASE_WINDOW`, recorded: what
+        the long windows add up (the request rate is recorded once, as REQUEST_RATE)."""
+        names = [f"{LEVEL}:{m}:rate{BASE_WINDOW}" for m in self.counted]
+        return [
+            {"record": name, "expr": expr}
+            for name, expr in zip(names, self.rates(BASE_WINDOW), strict=True)
+            if name != REQUEST_RATE
+        ]
+
+    def ratio(self, window: str, by: str = BY) -> str:
+        """Bad requests per request over ``window``, summed ``by``: from the raw series up
+        to an hour; beyond, from the recorded :data:`BASE_WINDOW` rates (the workbook's way:
+        a 3-day window reads one recorded series per service, not three days of every
+        pod's raw buckets, every minute)."""
+        if hours(window) <= hours(LONG_FROM_RECORDED) or by != BY:
+            bad, total = self.rates(window, by)
+            return f"{bad}\n/\n{total}"
+        bad, total = (
+            f"sum_over_time({LEVEL}:{m}:rate{BASE_WINDOW}[{window}])" for m in self.counted
+        )
+        return f"{bad}\n/\n{total}"
 
     def bad_count(self, window: str) -> str:
         """Bad requests counted over ``window``, by namespace and isvc."""
@@ -156,6 +196,14 @@ REQUEST_RATE = f"{LEVEL}:{sm.REQUESTS}:rate5m"
 
 def _recording(windows: Sequence[str]) -> list[dict[str, Any]]:
     return [{"record": slo.record(w), "expr": slo.ratio(w)} for slo in SLOS for w in windows]
+
+
+def _by_version() -> list[dict[str, Any]]:
+    return [
+        {"record": slo.record(w, VERSION_LEVEL), "expr": slo.ratio(w, VERSION_BY)}
+        for slo in SLOS
+        for w in VERSION_WINDOWS
+    ]
 
 
 def _burn_alert(slo: SLO, burn: Burn) -> dict[str, Any]:
@@ -363,8 +411,14 @@ def _worker_lost() -> dict[str, Any]:
 def groups(namespace_only: bool = False) -> list[dict[str, Any]]:
     """The rule groups, in Prometheus's ``rule_files`` format; ``namespace_only``: without
     the alerts of :data:`OTHER_NAMESPACES`."""
-    rate = f"sum by ({BY}) (rate({sm.REQUESTS_TOTAL}{{{SERVED}}}[5m]))"
-    short = [*_recording(SHORT_WINDOWS), {"record": REQUEST_RATE, "expr": rate}]
+    rate = f"sum by ({BY}) (rate({sm.REQUESTS_TOTAL}{{{SERVED}}}[{BASE_WINDOW}]))"
+    bases = [r for slo in SLOS for r in slo.rate_records()]
+    short = [
+        *_recording(SHORT_WINDOWS),
+        {"record": REQUEST_RATE, "expr": rate},
+        *bases,
+        *_by_version(),
+    ]
     long = [w for w in WINDOWS if w not in SHORT_WINDOWS]
     serving, training = _serving_alerts(), _training_alerts()
     if namespace_only:

@@ -72,10 +72,19 @@ def test_every_window_of_every_slo_is_recorded_by_its_level_metric_and_operation
             assert slo.record(w) in recorded
     for name in recorded:
         level, metric, operation = name.split(":")
-        assert level == "namespace_isvc" and metric.startswith("distml_")
+        assert level in ("namespace_isvc", rules.VERSION_LEVEL) and metric.startswith("distml_")
         assert re.fullmatch(r"(ratio_)?rate\d+[mhd]", operation), name
     for r in EVERY_RULE:
-        if "record" in r:
+        if "record" not in r:
+            continue
+        level, _, operation = r["record"].split(":")
+        window = operation.rpartition("rate")[2]
+        if level == rules.VERSION_LEVEL:
+            assert "sum by (namespace, isvc, version)" in r["expr"], r["record"]
+        elif rules.hours(window) > rules.hours(rules.LONG_FROM_RECORDED):
+            # Long windows add up the recorded 5-minute rates, never the raw series.
+            assert "sum_over_time(namespace_isvc:" in r["expr"] and "{" not in r["expr"]
+        else:
             assert "sum by (namespace, isvc)" in r["expr"], r["record"]
 
 
