@@ -73,6 +73,12 @@ def selector(namespace: str, service: str) -> str:
     return f'namespace="{namespace}",isvc="{service}"'
 
 
+def pod_targets(namespace: str, service: str) -> str:
+    """``up`` of one InferenceService's predictor pods: not of its Service's probe
+    (``k8s.monitoring.stack``), which carries no ``pod``."""
+    return f'up{{{selector(namespace, service)},pod!=""}}'
+
+
 def served(namespace: str, service: str) -> str:
     """:func:`selector`, and the predict and infer routes only (the service's traffic)."""
     return f"{selector(namespace, service)},{served_routes()}"
@@ -150,7 +156,7 @@ def requests_total(namespace: str, service: str) -> str:
 def replicas(namespace: str, service: str) -> str:
     """Predictor pods Prometheus scrapes and finds up (no kube-state-metrics needed): pods,
     each counted once even when two scrape jobs reach it."""
-    return f"count(count by (pod) (up{{{selector(namespace, service)}}} == 1))"
+    return f"count(count by (pod) ({pod_targets(namespace, service)} == 1))"
 
 
 # --------------------------------------------------------------------------- by route, by label
@@ -193,7 +199,7 @@ def model_version(namespace: str, service: str) -> str:
 def last_scrape(namespace: str, service: str) -> str:
     """When Prometheus last scraped each predictor pod (seconds since the epoch, by pod):
     the time of its latest ``up`` sample (the load test waits for one after the run)."""
-    return f"max by (pod) (timestamp(up{{{selector(namespace, service)}}}))"
+    return f"max by (pod) (timestamp({pod_targets(namespace, service)}))"
 
 
 def within_objective(namespace: str, service: str, window: str) -> str:
@@ -203,6 +209,28 @@ def within_objective(namespace: str, service: str, window: str) -> str:
     sel = served(namespace, service)
     within = f'sum(rate({LATENCY}_bucket{{{sel},le="{LATENCY_OBJECTIVE_S:g}"}}[{window}]))'
     return f"{within} / sum(rate({LATENCY}_count{{{sel}}}[{window}]))"
+
+
+def burn_by_version(namespace: str, service: str, window: str, slo: str) -> str:
+    """Each version's error-budget burn over ``window`` (its bad share over the budget's:
+    ``k8s.monitoring.rules``' SLOs, 1 spends the budget in exactly its period), ``slo``
+    "availability" (5xx; budget 0.1%) or "latency" (slower than the objective; 1%): what
+    a canary's owner compares while two versions serve."""
+    sel = served(namespace, service)
+
+    def rate(metric: str, extra: str = "") -> str:
+        return f"sum by (version) (rate({metric}{{{sel}{extra}}}[{window}]))"
+
+    if slo == "availability":  # no 5xx series yet is 0, not no answer
+        total, budget = rate(REQUESTS_TOTAL), 0.001
+        errors = rate(REQUESTS_TOTAL, ',code=~"5.."')
+        bad = f"({errors} or {total} * 0)"
+    else:
+        total = rate(f"{LATENCY}_count")
+        within = rate(f"{LATENCY}_bucket", f',le="{LATENCY_OBJECTIVE_S:g}"')
+        bad = f"({total} - {within})"
+        budget = 0.01
+    return f"{bad} / ({total} > 0) / {budget:g}"
 
 
 # --------------------------------------------------------------------------- a canary's analysis
@@ -266,4 +294,4 @@ def pod_versions(namespace: str, service: str) -> str:
 
 def pods_up(namespace: str, service: str) -> str:
     """The predictor pods Prometheus scrapes now, by pod (1: the last scrape answered)."""
-    return f"max by (pod) (up{{{selector(namespace, service)}}})"
+    return f"max by (pod) ({pod_targets(namespace, service)})"

@@ -80,14 +80,26 @@ def per_worker_throughput(namespace: str, window: str) -> str:
     return f"{throughput(namespace, window)} / on ({JOB_LABEL}) group_left {workers(namespace)}"
 
 
+def workers_seen(namespace: str, over: str) -> str:
+    """Each TFJob's workers seen within ``over``: one that exited first is still counted
+    (a 2-worker job whose worker 1 ended is not a one-worker job)."""
+    return f"count by ({JOB_LABEL}) (last_over_time({TRAINING}{{{selector(namespace)}}}[{over}]))"
+
+
 def scaling_efficiency(namespace: str, window: str, over: str) -> str:
     """throughput(N) / (N x throughput(1)), by TFJob: each job's per-worker throughput over
-    the best a one-worker job of the same model reached within ``over`` (none: no answer,
-    the baseline must have run). 1.0 is perfect scaling; a one-worker job is its own 1.0."""
-    one_worker = (
-        f"({throughput(namespace, window)} and on ({JOB_LABEL}) ({workers(namespace)} == 1))"
+    the mean throughput a one-worker job of the same model had while it trained within
+    ``over`` (none: no answer, the baseline must have run). A job is a one-worker job when
+    no other worker of it was seen within ``over``. The mean is of its worker's own live
+    figure (:data:`EXAMPLES_PER_SECOND`) while it said it trained: a ``rate()`` of its
+    counter would start low for a window's length and pull the mean down. 1.0 is perfect
+    scaling; a one-worker job is about its own 1.0."""
+    sel = selector(namespace)
+    training = (
+        f"({EXAMPLES_PER_SECOND}{{{sel}}} and on ({JOB_LABEL}, replica) ({TRAINING}{{{sel}}} == 1))"
     )
-    baseline = f"max by (model) (max_over_time({one_worker}[{over}:]))"
+    one_worker = f"{training} and on ({JOB_LABEL}) ({workers_seen(namespace, over)} == 1)"
+    baseline = f"avg by (model) (avg_over_time(({one_worker})[{over}:]))"
     return f"({per_worker_throughput(namespace, window)}) / on (model) group_left {baseline}"
 
 

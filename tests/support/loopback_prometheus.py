@@ -32,17 +32,38 @@ BINARY = "/usr/bin/prometheus"
 START_TIMEOUT_S = 60.0
 
 
-def _config(targets: dict[str, str], namespace: str, service: str, interval: str, job: str) -> str:
-    """pod -> host:port, scraped as distml's job scrapes a predictor pod."""
+def _config(
+    targets: dict[str, str], namespace: str, service: str, interval: str, job: str, probe: bool
+) -> str:
+    """pod -> host:port, scraped as distml's job scrapes a predictor pod; ``probe``: the
+    first one also as the predictor Service's probe scrapes it (``namespace`` and ``isvc``,
+    no ``pod``, every sample dropped: k8s.monitoring.stack.service_probe_config)."""
+    from k8s.monitoring import stack
+
     static = [
         {"targets": [address], "labels": {"namespace": namespace, "isvc": service, "pod": pod}}
         for pod, address in targets.items()
     ]
+    jobs = [{"job_name": job, "static_configs": static}]
+    if probe:
+        dropped = stack.service_probe_config(stack_settings(namespace))["metric_relabel_configs"]
+        jobs.append({
+            "job_name": stack.SERVICE_PROBE_JOB,
+            "static_configs": [{"targets": [next(iter(targets.values()))],
+                                "labels": {"namespace": namespace, "isvc": service}}],
+            "metric_relabel_configs": dropped,
+        })  # fmt: skip
     config = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "scrape_configs": [{"job_name": job, "static_configs": static}],
+        "scrape_configs": jobs,
     }
     return json.dumps(config)  # JSON is YAML
+
+
+def stack_settings(namespace: str) -> Any:
+    from k8s.providers.settings import Settings
+
+    return Settings(image="-", namespace=namespace, serving_mode="standard")
 
 
 class LoopbackPrometheus:
@@ -56,11 +77,14 @@ class LoopbackPrometheus:
         service: str,
         interval: str = "1s",
         job: str = sm.SCRAPE_JOB,
+        probe: bool = False,
     ) -> None:
         if not Path(BINARY).is_file() and not shutil.which("prometheus"):
             pytest.skip(f"no Prometheus at {BINARY}: apt-get install prometheus")
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "prometheus.yml").write_text(_config(targets, namespace, service, interval, job))
+        (workdir / "prometheus.yml").write_text(
+            _config(targets, namespace, service, interval, job, probe)
+        )
         (self.port,) = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / "prometheus.log"

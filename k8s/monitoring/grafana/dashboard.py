@@ -33,6 +33,8 @@ UID = "distml-serving"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 VARIABLES = ("namespace", "isvc")  # query variables; ``$datasource`` is the Prometheus
 NS, ISVC = "$namespace", "$isvc"  # what the queries are built for
+#: The series whose namespaces ``$namespace`` lists: serving's and training's.
+NAMESPACES = f'{{__name__=~"{sm.REQUESTS_TOTAL}|{tm.TRAINING}"}}'
 # Grafana's window of four scrapes (or more at a coarse step): the Prometheus's own interval.
 RATE = "$__rate_interval"
 WIDTH, HEIGHT = 12, 8  # a panel's share of Grafana's 24-column grid
@@ -85,6 +87,12 @@ def panels() -> list[dict[str, Any]]:
                "not the service's traffic)."),
         _panel("Error ratio (5xx)", "timeseries", [(sm.error_ratio(NS, ISVC, RATE), "5xx")],
                "percentunit", "Predict and infer requests answered 5xx, over all of them."),
+        _panel("Error budget burn by version", "timeseries",
+               [(sm.burn_by_version(NS, ISVC, RATE, slo), f"{{{{version}}}} {slo}")
+                for slo in ("availability", "latency")], "short",
+               "Each version's bad share over its budget's (5xx: 0.1%; slower than the "
+               "objective: 1%): at 1 a version spends its budget in exactly 30 days, and "
+               "the pages fire above 14.4 and 6. What a canary's owner compares."),
         _objective_line(latency, sm.LATENCY_OBJECTIVE_S),
         _objective_line(
             _panel(f"Requests within {objective_ms:g} ms", "timeseries",
@@ -164,8 +172,9 @@ def _variable(name: str, label: str, query: str) -> dict[str, Any]:
 
 
 def variables() -> list[dict[str, Any]]:
-    """``$datasource``, any Prometheus Grafana has, then ``$namespace`` and ``$isvc``: the
-    label values of the predictors' request counter."""
+    """``$datasource``, any Prometheus Grafana has, then ``$namespace``: a namespace with
+    a predictor or a training worker (a namespace that only trained still has its training
+    row), and ``$isvc``: the label values of the predictors' request counter."""
     return [
         {
             "name": "datasource",
@@ -176,7 +185,7 @@ def variables() -> list[dict[str, Any]]:
             "includeAll": False,
             "multi": False,
         },
-        _variable("namespace", "Namespace", f"label_values({sm.REQUESTS_TOTAL}, namespace)"),
+        _variable("namespace", "Namespace", f"label_values({NAMESPACES}, namespace)"),
         _variable(
             "isvc",
             "InferenceService",

@@ -63,7 +63,11 @@ def scraped(server, tmp_path_factory) -> Iterator[Scraped]:
     scraped, then the rest, scraped (a series' first sample shows no increase)."""
     workdir = tmp_path_factory.mktemp("prometheus-30s")
     address = {"p1": urlparse(server).netloc}
-    with loopback_prometheus(workdir, address, NS, SVC, interval="30s", job=JOB) as prom:
+    # With the predictor Service's probe too: its up (no pod) counts no replica, and its
+    # samples, all dropped, count no request twice.
+    with loopback_prometheus(
+        workdir, address, NS, SVC, interval="30s", job=JOB, probe=True
+    ) as prom:
         prom.wait_scraped(1)
         before = _by_route(prom)
         predicted = before.get(sm.PREDICT_ROUTE, 0)
@@ -134,6 +138,8 @@ def test_probes_and_strays_are_counted_by_the_server_but_are_not_traffic(scraped
 def test_nothing_selects_on_distmls_job(scraped: Scraped):
     kube = scraped.kube
     assert _scalar(kube, sm.replicas(NS, SVC)) == 1
+    probed = prometheus.instant(kube, REF, f'up{{{sm.selector(NS, SVC)},pod=""}}')
+    assert [v for _, v in probed] == [1]  # the probe was scraped: it is not a replica
     (pod, at), *rest = prometheus.instant(kube, REF, sm.last_scrape(NS, SVC))
     assert not rest and pod == {"pod": "p1"} and at > 0
     view = PrometheusView(kube, REF, NS, SVC)

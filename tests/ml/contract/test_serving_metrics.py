@@ -24,7 +24,8 @@ NS, SVC = "team-a", "tf-mnist-2"
 WINDOW = "2m"
 #: The queries of the service's traffic: predict and infer requests only.
 SERVICE_LEVEL = {"request_rate", "error_ratio", "latency_quantile", "concurrency",
-                 "request_rate_by_code", "within_objective"}  # fmt: skip
+                 "request_rate_by_code", "within_objective", "burn_by_version availability",
+                 "burn_by_version latency"}  # fmt: skip
 
 
 def _queries() -> dict[str, str]:
@@ -40,6 +41,10 @@ def _queries() -> dict[str, str]:
             args.append(0.99)
         if "window" in params:
             args.append(WINDOW)
+        if name == "burn_by_version":  # one query per SLO
+            for slo in ("availability", "latency"):
+                found[f"{name} {slo}"] = fn(*args, slo)
+            continue
         found[name] = fn(*args)
     return found
 

@@ -74,6 +74,7 @@ def test_throughput_and_scaling_efficiency_against_a_one_worker_baseline(tmp_pat
     # 180 / (2 x 100) = 0.9 of perfect scaling. Another model has no baseline: no answer.
     series = [
         (worker("train-solo", "cnn", 0, tmx.EXAMPLES_TOTAL), "0+6000x20"),
+        (worker("train-solo", "cnn", 0, tmx.EXAMPLES_PER_SECOND), "100x20"),
         (worker("train-solo", "cnn", 0, tmx.TRAINING), "1x20"),
         *((worker("train-pair", "cnn", r, tmx.EXAMPLES_TOTAL), "0+5400x20") for r in (0, 1)),
         *((worker("train-pair", "cnn", r, tmx.TRAINING), "1x20") for r in (0, 1)),
@@ -107,5 +108,33 @@ def test_a_worker_still_training_whose_steps_stopped_is_stalled(tmp_path):
         {"expr": tmx.stalled(NS, "10m"), "eval_time": "16m", "exp_samples": [
             {"labels": f'{{namespace="{NS}",tfjob="train-a",model="cnn",replica="0"}}',
              "value": 0},
+        ]},
+    ])  # fmt: skip
+
+
+def test_the_baseline_is_a_one_worker_jobs_mean_and_never_a_pair_whose_worker_ended(tmp_path):
+    # train-solo: one worker at 100 examples/s for its first 11 readings, then 140 for 10
+    # (mean 2500 / 21 = 119.05; peak 140). train-pair: two workers at 90 each; its worker 1
+    # ended at 10m, worker 0 goes on alone at 90: an instant count of 1 took it for a
+    # baseline of 90 (and a peak, 140 for the solo job).
+    series = [
+        (worker("train-solo", "cnn", 0, tmx.EXAMPLES_TOTAL), "0+6000x10 60000+8400x10"),
+        (worker("train-solo", "cnn", 0, tmx.EXAMPLES_PER_SECOND), "100x10 140x10"),
+        (worker("train-solo", "cnn", 0, tmx.TRAINING), "1x20"),
+        (worker("train-pair", "cnn", 0, tmx.EXAMPLES_TOTAL), "0+5400x25"),
+        (worker("train-pair", "cnn", 0, tmx.EXAMPLES_PER_SECOND), "90x25"),
+        (worker("train-pair", "cnn", 0, tmx.TRAINING), "1x25"),
+        (worker("train-pair", "cnn", 1, tmx.EXAMPLES_TOTAL), "0+5400x10 stale"),
+        (worker("train-pair", "cnn", 1, tmx.EXAMPLES_PER_SECOND), "90x10 stale"),
+        (worker("train-pair", "cnn", 1, tmx.TRAINING), "1x9 0 stale"),
+    ]
+    at = {"eval_time": "20m"}
+    # Now: the solo job at 140 over its mean, 1.18; the pair's one reporting worker at 90
+    # over the same mean, 0.76.
+    promtool_test(tmp_path, series, [
+        {"expr": f"round({tmx.scaling_efficiency(NS, '5m', '30m')}, 0.01)", **at,
+         "exp_samples": [
+            {"labels": '{tfjob="train-solo",model="cnn"}', "value": 1.18},
+            {"labels": '{tfjob="train-pair",model="cnn"}', "value": 0.76},
         ]},
     ])  # fmt: skip

@@ -88,6 +88,7 @@ def test_the_queries_are_serving_metrics_s_for_the_template_variables():
     expected = [
         sm.request_rate_by_code(ns, isvc, rate),
         sm.error_ratio(ns, isvc, rate),
+        *(sm.burn_by_version(ns, isvc, rate, slo) for slo in ("availability", "latency")),
         *(sm.latency_quantile(ns, isvc, q, rate) for q in (0.5, 0.95, 0.99)),
         sm.within_objective(ns, isvc, rate),
         sm.concurrency(ns, isvc, rate),
@@ -122,6 +123,7 @@ def test_the_training_row_reads_what_the_workers_and_the_operator_write():
     assert [title for title, _ in queries][::2][:1] == ["Training throughput (examples/s) by job"]
     read = {s.split("{")[0] for _, expr in queries for s in dashboard.series_read(expr)}
     assert read == {tmx.EXAMPLES_TOTAL, f"{tmx.STEP_SECONDS}_bucket", tmx.LOSS, tmx.TRAINING,
+                    tmx.EXAMPLES_PER_SECOND,
                     tmx.OPERATOR_JOBS_RESTARTED}  # fmt: skip
     for _, expr in queries:
         assert 'namespace="$namespace"' in expr, expr  # the workers' or the operator's
@@ -142,7 +144,7 @@ def test_substitution_replaces_every_variable():
 
 def test_variables_become_the_queries_that_list_their_values():
     assert dashboard.variable_queries(COMMITTED) == [
-        ("namespace", "namespace", f"count by (namespace) ({sm.REQUESTS_TOTAL})"),
+        ("namespace", "namespace", f"count by (namespace) ({dashboard.NAMESPACES})"),
         ("isvc", "isvc", f'count by (isvc) ({sm.REQUESTS_TOTAL}{{namespace="$namespace"}})'),
     ]
     board = {"templating": {"list": [{"name": "x", "definition": "query_result(up)"}]}}
