@@ -8,6 +8,13 @@ SIGSTOP sent from inside it). Their scrapes time out, ``up`` turns 0, and
 within its ``for:`` plus a few evaluations; then SIGCONT (always, whatever happened), and
 it must be gone within a few scrapes. Waited for as conditions with deadlines, not sleeps.
 
+A second fault: every predictor pod gone. The nodes cordoned and the predictor pods
+deleted, their replacements stay Pending (no IP: no pod target is left to fail its
+scrape); only the predictor Service's probe (``k8s.monitoring.stack``) is there, 0, and
+``DistmlPredictorDown`` must fire within its ``for:`` as before; then the nodes uncordoned
+(always), and it must clear once a pod is Ready again (:data:`GONE_CLEAR_TIMEOUT_S`: a new
+predictor loads TensorFlow and its model first).
+
 Notifications: the run's ``up`` named ``integration.alert_sink``'s URL as
 ``cluster.alert_webhook``; the sink is started before the fault, and Alertmanager must
 deliver the alert to it firing (within its group wait after the alert fires; the fault
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +49,7 @@ FOR_S = 120  # the rule's `for:` (k8s/monitoring/rules.py)
 #: the 5 s evaluations the rule's pending state needs to be seen.
 FIRE_SLACK_S = 60
 CLEAR_TIMEOUT_S = 90
+GONE_CLEAR_TIMEOUT_S = 300
 #: Alertmanager's group wait (10 s) or group interval (1 m), and its webhook's retries.
 NOTIFY_TIMEOUT_S = 120
 #: A predictor's command names the model directory KServe mounts (ml/contract/__init__.py serve).
@@ -125,6 +134,42 @@ def run(
     )
 
 
+def _kubectl(kube_context: str, *args: str) -> str:
+    done = subprocess.run(
+        ["kubectl", "--context", kube_context, *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise DistmlError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def gone(kube_context: str, kube: Kube, ref: prometheus.PrometheusRef, namespace: str,
+         service: str) -> str:  # fmt: skip
+    """Every predictor pod gone: the nodes cordoned, the pods deleted (their replacements
+    Pending) until the alert fires; then uncordoned until it clears."""
+    from k8s.manifests.names import ISVC_POD_LABEL
+
+    if _firing(kube, ref, namespace, service):
+        raise DistmlError(f"{ALERT} already fires before the fault: nothing would be shown")
+    nodes = _kubectl(kube_context, "get", "nodes", "-o", "name").split()
+    selector = f"{ISVC_POD_LABEL}={service}"
+    try:
+        for node in nodes:
+            _kubectl(kube_context, "cordon", node)
+        _kubectl(kube_context, "-n", namespace, "delete", "pods", "-l", selector, "--wait=false")
+        firing = lambda: _firing(kube, ref, namespace, service)  # noqa: E731
+        fired = _until(f"{ALERT} firing with every pod Pending", firing, FOR_S + FIRE_SLACK_S)
+    finally:
+        for node in nodes:
+            _kubectl(kube_context, "uncordon", node)
+    back = lambda: not _firing(kube, ref, namespace, service)  # noqa: E731
+    cleared = _until(f"{ALERT} gone once a pod is back", back, GONE_CLEAR_TIMEOUT_S)
+    return (
+        f"alert fault: every predictor pod gone (nodes cordoned, pods Pending); {ALERT} fired "
+        f"after {fired:.0f} s (for: {FOR_S} s) and was gone {cleared:.0f} s after uncordon"
+    )
+
+
 def delivered(read: Callable[[], list[alert_sink.Notification]], status: str,
               namespace: str, service: str) -> bool:  # fmt: skip
     """The sink has had ``ALERT`` about the service with ``status`` (firing, resolved)."""
@@ -174,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{waits[0]:.0f} s after it fired (the fault held meanwhile) and resolved "
             f"{waits[1]:.0f} s after it cleared"
         )
+        print(gone(args.context, ApiKube(args.context), ref, args.namespace, args.service))
     except (DistmlError, RuntimeError) as e:
         print(f"alert fault: FAILED: {e}", file=sys.stderr)
         return 1

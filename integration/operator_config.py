@@ -134,22 +134,29 @@ def honor_labels(monitor: dict[str, Any], index: int = 0) -> bool:
 
 def job_name(monitor: dict[str, Any], index: int = 0) -> str:
     """The Operator's scrape job name for endpoint ``index`` (its ``job`` label differs:
-    ``<namespace>/<name>``)."""
-    meta = monitor["metadata"]
-    return f"podMonitor/{meta['namespace']}/{meta['name']}/{index}"
+    ``<namespace>/<name>`` of a PodMonitor, the Service's name of a ServiceMonitor)."""
+    meta, kind = monitor["metadata"], monitor["kind"][0].lower() + monitor["kind"][1:]
+    return f"{kind}/{meta['namespace']}/{meta['name']}/{index}"
 
 
 def scrape_config(monitor: dict[str, Any], index: int = 0) -> dict[str, Any]:
-    """The whole scrape job for endpoint ``index``: discovery in the PodMonitor's own
-    namespace (no namespaceSelector), the endpoint's path, no interval of its own (the
-    Prometheus's global one applies), and :func:`pod_monitor_relabelings`."""
-    ep = monitor["spec"]["podMetricsEndpoints"][index]
+    """The whole scrape job for endpoint ``index`` of a PodMonitor or a ServiceMonitor:
+    discovery (role pod, or endpoints) in the monitor's own namespace (no
+    namespaceSelector), the endpoint's path, no interval of its own (the Prometheus's
+    global one applies), its ``honorLabels``, and the Operator's relabelling."""
+    service = monitor["kind"] == "ServiceMonitor"
+    spec = monitor["spec"]
+    ep = (spec["endpoints"] if service else spec["podMetricsEndpoints"])[index]
+    relabel = service_monitor_relabelings if service else pod_monitor_relabelings
     return {
         "job_name": job_name(monitor, index),
-        "honor_labels": False,
+        "honor_labels": honor_labels(monitor, index),
         "kubernetes_sd_configs": [
-            {"role": "pod", "namespaces": {"names": [monitor["metadata"]["namespace"]]}}
+            {
+                "role": "endpoints" if service else "pod",
+                "namespaces": {"names": [monitor["metadata"]["namespace"]]},
+            }
         ],
         "metrics_path": ep.get("path", "/metrics"),
-        "relabel_configs": pod_monitor_relabelings(monitor, index),
+        "relabel_configs": relabel(monitor, index),
     }

@@ -5,9 +5,11 @@ The Operator cannot be had here (the module proxy refuses its main module), so i
 Prometheus is made the way the Operator makes it from ``invoke render
 --prometheus-operator``'s objects: in a namespace of its own (:data:`NAMESPACE`), scraping
 at the Operator's default 30 s, one scrape job per PodMonitor endpoint as v0.93.0 writes it
-(``integration.operator_config``: job label ``<namespace>/<PodMonitor>``), the
-PrometheusRule's groups as its rules, the external labels it adds, and its governing
-Service ``prometheus-operated``. Its rights: list and watch pods in distml's namespace only.
+(``integration.operator_config``: job label ``<namespace>/<PodMonitor>``), and per
+ServiceMonitor endpoint (the training operator's, KEDA's), the PrometheusRule's groups as
+its rules, the external labels it adds, and its governing Service ``prometheus-operated``.
+Its rights are kube-prometheus's in the namespaces it watches, none: only the Roles and
+RoleBindings `render` wrote, applied as the docs say. Every monitor's targets must come up.
 
 Then, as a user whose ``cluster.prometheus`` names it: `invoke deploy --scale-metric
 concurrency` (the interval read off its targets: KEDA's window four 30 s scrapes), `invoke
@@ -34,7 +36,7 @@ from integration.kind_run import NAMESPACE as DISTML_NAMESPACE
 from integration.kind_run import context
 from integration.operator_config import scrape_config
 from k8s.install import versions
-from k8s.monitoring import prometheus_operator
+from k8s.monitoring import operator_rbac, prometheus_operator
 from k8s.monitoring.prometheus import PrometheusRef, targets
 from k8s.providers.settings import Settings
 
@@ -52,8 +54,11 @@ DEPLOY = ["deploy", "--max-replicas", "3", "--scale-metric", "concurrency"]
 LOAD = ["loadtest", "--concurrency", "5", "--duration", "120s", "--expect-scale-out"]
 
 
+MONITORS = ("PodMonitor", "ServiceMonitor")
+
+
 def prometheus_yml(s: Settings) -> dict[str, Any]:
-    monitors = [o for o in prometheus_operator.operator_objects(s) if o["kind"] == "PodMonitor"]
+    monitors = [o for o in prometheus_operator.operator_objects(s) if o["kind"] in MONITORS]
     return {
         "global": {
             "scrape_interval": INTERVAL,
@@ -77,24 +82,17 @@ def _meta(name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
 
 
 def _rbac(s: Settings) -> list[dict[str, Any]]:
-    rbac = "rbac.authorization.k8s.io/v1"
+    """Its ServiceAccount, as kube-prometheus names it (``prometheus-k8s``: render's default
+    ``--prometheus-sa``), with no right of its own in distml's or the operators' namespaces
+    (kube-prometheus grants Roles in default, kube-system and monitoring only); then the
+    Roles and RoleBindings `render --prometheus-operator` wrote for it, as a user applies
+    them: the discovery its monitors need, and nothing else."""
     account = f"prometheus-{NAME}"
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(account)},
-        {
-            "apiVersion": rbac,
-            "kind": "Role",
-            "metadata": _meta(account, s.namespace),
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}],
-        },
-        {
-            "apiVersion": rbac,
-            "kind": "RoleBinding",
-            "metadata": _meta(account, s.namespace),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
-        },
+    assert f"{NAMESPACE}/{account}" == operator_rbac.DEFAULT_ACCOUNT
+    rendered = [
+        o for o in prometheus_operator.operator_objects(s) if o["kind"] in ("Role", "RoleBinding")
     ]
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(account)}, *rendered]
 
 
 def _deployment() -> dict[str, Any]:
@@ -226,6 +224,29 @@ def wait_for_predictor_targets(kube: Any, s: Settings) -> list[str]:
     return seen()
 
 
+def wait_for_operator_targets(kube: Any) -> list[str]:
+    """The ServiceMonitors' Services (the training operator's, KEDA's) as targets, up:
+    discovered in their namespaces through the Roles `render` wrote, nothing else."""
+    from k8s.install.operator_check import PROBES
+
+    ref = PrometheusRef(NAMESPACE, SERVICE, PORT)
+    wanted = {PROBES[k].deployment for k in ("training_operator", "keda")}  # their Services
+
+    def up() -> set[str]:
+        return {t.job for t in targets(kube, ref) if t.job in wanted and t.health == "up"}
+
+    verdict = poll(
+        up,
+        lambda found: Done() if found == wanted else Pending(f"up: {sorted(found)}"),
+        timeout=TARGETS_TIMEOUT_S,
+        interval=5.0,
+        retry_on=(DistmlError,),
+    )
+    if not isinstance(verdict, Done):
+        raise DistmlError(f"{SETTING}: the ServiceMonitors' targets are not all up: {verdict}")
+    return sorted(wanted)
+
+
 def lifecycle() -> list[str]:
     """deploy, loadtest, status as a user of that Prometheus; each must pass. Their output."""
     env = {**os.environ, "INVOKE_CLUSTER_PROMETHEUS": SETTING}
@@ -262,12 +283,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from k8s.client.kube import ApiKube
 
     del argv
-    s = Settings(image="-", namespace=DISTML_NAMESPACE)
+    s = Settings(image="-", namespace=DISTML_NAMESPACE, serving_mode="standard")
     started = time.monotonic()
     try:
         install(context(), s)
         up = wait_for_predictor_targets(ApiKube(context()), s)
         print(f"operator-style Prometheus {SETTING}: predictor targets up: {', '.join(up)}")
+        services = wait_for_operator_targets(ApiKube(context()))
+        print(f"operator-style Prometheus {SETTING}: ServiceMonitor targets up: {services}")
         missing = check(lifecycle())
     except DistmlError as e:
         print(f"operator-style Prometheus: FAILED: {e}", file=sys.stderr)

@@ -150,3 +150,59 @@ def test_no_firing_notification_fails_and_the_process_is_let_go_all_the_same(sta
     with pytest.raises(DistmlError, match="at the webhook"):
         af.run(kube, REF, NS, SVC, never_notified)
     assert not stopped(stand_in.pid)
+
+
+class Cluster:
+    """kubectl as the fault uses it: nodes cordoned make the predictor's pods Pending (the
+    alert fires while they are); every call recorded."""
+
+    def __init__(self, fires_when_cordoned: bool = True) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.cordoned: set[str] = set()
+        self.fires = fires_when_cordoned
+
+    def kubectl(self, kube_context: str, *args: str) -> str:
+        self.calls.append(args)
+        if args[:2] == ("get", "nodes"):
+            return "node/a\nnode/b\n"
+        if args[0] == "cordon":
+            self.cordoned.add(args[1])
+        if args[0] == "uncordon":
+            self.cordoned.discard(args[1])
+        return ""
+
+    def serve(self, kube: FakeKube) -> None:
+        def answer(path: str, params: dict) -> bytes:
+            alerts = []
+            if self.fires and self.cordoned and ("-n", NS, "delete") in {c[:3] for c in self.calls}:
+                alerts.append({"labels": {"alertname": af.ALERT, "namespace": NS, "isvc": SVC},
+                               "annotations": {}, "state": "firing",
+                               "activeAt": "2026-12-05T09:00:00Z"})  # fmt: skip
+            return json.dumps({"status": "success", "data": {"alerts": alerts}}).encode()
+
+        kube.serve_proxy(REF.namespace, REF.service, REF.port, answer)
+
+
+def test_every_pod_gone_fires_and_clears_once_the_nodes_take_pods_again(monkeypatch):
+    cluster, kube = Cluster(), FakeKube()
+    cluster.serve(kube)
+    monkeypatch.setattr(af, "_kubectl", cluster.kubectl)
+    said = af.gone("kind-x", kube, REF, NS, SVC)
+    assert said.startswith("alert fault: every predictor pod gone")
+    deleted = [c for c in cluster.calls if c[:3] == ("-n", NS, "delete")]
+    assert deleted == [("-n", NS, "delete", "pods", "-l",
+                        f"serving.kserve.io/inferenceservice={SVC}", "--wait=false")]  # fmt: skip
+    assert not cluster.cordoned  # every node uncordoned
+
+
+def test_an_alert_that_never_fires_with_pods_gone_fails_and_the_nodes_are_uncordoned(
+    monkeypatch,
+):
+    cluster, kube = Cluster(fires_when_cordoned=False), FakeKube()
+    cluster.serve(kube)
+    monkeypatch.setattr(af, "_kubectl", cluster.kubectl)
+    monkeypatch.setattr(af, "FOR_S", 1)
+    monkeypatch.setattr(af, "FIRE_SLACK_S", 2)
+    with pytest.raises(DistmlError, match="firing with every pod Pending: not within 3 s"):
+        af.gone("kind-x", kube, REF, NS, SVC)
+    assert {c[0] for c in cluster.calls} >= {"cordon", "uncordon"} and not cluster.cordoned

@@ -13,7 +13,7 @@ from integration import operator_prometheus as op
 from k8s.monitoring import prometheus, prometheus_operator, rules
 from k8s.providers.settings import Settings
 
-S = Settings(image="-", namespace="kubeflow")
+S = Settings(image="-", namespace="kubeflow", serving_mode="standard")
 
 
 def by_kind(kind: str) -> list[dict]:
@@ -26,7 +26,13 @@ def test_it_scrapes_at_30s_with_the_operators_jobs_and_loads_distmls_rules():
     assert [j["job_name"] for j in config["scrape_configs"]] == [
         "podMonitor/kubeflow/distml-predictor/0",
         "podMonitor/kubeflow/distml-training/0",
+        "serviceMonitor/kubeflow/distml-training-operator/0",
+        "serviceMonitor/keda/distml-keda-operator/0",
     ]
+    roles = {j["job_name"]: j["kubernetes_sd_configs"][0]["role"] for j in config["scrape_configs"]}
+    assert roles["serviceMonitor/keda/distml-keda-operator/0"] == "endpoints"
+    keda = config["scrape_configs"][-1]
+    assert keda["honor_labels"] is True  # KEDA's own namespace label, the ScaledObject's
     main, rule_files = by_kind("ConfigMap")
     assert json.loads(main["data"]["prometheus.yml"]) == config
     (text,) = rule_files["data"].values()
@@ -48,10 +54,18 @@ def test_it_is_the_cluster_prometheus_it_names_with_rights_in_distmls_namespace_
     # It schedules while the earlier steps' predictors hold their peak: no CPU request.
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert "cpu" not in container["resources"]["requests"]
-    (role,) = by_kind("Role")
-    assert role["metadata"]["namespace"] == "kubeflow"
-    assert {v for r in role["rules"] for v in r["verbs"]} == {"list", "watch"}
-    assert not by_kind("ClusterRole")
+    # Its rights are the Roles `render --prometheus-operator` wrote, as a user applies
+    # them, bound to kube-prometheus's ServiceAccount; nothing of its own, nothing cluster-wide.
+    rendered = [o for o in prometheus_operator.operator_objects(S) if o["kind"] == "Role"]
+    assert by_kind("Role") == rendered
+    assert {r["metadata"]["namespace"] for r in rendered} == {"kubeflow", "keda"}
+    (account,) = by_kind("ServiceAccount")
+    for binding in by_kind("RoleBinding"):
+        (subject,) = binding["subjects"]
+        assert (subject["namespace"], subject["name"]) == (
+            account["metadata"]["namespace"], account["metadata"]["name"]
+        )  # fmt: skip
+    assert not by_kind("ClusterRole") and not by_kind("ClusterRoleBinding")
 
 
 def test_the_lifecycles_output_must_show_the_30s_interval_found_and_used():
