@@ -40,7 +40,7 @@ PART_OF = "app.kubernetes.io/part-of=distml"  # k8s.manifests.names.COMMON_LABEL
 # What distml says (runtime.cluster.access_check, runtime.cluster.identity).
 REFUSED_RIGHTS = "lacks the rights distml needs in namespace"
 REFUSED_CLUSTER = "now points at another cluster"
-ACCESS_ROLE = "distml-user"  # k8s.client.access.ROLE_NAME
+ACCESS_ROLE = "distml-user"  # k8s.client.access.ROLE_NAME: each user's is distml-user-<user>
 DISTML_KINDS = "all,pvc,configmaps,serviceaccounts,roles,rolebindings"
 
 
@@ -172,7 +172,7 @@ def distml_objects(k: list[str]) -> list[str]:
     """distml's objects in the namespace, but the Role and RoleBinding the admin applied
     from `invoke access-role` (labelled distml's too)."""
     out = run([*k, "-n", OWN_NAMESPACE, "get", DISTML_KINDS, "-l", PART_OF, "-o", "name"])
-    return [o for o in out.split() if not o.endswith(f"/{ACCESS_ROLE}")]
+    return [o for o in out.split() if not o.rpartition("/")[2].startswith(f"{ACCESS_ROLE}-")]
 
 
 def check_nothing_written() -> None:

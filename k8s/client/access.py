@@ -31,11 +31,14 @@ import yaml
 
 from k8s.client.ownership import written_names
 from k8s.manifests.argo_workflow import workflow_rbac
+from k8s.manifests.inference import AUTOSCALER_OBJECTS
 from k8s.manifests.names import labels
 from k8s.monitoring import stack
 from k8s.providers.settings import Settings
 
-ROLE_NAME = "distml-user"
+ROLE_NAME = "distml-user"  # the prefix: each user's Role is their own (role_name)
+#: A Role's name is a DNS subdomain (253); kept short, with a hash of the whole user name.
+NAME_KEPT = 40
 RBAC_GROUP = "rbac.authorization.k8s.io"
 RBAC_API = f"{RBAC_GROUP}/v1"
 AUTHZ_API = "authorization.k8s.io/v1"
@@ -97,6 +100,9 @@ def needs(s: Settings, models: Sequence[str], swept: Iterable[tuple[str, str]]) 
     ]
     if s.image_pull_secret:
         found.append(Need("", "secrets", "get"))
+    if s.serving_mode == "standard":  # deploy drops the autoscaler a redeploy moved from
+        for api, kind in AUTOSCALER_OBJECTS.values():
+            found += _verbs(group_of(api), resource_of(kind), ("get", "delete"))
     roles = []
     if s.with_monitoring and not s.prometheus:
         found.append(Need("", "services/proxy", "get"))  # its API, through the API server
@@ -151,16 +157,29 @@ def listing(wanted: Iterable[Need]) -> list[str]:
     ]
 
 
-def role(namespace: str, wanted: Iterable[Need]) -> dict[str, Any]:
-    """The Role ``distml-user`` granting exactly ``wanted`` in ``namespace``: one rule per
-    API group and verb list, its resources together."""
+def role_name(username: str) -> str:
+    """``distml-user-<user>``: each user's own Role and RoleBinding, so that applying a
+    second user's file never replaces the first's subjects or rules. The user name
+    lower-cased, every run of other characters than [a-z0-9] a '-', cut to NAME_KEPT,
+    then 8 hex of its sha256 (two names that clean alike still differ)."""
+    import hashlib
+    import re
+
+    cleaned = re.sub(r"[^a-z0-9]+", "-", username.lower()).strip("-")[:NAME_KEPT].strip("-")
+    digest = hashlib.sha256(username.encode()).hexdigest()[:8]
+    return f"{ROLE_NAME}-{cleaned}-{digest}" if cleaned else f"{ROLE_NAME}-{digest}"
+
+
+def role(namespace: str, wanted: Iterable[Need], username: str) -> dict[str, Any]:
+    """The Role :func:`role_name` granting exactly ``wanted`` in ``namespace``: one rule
+    per API group and verb list, its resources together."""
     rules: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for (group, resource), verbs in by_resource(wanted).items():
         rules.setdefault((group, tuple(verbs)), []).append(resource)
     return {
         "apiVersion": RBAC_API,
         "kind": "Role",
-        "metadata": {"name": ROLE_NAME, "namespace": namespace, "labels": labels()},
+        "metadata": {"name": role_name(username), "namespace": namespace, "labels": labels()},
         "rules": [
             {"apiGroups": [group], "resources": resources, "verbs": list(verbs)}
             for (group, verbs), resources in rules.items()
@@ -178,19 +197,20 @@ def subject(username: str) -> dict[str, Any]:
 
 
 def role_binding(namespace: str, username: str) -> dict[str, Any]:
-    """Binds Role ``distml-user`` to ``username`` in ``namespace``."""
+    """Binds the user's own Role (:func:`role_name`) to ``username`` in ``namespace``."""
+    name = role_name(username)
     return {
         "apiVersion": RBAC_API,
         "kind": "RoleBinding",
-        "metadata": {"name": ROLE_NAME, "namespace": namespace, "labels": labels()},
-        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": ROLE_NAME},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels()},
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
         "subjects": [subject(username)],
     }
 
 
 def access_yaml(namespace: str, wanted: Iterable[Need], username: str) -> str:
     """The Role and its RoleBinding, as one YAML stream for ``kubectl apply -f``."""
-    docs = [role(namespace, wanted), role_binding(namespace, username)]
+    docs = [role(namespace, wanted, username), role_binding(namespace, username)]
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
@@ -229,7 +249,8 @@ def refusal(
         f"{shown} lacks the rights distml needs in namespace {namespace} (nothing was "
         "written); missing, per resource:",
         *(f"  - {line}" for line in listing(missing)),
-        f"a Role {ROLE_NAME} granting exactly these, and its RoleBinding, for the cluster's "
+        f"a Role {role_name(username)} granting exactly these, and its RoleBinding, for the "
+        "cluster's "
         f"admin to apply (`kubectl apply -f FILE`; namespace {namespace} only, nothing "
         "cluster-wide):",
         yaml_text.rstrip("\n"),

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from k8s.client.objects import ISVC_API, JOB_API, TFJOB_API
+from k8s.manifests import canary_pods
+from k8s.manifests.canary_jobs import END_JOB, SAMPLE_JOB, WEIGHT_JOB
 from k8s.manifests.names import (
     COMMON_LABELS,
     INGEST_JOB,
@@ -63,6 +65,10 @@ def written_names(s: Settings, models: Iterable[str]) -> list[Ref]:
         *((TFJOB_API, "TFJob", tfjob_name(m)) for m in models),
         (ISVC_API, "InferenceService", s.service),
         ("serving.kserve.io/v1alpha1", "ServingRuntime", RUNTIME_NAME),
+        # deploy --canary: the canary's own pod and Service, and its Jobs
+        ("v1", "Pod", canary_pods.name(s)),
+        ("v1", "Service", canary_pods.name(s)),
+        *((JOB_API, "Job", job) for job in (WEIGHT_JOB, SAMPLE_JOB, END_JOB)),
     ]
     if s.with_argo:
         refs += [

@@ -23,7 +23,7 @@ from k8s.client.kube import KubeError
 from k8s.providers.settings import Settings
 from ml.contract import MODEL_TYPES
 from runtime.cluster.cluster_error import ClusterError
-from runtime.cluster.down import OURS
+from runtime.cluster.down import swept
 
 TASK = "access-role"
 
@@ -37,7 +37,7 @@ class Review:
 
 
 def wanted(s: Settings, models: Sequence[str] = MODEL_TYPES) -> list[Need]:
-    return access.needs(s, models, OURS)
+    return access.needs(s, models, swept(s))
 
 
 def review(kube: Any, namespace: str, needs: Sequence[Need]) -> Review:

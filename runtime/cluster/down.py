@@ -39,6 +39,17 @@ OURS: tuple[tuple[str, str], ...] = (
     ("v1", "Secret"),  # its Alertmanager's configuration (up --with-monitoring)
 )
 PVC_DELETE_TIMEOUT_S = 300
+
+
+def swept(s: Settings) -> tuple[tuple[str, str], ...]:
+    """:data:`OURS`, less the kinds ``s``'s options never write: a user who never ran
+    ``--with-argo`` or ``--with-monitoring`` needs no right to list or delete Roles,
+    RoleBindings, Secrets or Workflows (the printed Role asks only what this sweeps)."""
+    from k8s.client.ownership import written_names
+    from ml.contract import MODEL_TYPES
+
+    written = {(api, kind) for api, kind, _ in written_names(s, MODEL_TYPES)}
+    return tuple(k for k in OURS if k in written)
 # What `up` recorded of the cluster it set up and the volume it made there (None: cleared).
 CLUSTER_RECORD: dict[str, None] = dict.fromkeys(
     (
@@ -161,7 +172,7 @@ def _delete_objects(cx: ClusterContext) -> None:
         return
     gone, kept = [], []
     uids = cx.uids
-    for api, kind in OURS:
+    for api, kind in swept(s):
         mine = manifests.selector(instance=instance)
         for obj in cx.kube.list(api, kind, ns, label_selector=mine):
             name = obj["metadata"]["name"]

@@ -116,7 +116,8 @@ def test_nothing_written_fails_on_any_distml_object(fake) -> None:
 
 def test_the_access_role_the_admin_applied_is_not_counted(fake) -> None:
     fake["left"]["objects"] = (
-        "role.rbac.authorization.k8s.io/distml-user\nrolebinding.rbac.authorization.k8s.io/distml-user"
+        "role.rbac.authorization.k8s.io/distml-user-alice-2bd806c9\n"
+        "rolebinding.rbac.authorization.k8s.io/distml-user-alice-2bd806c9"
     )
     byo_user.check_nothing_written()
 

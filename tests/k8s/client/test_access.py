@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from k8s.client import access
 from k8s.client.access import Need
@@ -138,7 +140,7 @@ def test_the_role_and_binding_are_strictly_valid_kubernetes_objects():
 
 def test_the_role_grants_exactly_the_missing_verbs_and_nothing_else():
     missing = missing_of_an_admin()
-    role = access.role(NS, missing)
+    role = access.role(NS, missing, "alice")
     granted = {
         Need(group, resource, verb)
         for rule in role["rules"]
@@ -147,7 +149,10 @@ def test_the_role_grants_exactly_the_missing_verbs_and_nothing_else():
         for verb in rule["verbs"]
     }
     assert granted == set(missing)
-    assert role["metadata"]["name"] == "distml-user" and role["metadata"]["namespace"] == NS
+    assert (
+        role["metadata"]["name"] == access.role_name("alice")
+        and role["metadata"]["namespace"] == NS
+    )
     assert all("*" not in str(rule) for rule in role["rules"])
 
 
@@ -159,7 +164,7 @@ def test_the_binding_names_the_user_or_the_service_account():
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "Role",
-        "name": "distml-user",
+        "name": access.role_name("alice"),
     }
     sa = access.role_binding(NS, "system:serviceaccount:ci:runner")["subjects"]
     assert sa == [{"kind": "ServiceAccount", "name": "runner", "namespace": "ci"}]
@@ -195,3 +200,86 @@ def test_the_reviews_are_what_the_api_takes():
     }  # fmt: skip
     for review in (access.rules_review(NS), access.access_review(NS, Need("", "pods", "get"))):
         assert validate({**review, "metadata": {"name": "x"}}) == []  # the helper wants a name
+
+
+# ------------------------------------------------------------------ every user's rights their own
+
+
+def test_each_user_s_role_and_binding_are_their_own_so_a_second_file_replaces_nothing():
+    names = {
+        u: access.role_name(u) for u in ("alice", "bob", "Alice", "system:serviceaccount:ci:runner")
+    }
+    assert len(set(names.values())) == len(names)  # "alice" and "Alice" too
+    for user, name in names.items():
+        (role, binding) = yaml.safe_load_all(
+            access.access_yaml(NS, [Need("", "pods", "get")], user)
+        )
+        assert role["metadata"]["name"] == binding["metadata"]["name"] == name
+        assert binding["roleRef"]["name"] == name and name.startswith("distml-user-")
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_any_user_name_gives_a_valid_role_name(username: str):
+    from k8s.manifests.names import is_dns_subdomain
+
+    name = access.role_name(username)
+    assert is_dns_subdomain(name) and len(name) <= 80, name
+    assert name == access.role_name(username)  # stable: the admin's file and a rerun agree
+
+
+def _swept(**options: bool) -> list:
+    from runtime.cluster.down import swept
+
+    s = Settings(image="distml:abc", provider="existing", namespace=NS, serving_mode="standard",
+                 **options)  # fmt: skip
+    return access.needs(s, ["cnn"], swept(s))
+
+
+def test_without_argo_or_monitoring_no_right_on_rbac_secrets_or_workflows_is_asked():
+    asked = {n.resource for n in _swept()}
+    assert not asked & {"roles", "rolebindings", "secrets", "serviceaccounts", "workflows"}
+    assert {"roles", "rolebindings", "secrets", "configmaps"} <= {
+        n.resource for n in _swept(with_monitoring=True)
+    }
+    assert "workflows" in {n.resource for n in _swept(with_argo=True)}
+
+
+def test_deploy_s_reads_of_the_autoscalers_and_the_canary_s_objects_are_asked():
+    asked = set(_swept())
+    for resource, group in (
+        ("scaledobjects", "keda.sh"),
+        ("horizontalpodautoscalers", "autoscaling"),
+    ):
+        assert {Need(group, resource, "get"), Need(group, resource, "delete")} <= asked
+    # deploy --canary: its own pod and Service (apply, delete), and `down` sweeps them
+    for verb in ("get", "create", "patch", "delete", "list"):
+        assert Need("", "services", verb) in asked and Need("", "pods", verb) in asked
+
+
+def test_what_the_built_in_edit_role_lacks_is_what_the_docs_say():
+    """Kubernetes v1.33.1's ClusterRole edit (read off the kind cluster integration/kindbuild
+    builds): what a user bound to it lacks for the chain, as docs/existing-cluster.md lists
+    it; with --with-monitoring, Roles and RoleBindings too (edit holds no RBAC)."""
+    import json
+    from pathlib import Path
+
+    edit = json.loads((Path(__file__).parent / "edit-clusterrole-v1.33.1.json").read_text())
+
+    def lacks(**options: bool) -> list[str]:
+        return access.listing(n for n in _swept(**options) if not access.allows(edit["rules"], n))
+
+    assert lacks() == EDIT_LACKS
+    assert sorted(set(lacks(with_monitoring=True)) - set(EDIT_LACKS)) == [
+        "rolebindings.rbac.authorization.k8s.io: get, list, create, patch, delete",
+        "roles.rbac.authorization.k8s.io: get, list, create, patch, delete",
+    ]
+    docs = (Path(__file__).parents[3] / "docs" / "existing-cluster.md").read_text()
+    assert all(f"`{line}`" in docs for line in EDIT_LACKS)
+
+
+EDIT_LACKS = [
+    "scaledobjects.keda.sh: get, delete",
+    "tfjobs.kubeflow.org: get, list, create, patch, delete",
+    "inferenceservices.serving.kserve.io: get, list, create, patch, delete",
+    "servingruntimes.serving.kserve.io: get, list, create, patch, delete",
+]
