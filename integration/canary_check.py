@@ -10,7 +10,7 @@ After the lifecycle (version N serves), as a user would:
    step's weight; the load test with no failed request; a ``CanaryPromoted`` Event on the
    InferenceService; ``status`` showing it; the canary's pod gone.
 2. **A bad version.** Every model trained for one step (``train-all --epochs 1
-   --steps-per-epoch 1``), let past the selection's floor with ``--force``: under load, the
+   --steps-per-epoch 1 --workers 1``), let past the selection's floor with ``--force``: under load, the
    accuracy gate must fail and the canary be rolled back by itself (exit 1); the load test
    with no failed request (the stable answered throughout; the canary's answers are wrong,
    not errors); a ``CanaryRolledBack`` Event.
@@ -49,7 +49,10 @@ GOOD = ["deploy", "--canary", "--force", "--canary-steps", "20,50", "--canary-in
 # The canary's pod (Ready once its TensorFlow and version loaded), a shadow phase and two
 # steps of two 30 s passes each, the selection and the Jobs between.
 GOOD_LOAD_S = 480
-TRAIN_BAD = ["train-all", "--epochs", "1", "--steps-per-epoch", "1"]
+# One worker each: right after the good version's load, KEDA holds the predictor's peak
+# replicas for its cooldown (5 min), and a 2-worker job's second worker found no CPU on 2
+# CPUs (train-all gave up after 300 s, as it says it does). The version is as bad either way.
+TRAIN_BAD = ["train-all", "--epochs", "1", "--steps-per-epoch", "1", "--workers", "1"]
 BAD = ["deploy", "--canary", "--force", "--canary-steps", "20", "--canary-interval", "30"]
 BAD_LOAD_S = 300  # rolled back in its shadow phase, after its pod started
 # Four times the serving version's training steps (kind_run.BUDGET), so that the selection
