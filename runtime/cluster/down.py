@@ -5,7 +5,7 @@ the images it built and the work dir."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from k8s import manifests
 from k8s.client.objects import DEPLOYMENT_API, ISVC_API, JOB_API, TFJOB_API
@@ -41,15 +41,19 @@ OURS: tuple[tuple[str, str], ...] = (
 PVC_DELETE_TIMEOUT_S = 300
 
 
-def swept(s: Settings) -> tuple[tuple[str, str], ...]:
+def swept(s: Settings, recorded: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
     """:data:`OURS`, less the kinds ``s``'s options never write: a user who never ran
     ``--with-argo`` or ``--with-monitoring`` needs no right to list or delete Roles,
-    RoleBindings, Secrets or Workflows (the printed Role asks only what this sweeps)."""
+    RoleBindings, Secrets or Workflows (the printed Role asks only what this sweeps);
+    plus every kind of ``recorded`` (the work dir's object uids, ``"Kind ns/name"``)."""
     from k8s.client.ownership import written_names
     from ml.contract import MODEL_TYPES
 
     written = {(api, kind) for api, kind, _ in written_names(s, MODEL_TYPES)}
-    return tuple(k for k in OURS if k in written)
+    kinds = {key.split(" ", 1)[0] for key in recorded}
+    return tuple(k for k in OURS if k in written or k[1] in kinds)
+
+
 # What `up` recorded of the cluster it set up and the volume it made there (None: cleared).
 CLUSTER_RECORD: dict[str, None] = dict.fromkeys(
     (
@@ -172,7 +176,7 @@ def _delete_objects(cx: ClusterContext) -> None:
         return
     gone, kept = [], []
     uids = cx.uids
-    for api, kind in swept(s):
+    for api, kind in swept(s, uids):
         mine = manifests.selector(instance=instance)
         for obj in cx.kube.list(api, kind, ns, label_selector=mine):
             name = obj["metadata"]["name"]

@@ -185,7 +185,8 @@ class Later(Training):
             result = [{"metric": {}, "value": [0, str(self.LAST)]}] if self.ran else []
             return json.dumps({"status": "success",
                                "data": {"resultType": "vector", "result": result}})  # fmt: skip
-        if "distml_train" in query and "max_over_time(up" not in query:
+        # The $namespace variable's union reads serving's series too: they are there now.
+        if "distml_train" in query and "max_over_time(up" not in query and "__name__" not in query:
             self.asked_at.append(params.get("time"))
             if params.get("time") != f"{self.LAST:.3f}":  # stale now
                 return json.dumps({"status": "success",
