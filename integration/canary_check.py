@@ -10,10 +10,10 @@ After the lifecycle (version N serves), as a user would:
    step's weight; the load test with no failed request; a ``CanaryPromoted`` Event on the
    InferenceService; ``status`` showing it; the canary's pod gone.
 2. **A bad version.** Every model trained for one step (``train-all --epochs 1
-   --steps-per-epoch 1 --workers 1``), let past the selection's floor with ``--force``: under load, the
-   accuracy gate must fail and the canary be rolled back by itself (exit 1); the load test
-   with no failed request (the stable answered throughout; the canary's answers are wrong,
-   not errors); a ``CanaryRolledBack`` Event.
+   --steps-per-epoch 1 --workers 1``), let past the selection's floor with ``--force``:
+   under load, the accuracy gate must fail and the canary be rolled back by itself (exit
+   1); the load test with no failed request (the stable answered throughout; the canary's
+   answers are wrong, not errors); a ``CanaryRolledBack`` Event.
 
 ``--workflow`` (the run with Argo): instead of both, a version trained longer than the
 serving one, by ``invoke workflow --watch --canary``: once the Workflow has published it

@@ -116,6 +116,8 @@ def readings(cx: Any, s: Any) -> Any:
     from runtime.canary.cluster import totals
 
     ref = prometheus.ref(s)
+    if ref is None:
+        raise DistmlError("no Prometheus to read the stable's latency from (--with-monitoring)")
 
     def query(promql: str) -> Any:
         return prometheus.instant(cx.kube, ref, promql, kubectl=cx.provider.kubectl)
