@@ -69,6 +69,19 @@ def _objective_line(panel: dict[str, Any], value: float) -> dict[str, Any]:
     return panel
 
 
+def _burn_by_version() -> dict[str, Any]:
+    targets = [
+        (sm.burn_by_version(NS, ISVC, RATE, slo), f"{{{{version}}}} {slo}")
+        for slo in ("availability", "latency")
+    ]
+    return _panel(
+        "Error budget burn by version", "timeseries", targets, "short",
+        "Each version's bad share over its budget's (5xx: 0.1%; slower than the objective: "
+        "1%): at 1 a version spends its budget in exactly 30 days, and the pages fire above "
+        "14.4 and 6. What a canary's owner compares.",
+    )  # fmt: skip
+
+
 def panels() -> list[dict[str, Any]]:
     """The service's panels, in reading order (two to a row), then the training row."""
     objective_ms = sm.LATENCY_OBJECTIVE_S * 1000
@@ -87,12 +100,7 @@ def panels() -> list[dict[str, Any]]:
                "not the service's traffic)."),
         _panel("Error ratio (5xx)", "timeseries", [(sm.error_ratio(NS, ISVC, RATE), "5xx")],
                "percentunit", "Predict and infer requests answered 5xx, over all of them."),
-        _panel("Error budget burn by version", "timeseries",
-               [(sm.burn_by_version(NS, ISVC, RATE, slo), f"{{{{version}}}} {slo}")
-                for slo in ("availability", "latency")], "short",
-               "Each version's bad share over its budget's (5xx: 0.1%; slower than the "
-               "objective: 1%): at 1 a version spends its budget in exactly 30 days, and "
-               "the pages fire above 14.4 and 6. What a canary's owner compares."),
+        _burn_by_version(),
         _objective_line(latency, sm.LATENCY_OBJECTIVE_S),
         _objective_line(
             _panel(f"Requests within {objective_ms:g} ms", "timeseries",
