@@ -106,10 +106,10 @@ def test_monitoring_scales_on_concurrency_and_checks_targets_the_count_and_the_d
         "status",
         # canary releases under load: a good version promoted, a bad one rolled back
         "canary_check",
-        # a slow and an erroring version rolled back, the stable's p99 unmoved
-        "canary_faults",
         # deploy, loadtest and status again, against an Operator-style Prometheus
         "operator_prometheus",
+        # a slow and an erroring version rolled back, the stable's p99 unmoved
+        "canary_faults",
     ]
     assert plan[0][-1] == "--with-monitoring" and "--base" in plan[0]
     deploys = [s for s in plan if s[:2] == ["invoke", "deploy"]]
