@@ -39,10 +39,20 @@ def test_a_report_is_running_only_while_its_deploy_runs(wd):
 
 
 def test_a_live_invoke_process_is_found_and_a_dead_one_is_not(wd):
+    from pathlib import Path
+
+    from common.poll import Done, Pending, poll
+
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(30)", "invoke"], stdin=subprocess.DEVNULL
     )
+    # Popen returns once exec has begun; the kernel sets the new command line a moment later
+    # (empty meanwhile, seen under load): wait for it, as a user's `invoke` would have.
+    cmdline = Path(f"/proc/{child.pid}/cmdline")
+    shown = poll(cmdline.read_bytes, lambda b: Done() if b"invoke" in b else Pending(),
+                 timeout=10, interval=0.01)  # fmt: skip
     try:
+        assert isinstance(shown, Done), "the child never showed its command line"
         assert live.running_pid({"running": True, "pid": child.pid}) == child.pid
         assert live.running_pid({"running": False, "pid": child.pid}) is None
     finally:
